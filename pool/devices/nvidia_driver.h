@@ -1,0 +1,190 @@
+// File: pool/devices/nvidia_driver.h
+//
+// The DeviceDriver for real NVIDIA GPUs on the host it runs on: NVML for discovery, health and
+// MIG, and the CUDA driver API for the one figure NVML lacks (the SM count). Both libraries are
+// loaded with dlopen when the driver is opened, never linked, so a binary containing this driver
+// runs on machines without one: Open() then fails with kUnavailable and the caller falls back
+// (driver_selection.h).
+//
+//   absl::StatusOr<std::unique_ptr<NvidiaDriver>> driver = NvidiaDriver::Open();
+//   if (!driver.ok()) return driver.status();  // kUnavailable: no NVIDIA driver on this host
+//   absl::StatusOr<std::vector<DiscoveredNode>> nodes = (*driver)->Discover();
+//
+// One driver manages one node: the host's GPUs, in NVML index order. Every NVML function except
+// the five needed to open is optional: on a driver too old to export one, the field it feeds is
+// left unknown (-1, 0 or empty) rather than failing the call.
+//
+// MIG partitioning changes shared hardware, so the four partition calls are refused with
+// kPermissionDenied unless NvidiaDriverOptions::allow_partitioning is set (and NVML itself needs
+// root for them).
+//
+// Health: XID critical errors are collected through an NVML event set registered at Open();
+// ReadHealth(gpu) hands out those seen on that GPU since its previous ReadHealth. A verdict that
+// calls for repair (draining, lost) sticks to the GPU in Discover() for the driver's lifetime.
+//
+// Thread-safety: thread-safe. NVML is itself thread-safe; the driver's own state (events drained
+// but not yet reported, sticky health) is guarded by a mutex.
+#ifndef GPUPOOL_POOL_DEVICES_NVIDIA_DRIVER_H_
+#define GPUPOOL_POOL_DEVICES_NVIDIA_DRIVER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "pool/devices/device_driver.h"
+#include "pool/devices/nvml_api.h"
+#include "pool/gpu_catalogue.h"
+#include "pool/health.h"
+
+namespace gpupool::pool {
+
+struct NvidiaDriverOptions {
+  // NVML's library. Empty: $GPUPOOL_NVML_LIBRARY when set, else "libnvidia-ml.so.1".
+  std::string nvml_library;
+  // The CUDA driver library, used only for SM counts. Empty: "libcuda.so.1". Its absence is not
+  // an error (sm_count is then 0).
+  std::string cuda_library;
+  // The node's name in the pool. Empty: the host name.
+  std::string node_name;
+  // Whether Create/Destroy{Gpu,Compute}Instance may change the hardware. Off by default: GPUs
+  // are often shared (the project's lent test GPUs must never be repartitioned).
+  bool allow_partitioning = false;
+};
+
+class NvidiaDriver final : public DeviceDriver {
+ public:
+  // Loads NVML, initialises it, and registers for XID events. kUnavailable when the library
+  // cannot be loaded (the message names it and carries dlerror's text), lacks a required symbol,
+  // or nvmlInit fails (no kernel driver, version mismatch); kPermissionDenied when NVML refuses
+  // this user.
+  static absl::StatusOr<std::unique_ptr<NvidiaDriver>> Open(NvidiaDriverOptions options = {});
+
+  // Cheap probe: whether NVML's library (default path or $GPUPOOL_NVML_LIBRARY) can be loaded.
+  // Does not initialise NVML, so a true answer does not promise that Open() succeeds.
+  static bool DriverPresent();
+
+  NvidiaDriver(const NvidiaDriver&) = delete;
+  NvidiaDriver& operator=(const NvidiaDriver&) = delete;
+  // Frees the event set, shuts NVML down and unloads it.
+  ~NvidiaDriver() override;
+
+  absl::string_view name() const override { return "nvidia"; }
+  const std::string& node_name() const { return node_name_; }
+
+  absl::StatusOr<std::vector<DiscoveredNode>> Discover() override;
+  absl::StatusOr<GpuHealthReading> ReadHealth(const GpuRef& gpu) override;
+  absl::StatusOr<GpuInstanceInfo> CreateGpuInstance(const GpuRef& gpu, absl::string_view profile,
+                                                    std::optional<int> start) override;
+  absl::Status DestroyGpuInstance(const GpuRef& gpu, int gpu_instance_id) override;
+  absl::StatusOr<ComputeInstanceInfo> CreateComputeInstance(const GpuRef& gpu,
+                                                            int gpu_instance_id,
+                                                            int compute_slices) override;
+  absl::Status DestroyComputeInstance(const GpuRef& gpu, int gpu_instance_id,
+                                      int compute_instance_id) override;
+
+ private:
+  // What the CUDA driver reports for one non-MIG GPU, keyed by canonical PCI bus id.
+  struct CudaDeviceFacts {
+    int sm_count = 0;
+    int cc_major = 0;
+    int cc_minor = 0;
+  };
+  // Everything Open() acquires; the driver owns it from construction on.
+  struct Loaded {
+    void* nvml_library = nullptr;  // dlopen handle
+    void* cuda_library = nullptr;  // dlopen handle or null; loaded RTLD_NODELETE
+    nvml::NvmlApi api;
+    unsigned int device_count = 0;
+    std::map<std::string, CudaDeviceFacts> cuda_devices;
+    nvml::nvmlEventSet_t xid_events = nullptr;  // null when events are unsupported
+  };
+
+  NvidiaDriver(NvidiaDriverOptions options, std::string node_name, Loaded loaded);
+
+  // Loads the CUDA driver and records the facts of every GPU it enumerates into `devices`.
+  // Returns the library's handle, or null when it is absent (not an error).
+  static void* LoadCudaDevices(const std::string& path,
+                               std::map<std::string, CudaDeviceFacts>& devices);
+
+  const nvml::NvmlApi& api() const { return loaded_.api; }
+  // The NVML handle of `gpu`; kNotFound for another node or an index out of range.
+  absl::StatusOr<nvml::nvmlDevice_t> Handle(const GpuRef& gpu) const;
+  // `result` as a Status naming `call` and `gpu` (OK for NVML_SUCCESS).
+  absl::Status NvmlError(nvml::nvmlReturn_t result, absl::string_view call,
+                         const GpuRef& gpu) const;
+  absl::Status RequirePartitioning(absl::string_view operation, const GpuRef& gpu) const;
+  absl::Status RequireMigEnabled(nvml::nvmlDevice_t device, const GpuRef& gpu) const;
+  // The catalogue model of `gpu`, needed to map profile names to NVML profiles; kFailedPrecondition
+  // when the GPU is not in the catalogue or its model has no MIG.
+  absl::StatusOr<const GpuModel*> MigModel(nvml::nvmlDevice_t device, const GpuRef& gpu) const;
+  absl::StatusOr<nvml::nvmlGpuInstance_t> GpuInstance(nvml::nvmlDevice_t device,
+                                                      int gpu_instance_id,
+                                                      const GpuRef& gpu) const;
+  DiscoveredGpu DescribeGpu(int index);
+  // Counters and state read now; `xids` stays empty (events are handled by the caller).
+  GpuHealthReading ReadCounters(nvml::nvmlDevice_t device) const;
+
+  // Moves every queued event from the NVML event set into pending_xids_.
+  void DrainEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Assesses `reading` against the GPU's sticky state and records the verdict.
+  HealthState AssessLocked(int index, const GpuHealthReading& reading)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const NvidiaDriverOptions options_;
+  const std::string node_name_;
+  const Loaded loaded_;
+
+  mutable absl::Mutex mu_;
+  // XIDs drained from the event set and not yet returned by ReadHealth, by NVML index.
+  std::map<int, std::vector<int>> pending_xids_ ABSL_GUARDED_BY(mu_);
+  // The last verdict per NVML index, so that states needing repair persist.
+  std::map<int, HealthState> last_health_ ABSL_GUARDED_BY(mu_);
+};
+
+// Pure helpers of the NVIDIA driver, exposed so that they can be tested without a GPU.
+namespace nvidia_internal {
+
+// The library Open() loads: `configured` when non-empty, else $GPUPOOL_NVML_LIBRARY when set and
+// non-empty, else "libnvidia-ml.so.1".
+std::string NvmlLibraryPath(absl::string_view configured);
+
+// An NVML result as a Status: OK for NVML_SUCCESS; kPermissionDenied for NO_PERMISSION;
+// kNotFound for NOT_FOUND; kFailedPrecondition for what the hardware refuses in its current state
+// (IN_USE, INSUFFICIENT_RESOURCES, NOT_SUPPORTED, RESET_REQUIRED); kInvalidArgument for
+// INVALID_ARGUMENT; kUnavailable when the GPU or driver cannot be reached (GPU_IS_LOST,
+// DRIVER_NOT_LOADED, UNINITIALIZED, LIB_RM_VERSION_MISMATCH, TIMEOUT); kUnimplemented for
+// FUNCTION_NOT_FOUND (the installed driver lacks the call); kInternal otherwise. The message is
+// "<call>: <error_text> (NVML error <code>)".
+absl::Status NvmlResultToStatus(int result, absl::string_view call, absl::string_view error_text);
+
+// A PCI bus id in the form the kernel uses in sysfs: lower case, the domain cut to 4 hex digits
+// when its high digits are zero ("00000000:1B:00.0" -> "0000:1b:00.0"). NVML writes 8-digit
+// domains and CUDA 4-digit ones; both map to the same string here. Trailing NULs and spaces are
+// dropped; a string without ':' is only lower-cased.
+std::string CanonicalPciBusId(absl::string_view bus_id);
+
+// The NUMA node the kernel reports for a PCI device: <pci_devices_dir>/<canonical id>/numa_node.
+// std::nullopt when the file cannot be read or parsed; -1 (the kernel's "no NUMA affinity") is
+// returned as is.
+std::optional<int> ReadSysfsNumaNode(absl::string_view pci_bus_id,
+                                     const std::string& pci_devices_dir = "/sys/bus/pci/devices");
+
+// Sets nvlink_island on every GPU: GPUs connected by NVLink, directly or through shared endpoints
+// such as NVSwitches, transitively, share an island "nvl<k>" (k counts islands in the order of
+// their first GPU in `gpus`). A link counts when either end reports it, so a GPU whose own link
+// query failed still joins its peers. A GPU no active link touches gets "gpu<index>". Matching
+// is on canonical PCI bus ids.
+void AssignNvLinkIslands(std::vector<DiscoveredGpu>& gpus);
+
+}  // namespace nvidia_internal
+}  // namespace gpupool::pool
+
+#endif  // GPUPOOL_POOL_DEVICES_NVIDIA_DRIVER_H_

@@ -1,0 +1,82 @@
+#include "gpupool/pool_description.h"
+
+#include <memory>
+
+#include "pool/devices/driver_selection.h"
+#include "pool/devices/pool_config.h"
+#include "pool/gpu_catalogue.h"
+#include "pool/health.h"
+#include "pool/inventory.h"
+#include "runtime/api/status_to_error.h"
+
+namespace gpupool {
+namespace {
+
+GpuInfo ToGpuInfo(const pool::InventoryGpu& gpu, const pool::GpuHealthReading& reading,
+                  const pool::HealthVerdict& verdict, const pool::PoolConfig& config) {
+  const pool::DiscoveredGpu& d = gpu.device;
+  GpuInfo info;
+  info.index = d.index;
+  info.model = gpu.model != nullptr ? gpu.model->name : d.name;
+  info.name = d.name;
+  info.uuid = d.uuid;
+  info.memory_mib = d.memory_mib;
+  info.compute_capability_major = d.compute_capability_major;
+  info.compute_capability_minor = d.compute_capability_minor;
+  info.sm_count = d.sm_count;
+  info.mig_mode = std::string(pool::MigModeName(d.mig_mode));
+  for (const pool::GpuInstanceInfo& gi : d.instances) {
+    MigInstance mi{gi.id, gi.profile, gi.start, gi.size, gi.uuid, {}};
+    for (const pool::ComputeInstanceInfo& ci : gi.compute_instances) {
+      mi.compute_instances.push_back({ci.id, ci.profile});
+    }
+    info.instances.push_back(std::move(mi));
+  }
+  info.nvlink_island = gpu.nvlink_island;
+  info.pci_bus_id = d.pci_bus_id;
+  info.numa_node = d.numa_node;
+  info.health = std::string(pool::HealthStateName(verdict.state));
+  info.health_reasons = verdict.reasons;
+  info.temperature_c = reading.temperature_c;
+  info.price_per_hour = gpu.model != nullptr ? config.PricePerHour(*gpu.model) : 0;
+  info.labels = gpu.labels;
+  return info;
+}
+
+}  // namespace
+
+PoolDescription DescribePool(const PoolOptions& options) {
+  pool::PoolConfig config;
+  if (!options.config_path.empty()) {
+    config = api::ValueOrThrow(pool::LoadPoolConfig(options.config_path));
+  }
+  pool::DriverChoice choice{options.driver, options.simulate, options.node_count, &config};
+  pool::SelectedDriver selected = api::ValueOrThrow(pool::SelectDriver(choice));
+  pool::Inventory inventory =
+      api::ValueOrThrow(pool::Inventory::FromDiscovery(api::ValueOrThrow(selected.driver->Discover())));
+
+  PoolDescription description;
+  description.driver = std::string(selected.driver->name());
+  description.notice = selected.notice;
+  for (const pool::InventoryNode& node : inventory.nodes()) {
+    NodeInfo info{node.name, node.labels, {}};
+    for (size_t position : node.gpu_positions) {
+      const pool::InventoryGpu& gpu = inventory.gpus()[position];
+      // A GPU whose health cannot be read is reported as lost with the reason, not hidden.
+      absl::StatusOr<pool::GpuHealthReading> reading = selected.driver->ReadHealth(gpu.ref);
+      pool::HealthVerdict verdict;
+      if (reading.ok()) {
+        verdict = pool::AssessHealth(*reading, gpu.health);
+      } else {
+        verdict = {pool::HealthState::kLost,
+                   {std::string("health unreadable: ") + std::string(reading.status().message())}};
+      }
+      info.gpus.push_back(
+          ToGpuInfo(gpu, reading.ok() ? *reading : pool::GpuHealthReading{}, verdict, config));
+    }
+    description.nodes.push_back(std::move(info));
+  }
+  return description;
+}
+
+}  // namespace gpupool

@@ -1,0 +1,42 @@
+#include "runtime/cli/text_table.h"
+
+#include <algorithm>
+
+namespace gpupool::cli {
+namespace {
+
+// Display width: counts UTF-8 code points, so box-drawing characters align.
+size_t DisplayWidth(const std::string& s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+}  // namespace
+
+std::string TextTable::Render() const {
+  std::vector<size_t> widths(header_.size());
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      std::string cell = i < row.size() ? row[i] : "";
+      line += cell;
+      if (i + 1 < widths.size()) line += std::string(widths[i] - DisplayWidth(cell) + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header_);
+  for (const auto& row : rows_) emit(row);
+  return out;
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,50 @@
+// File: gpupool/error.h
+//
+// The one exception type of the public C++ API. Inside, gpupool passes absl::Status values; at the
+// API edge a failure becomes a gpupool::Error carrying the same code and message, so callers can
+// both print it and decide what to do (retry on kUnavailable, fix input on kInvalidArgument).
+//
+//   try { gpupool::DescribePool(options); }
+//   catch (const gpupool::Error& e) { std::cerr << e.what() << "\n"; }
+#ifndef GPUPOOL_ERROR_H_
+#define GPUPOOL_ERROR_H_
+
+#include <stdexcept>
+#include <string>
+
+#include "gpupool/export.h"
+
+namespace gpupool {
+
+// Mirrors absl::StatusCode values, so the two convert without a table.
+enum class ErrorCode {
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
+};
+
+class GPUPOOL_API Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_ERROR_H_

@@ -1,0 +1,190 @@
+// The command line as users and the external checker see it: real subprocesses of the built
+// `gpupool` binary, their exit codes, stdout and stderr.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result RunCli(const std::string& args, const std::string& env = "") {
+  const char* cli = GPUPOOL_CLI_PATH;  // the built binary, set by tests/cli/CMakeLists.txt
+  auto dir = std::filesystem::temp_directory_path();
+  std::string tag = absl::StrCat("gpupool_cli_", ::getpid());
+  auto out = dir / (tag + ".out");
+  auto err = dir / (tag + ".err");
+  std::string command = absl::StrCat(env, " ", cli, " ", args, " >", out.string(), " 2>", err.string());
+  int status = std::system(command.c_str());
+  Result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+std::string Source(const std::string& rel) {
+  return absl::StrCat(std::getenv("GPUPOOL_SOURCE_DIR"), "/", rel);
+}
+
+// Machines with an NVIDIA driver behave differently for the automatic choice.
+bool NvidiaPresent() { return RunCli("devices --driver nvidia --json").exit_code == 0; }
+
+TEST(DevicesCommand, SimulatedSpecAsJson) {
+  Result r = RunCli("devices --simulate 4xH100-80GB,2xl4 --node-count 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["nodes"].size(), 2u);
+  EXPECT_EQ(j["nodes"][1]["name"], "node-1");
+  const json& gpus = j["nodes"][0]["gpus"];
+  ASSERT_EQ(gpus.size(), 6u);
+  EXPECT_EQ(gpus[0]["index"], 0);
+  EXPECT_EQ(gpus[0]["model"], "H100-80GB");
+  EXPECT_EQ(gpus[0]["name"], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpus[0]["memory_mib"], 81559);
+  EXPECT_EQ(gpus[0]["mig_mode"], "disabled");
+  EXPECT_TRUE(gpus[0]["instances"].is_array());
+  EXPECT_EQ(gpus[0]["nvlink_island"], "node-0/nvl0");
+  EXPECT_EQ(gpus[0]["health"], "healthy");
+  EXPECT_THAT(gpus[0]["uuid"].get<std::string>(), ::testing::StartsWith("GPU-"));
+  EXPECT_EQ(gpus[5]["model"], "L4");
+  EXPECT_EQ(gpus[5]["mig_mode"], "unsupported");
+}
+
+TEST(DevicesCommand, TableWithSummary) {
+  Result r = RunCli("devices --simulate 2xA100-40GB");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NODE    GPU  MODEL"));
+  EXPECT_THAT(r.out, HasSubstr("node-0  1    A100-40GB"));
+  EXPECT_THAT(r.out, HasSubstr("1 node, 2 GPUs (2 A100-40GB); driver simulated"));
+}
+
+TEST(DevicesCommand, ConfigFileShowsMigInstances) {
+  Result r = RunCli("devices --config " + Source("examples/pool.yaml") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  const json& a100 = j["nodes"][2]["gpus"][0];
+  EXPECT_EQ(a100["mig_mode"], "enabled");
+  ASSERT_EQ(a100["instances"].size(), 4u);
+  EXPECT_EQ(a100["instances"][0]["profile"], "3g.40gb");
+  EXPECT_EQ(a100["instances"][0]["start"], 4);
+}
+
+TEST(DevicesCommand, NoDriverFallsBackToDefaultSimulatedPoolWithOneLineNotice) {
+  if (NvidiaPresent()) GTEST_SKIP() << "an NVIDIA driver is present";
+  Result r = RunCli("devices --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("using a simulated pool of 1 node x 8 H100-80GB"));
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["driver"], "simulated");
+  EXPECT_EQ(j["nodes"][0]["gpus"].size(), 8u);
+}
+
+TEST(DevicesCommand, NamedNvidiaWithoutDriverIsAOneLineError) {
+  if (NvidiaPresent()) GTEST_SKIP() << "an NVIDIA driver is present";
+  Result r = RunCli("devices --driver nvidia");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("libnvidia-ml.so.1"));
+  EXPECT_EQ(r.out, "");
+  // Also when the library path is overridden to something that does not exist.
+  r = RunCli("devices --driver nvidia", "GPUPOOL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/libnvidia-ml.so.1"));
+}
+
+TEST(DevicesCommand, BadInputIsAOneLineErrorNeverACrash) {
+  struct Case { const char* args; const char* why; };
+  for (const Case& c : {Case{"devices --simulate 4xH100", "unknown GPU model 'H100'"},
+                        Case{"devices --simulate 4H100-80GB", "no COUNTx prefix"},
+                        Case{"devices --simulate x", "no COUNTx prefix"},
+                        Case{"devices --simulate ,,", "empty item"},
+                        Case{"devices --simulate 0xL4", "count below 1"},
+                        Case{"devices --simulate 1xL4 --node-count 0", "node-count"},
+                        Case{"devices --driver amd", "driver"},
+                        Case{"devices --config /nonexistent.yaml", "cannot read config file"},
+                        Case{"devices --driver nvidia --simulate 1xL4", "--simulate"},
+                        Case{"nosuchcommand", "nosuchcommand"}}) {
+    Result r = RunCli(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_LT(r.exit_code, 64) << c.args << " (crash or internal error): " << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << c.args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.why)) << c.args;
+  }
+}
+
+TEST(MigPlanCommand, PlansAsJson) {
+  Result r = RunCli("mig plan --model H100-80GB --profiles 3g.40gb,4g.40gb --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["model"], "H100-80GB");
+  ASSERT_EQ(j["placements"].size(), 2u);
+  EXPECT_EQ(j["placements"][0], json({{"profile", "3g.40gb"}, {"start", 4}, {"size", 4}}));
+  EXPECT_EQ(j["placements"][1], json({{"profile", "4g.40gb"}, {"start", 0}, {"size", 4}}));
+}
+
+TEST(MigPlanCommand, MediaExtensionProfilesAndTable) {
+  Result r = RunCli("mig plan --model a100-40gb --profiles 1g.5gb+me,2g.10gb");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("1g.5gb+me"));
+  EXPECT_THAT(r.out, HasSubstr("uses 3/8 memory slices and 3/7 compute slices"));
+}
+
+TEST(MigPlanCommand, ImpossibleLayoutExitsOneWithOneLine) {
+  Result r = RunCli("mig plan --model H100-80GB --profiles 4g.40gb,4g.40gb");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("at most 1 4g.40gb instance"));
+  r = RunCli("mig plan --model H100-80GB --profiles 7g.80gb,1g.10gb --json");
+  EXPECT_EQ(r.exit_code, 1);
+  json j = json::parse(r.out);
+  EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("memory slices"));
+  r = RunCli("mig plan --model H100 --profiles 1g.10gb");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unknown GPU model 'H100'"));
+  r = RunCli("mig plan --model L4 --profiles 1g.10gb --json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(json::parse(r.out)["error"].get<std::string>(), HasSubstr("does not support MIG"));
+  r = RunCli("mig plan --model H100-80GB --profiles 3g.20gb");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unknown MIG profile '3g.20gb'"));
+}
+
+TEST(VersionCommand, ReportsTransports) {
+  Result r = RunCli("version --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_FALSE(j["ucx"]["version"].get<std::string>().empty());
+  EXPECT_FALSE(j["nccl"].get<std::string>().empty());
+}
+
+}  // namespace

@@ -1,0 +1,65 @@
+#include "pool/health.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupool::pool {
+namespace {
+
+GpuHealthReading Clean() {
+  GpuHealthReading r;
+  r.ecc_correctable = 0;
+  r.ecc_uncorrectable = 0;
+  r.temperature_c = 40;
+  return r;
+}
+
+TEST(Health, CleanReadingIsHealthy) {
+  HealthVerdict v = AssessHealth(Clean());
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  EXPECT_TRUE(v.reasons.empty());
+}
+
+TEST(Health, ApplicationXidsDoNotMarkTheGpu) {
+  for (int xid : {13, 31, 43, 45, 68, 109}) {
+    GpuHealthReading r = Clean();
+    r.xids = {xid};
+    EXPECT_EQ(AssessHealth(r).state, HealthState::kHealthy) << xid;
+  }
+}
+
+TEST(Health, HardwareXidsDrainAndXid79IsLost) {
+  for (int xid : {48, 63, 64, 92, 94, 95}) {
+    GpuHealthReading r = Clean();
+    r.xids = {xid};
+    EXPECT_EQ(AssessHealth(r).state, HealthState::kDraining) << xid;
+  }
+  GpuHealthReading r = Clean();
+  r.xids = {79};
+  HealthVerdict v = AssessHealth(r);
+  EXPECT_EQ(v.state, HealthState::kLost);
+  EXPECT_EQ(v.reasons.front(), "XID 79 (fell off the bus)");
+}
+
+TEST(Health, EccRemapAndThrottle) {
+  GpuHealthReading r = Clean();
+  r.ecc_correctable = 3;
+  EXPECT_EQ(AssessHealth(r).state, HealthState::kDegraded);
+  r.remap_pending = true;
+  EXPECT_EQ(AssessHealth(r).state, HealthState::kDraining);
+  GpuHealthReading hot = Clean();
+  hot.throttle_reasons = kThrottleHwThermal | kThrottleGpuIdle;
+  HealthVerdict v = AssessHealth(hot);
+  EXPECT_EQ(v.state, HealthState::kDegraded);
+  EXPECT_EQ(v.reasons.front(), "throttled: hw_thermal");
+  GpuHealthReading idle = Clean();
+  idle.throttle_reasons = kThrottleGpuIdle;  // idle clocks are not a problem
+  EXPECT_EQ(AssessHealth(idle).state, HealthState::kHealthy);
+}
+
+TEST(Health, DrainedStaysDrainedUntilRepaired) {
+  EXPECT_EQ(AssessHealth(Clean(), HealthState::kDraining).state, HealthState::kDraining);
+  EXPECT_EQ(AssessHealth(Clean(), HealthState::kDegraded).state, HealthState::kHealthy);
+}
+
+}  // namespace
+}  // namespace gpupool::pool
