@@ -43,6 +43,7 @@ struct ComputeInstanceInfo {
   int id = 0;              // compute instance id inside its GPU instance
   std::string profile;     // "1c.3g.40gb", or the GPU instance's name when it spans it
   int compute_slices = 0;
+  std::string uuid;        // MIG device UUID ("MIG-...") when the driver reports one
 };
 
 struct GpuInstanceInfo {
@@ -50,7 +51,10 @@ struct GpuInstanceInfo {
   std::string profile;     // "3g.40gb"
   int start = 0;           // first memory slice
   int size = 0;            // memory slices
-  std::string uuid;        // MIG device UUID ("MIG-...") when the driver reports one
+  // MIG device UUID ("MIG-...") of its first (lowest-numbered) compute instance when the driver
+  // reports one: a MIG device is a compute instance, and this serves callers that address a GPU
+  // instance as one device. Empty while the GPU instance has no compute instance.
+  std::string uuid;
   std::vector<ComputeInstanceInfo> compute_instances;
 };
 

@@ -24,6 +24,10 @@
 //
 // Thread-safety: thread-safe. NVML is itself thread-safe; the driver's own state (events drained
 // but not yet reported, sticky health) is guarded by a mutex.
+//
+// Source files: nvidia_driver.cc (opening and closing, discovery, health), nvml_library.{h,cc}
+// (dlopen of NVML and the CUDA driver, NVML errors as Status), nvidia_mig.{h,cc} (MIG listing and
+// the four partition calls).
 #ifndef GPUPOOL_POOL_DEVICES_NVIDIA_DRIVER_H_
 #define GPUPOOL_POOL_DEVICES_NVIDIA_DRIVER_H_
 
@@ -40,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "pool/devices/device_driver.h"
 #include "pool/devices/nvml_api.h"
+#include "pool/devices/nvml_library.h"
 #include "pool/gpu_catalogue.h"
 #include "pool/health.h"
 
@@ -90,28 +95,18 @@ class NvidiaDriver final : public DeviceDriver {
                                       int compute_instance_id) override;
 
  private:
-  // What the CUDA driver reports for one non-MIG GPU, keyed by canonical PCI bus id.
-  struct CudaDeviceFacts {
-    int sm_count = 0;
-    int cc_major = 0;
-    int cc_minor = 0;
-  };
   // Everything Open() acquires; the driver owns it from construction on.
   struct Loaded {
     void* nvml_library = nullptr;  // dlopen handle
     void* cuda_library = nullptr;  // dlopen handle or null; loaded RTLD_NODELETE
     nvml::NvmlApi api;
     unsigned int device_count = 0;
-    std::map<std::string, CudaDeviceFacts> cuda_devices;
+    // What the CUDA driver reports, by canonical PCI bus id; used for non-MIG GPUs only.
+    std::map<std::string, nvidia_internal::CudaDeviceFacts> cuda_devices;
     nvml::nvmlEventSet_t xid_events = nullptr;  // null when events are unsupported
   };
 
   NvidiaDriver(NvidiaDriverOptions options, std::string node_name, Loaded loaded);
-
-  // Loads the CUDA driver and records the facts of every GPU it enumerates into `devices`.
-  // Returns the library's handle, or null when it is absent (not an error).
-  static void* LoadCudaDevices(const std::string& path,
-                               std::map<std::string, CudaDeviceFacts>& devices);
 
   const nvml::NvmlApi& api() const { return loaded_.api; }
   // The NVML handle of `gpu`; kNotFound for another node or an index out of range.
@@ -119,6 +114,7 @@ class NvidiaDriver final : public DeviceDriver {
   // `result` as a Status naming `call` and `gpu` (OK for NVML_SUCCESS).
   absl::Status NvmlError(nvml::nvmlReturn_t result, absl::string_view call,
                          const GpuRef& gpu) const;
+  // The partition calls' checks (defined in nvidia_mig.cc, as is GpuInstance).
   absl::Status RequirePartitioning(absl::string_view operation, const GpuRef& gpu) const;
   absl::Status RequireMigEnabled(nvml::nvmlDevice_t device, const GpuRef& gpu) const;
   // The catalogue model of `gpu`, needed to map profile names to NVML profiles; kFailedPrecondition
@@ -149,21 +145,13 @@ class NvidiaDriver final : public DeviceDriver {
   std::map<int, HealthState> last_health_ ABSL_GUARDED_BY(mu_);
 };
 
-// Pure helpers of the NVIDIA driver, exposed so that they can be tested without a GPU.
+// Pure helpers of the NVIDIA driver, exposed so that they can be tested without a GPU. The
+// library path and NVML error mapping (NvmlLibraryPath, NvmlResultToStatus) are in
+// nvml_library.h.
 namespace nvidia_internal {
 
-// The library Open() loads: `configured` when non-empty, else $GPUPOOL_NVML_LIBRARY when set and
-// non-empty, else "libnvidia-ml.so.1".
-std::string NvmlLibraryPath(absl::string_view configured);
-
-// An NVML result as a Status: OK for NVML_SUCCESS; kPermissionDenied for NO_PERMISSION;
-// kNotFound for NOT_FOUND; kFailedPrecondition for what the hardware refuses in its current state
-// (IN_USE, INSUFFICIENT_RESOURCES, NOT_SUPPORTED, RESET_REQUIRED); kInvalidArgument for
-// INVALID_ARGUMENT; kUnavailable when the GPU or driver cannot be reached (GPU_IS_LOST,
-// DRIVER_NOT_LOADED, UNINITIALIZED, LIB_RM_VERSION_MISMATCH, TIMEOUT); kUnimplemented for
-// FUNCTION_NOT_FOUND (the installed driver lacks the call); kInternal otherwise. The message is
-// "<call>: <error_text> (NVML error <code>)".
-absl::Status NvmlResultToStatus(int result, absl::string_view call, absl::string_view error_text);
+// How the driver's messages name a GPU: "<node>/<index>".
+std::string GpuName(const GpuRef& gpu);
 
 // A PCI bus id in the form the kernel uses in sysfs: lower case, the domain cut to 4 hex digits
 // when its high digits are zero ("00000000:1B:00.0" -> "0000:1b:00.0"). NVML writes 8-digit

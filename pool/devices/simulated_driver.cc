@@ -38,6 +38,16 @@ GpuHealthReading CleanReading(const GpuModel& model) {
   return r;
 }
 
+// A GPU instance's UUID is its first compute instance's, as the NVIDIA driver reports it; a GPU
+// instance without compute instances is no MIG device and has none.
+void RefreshInstanceUuid(GpuInstanceInfo& gi) {
+  const ComputeInstanceInfo* first = nullptr;
+  for (const ComputeInstanceInfo& ci : gi.compute_instances) {
+    if (first == nullptr || ci.id < first->id) first = &ci;
+  }
+  gi.uuid = first != nullptr ? first->uuid : "";
+}
+
 int NextFreeId(const std::vector<int>& used) {
   int id = 1;
   while (std::find(used.begin(), used.end(), id) != used.end()) ++id;
@@ -87,8 +97,11 @@ absl::StatusOr<std::unique_ptr<SimulatedDriver>> SimulatedDriver::Create(Simulat
           absl::StatusOr<GpuInstanceInfo> gi = AddInstance(gpu, *p.profile, p.start);
           if (!gi.ok()) return gi.status();
           // nvidia-smi's usual setup: one compute instance spanning each GPU instance.
-          ComputeInstanceInfo ci{0, p.profile->name, p.profile->compute_slices};
-          gpu.device.instances.back().compute_instances.push_back(ci);
+          GpuInstanceInfo& created = gpu.device.instances.back();
+          ComputeInstanceInfo ci{0, p.profile->name, p.profile->compute_slices,
+                                 SimulatedUuid("MIG", d.uuid, d.index, created.id * 100)};
+          created.compute_instances.push_back(ci);
+          RefreshInstanceUuid(created);
         }
       }
       node.gpus.push_back(std::move(gpu));
@@ -154,7 +167,6 @@ absl::StatusOr<GpuInstanceInfo> SimulatedDriver::AddInstance(SimGpu& gpu, const 
   info.profile = profile.name;
   info.start = chosen;
   info.size = profile.memory_slices;
-  info.uuid = SimulatedUuid("MIG", gpu.device.uuid, gpu.device.index, info.id);
   gpu.device.instances.push_back(info);
   return info;
 }
@@ -248,8 +260,11 @@ absl::StatusOr<ComputeInstanceInfo> SimulatedDriver::CreateComputeInstance(const
     // Compute-instance ids start at 0, as NVML numbers them.
     int id = 0;
     while (std::find(ids.begin(), ids.end(), id) != ids.end()) ++id;
-    ComputeInstanceInfo ci{id, GpuModel::ComputeProfileName(profile, compute_slices), compute_slices};
+    ComputeInstanceInfo ci{id, GpuModel::ComputeProfileName(profile, compute_slices), compute_slices,
+                           SimulatedUuid("MIG", (*gpu)->device.uuid, (*gpu)->device.index,
+                                         gi.id * 100 + id)};
     gi.compute_instances.push_back(ci);
+    RefreshInstanceUuid(gi);
     return ci;
   }
   return absl::NotFoundError(absl::StrCat("no GPU instance ", gpu_instance_id, " on GPU ",
@@ -272,6 +287,7 @@ absl::Status SimulatedDriver::DestroyComputeInstance(const GpuRef& ref, int gpu_
                                               " in GPU instance ", gpu_instance_id));
     }
     cis.erase(it);
+    RefreshInstanceUuid(gi);
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("no GPU instance ", gpu_instance_id, " on GPU ",

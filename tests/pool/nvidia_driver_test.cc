@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "pool/devices/nvml_api.h"
+#include "pool/devices/nvml_library.h"
 
 namespace gpupool::pool {
 namespace {

@@ -49,6 +49,9 @@ TEST(SimulatedDriver, MigInstancesFollowHardwareRules) {
   ASSERT_EQ(nodes[0].gpus[0].instances.size(), 1u);
   EXPECT_EQ(nodes[0].gpus[0].instances[0].start, 4);
   EXPECT_EQ(nodes[0].gpus[0].instances[0].compute_instances.size(), 1u);
+  // A GPU instance is addressed by its first compute instance's MIG device UUID, as NVML does.
+  EXPECT_EQ(nodes[0].gpus[0].instances[0].uuid,
+            nodes[0].gpus[0].instances[0].compute_instances[0].uuid);
 
   absl::StatusOr<GpuInstanceInfo> bad = driver->CreateGpuInstance(gpu, "2g.20gb", 4);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -59,10 +62,12 @@ TEST(SimulatedDriver, MigInstancesFollowHardwareRules) {
   ASSERT_TRUE(gi.ok()) << gi.status();
   EXPECT_EQ(gi->start, 0);  // keeps 2g.20gb placeable at 2
   EXPECT_EQ(gi->id, 2);
+  EXPECT_EQ(gi->uuid, "");  // no compute instance yet: not a MIG device
 
   absl::StatusOr<ComputeInstanceInfo> ci = driver->CreateComputeInstance(gpu, gi->id, 1);
   ASSERT_TRUE(ci.ok());
   EXPECT_EQ(ci->profile, "1c.2g.20gb");
+  EXPECT_THAT(ci->uuid, ::testing::StartsWith("MIG-"));
   EXPECT_FALSE(driver->CreateComputeInstance(gpu, gi->id, 2).ok());  // 1 slice left
   EXPECT_EQ(driver->CreateComputeInstance(gpu, gi->id, 3).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(driver->DestroyGpuInstance(gpu, gi->id).message()),
