@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "pool/devices/device_driver.h"
-#include "pool/devices/pool_config.h"
+#include "pool/config/pool_config.h"
 
 namespace gpupool::pool {
 

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "pool/devices/driver_selection.h"
-#include "pool/devices/pool_config.h"
+#include "pool/config/pool_config.h"
 #include "pool/gpu_catalogue.h"
 #include "pool/health.h"
 #include "pool/inventory.h"

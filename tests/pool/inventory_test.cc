@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "pool/devices/pool_config.h"
+#include "pool/config/pool_config.h"
 #include "pool/devices/simulated_driver.h"
 
 namespace gpupool::pool {

@@ -1,4 +1,4 @@
-#include "pool/devices/pool_config.h"
+#include "pool/config/pool_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -61,7 +61,7 @@ TEST(PoolConfig, EachInvalidFieldIsNamedWithItsPosition) {
            Case{"nodes:\n  - name: a\n", "nodes[0].gpus: needs a list"},
            Case{"prices:\n  L4: cheap\n", "prices.L4: must be a number"},
            Case{"prices:\n  L4: -1\n", "a price cannot be negative"},
-           Case{"teams: []\n", "top level: unknown key 'teams'"},
+           Case{"tenants: []\n", "top level: unknown key 'tenants'"},
            Case{"nodes: [\n", "invalid YAML"},
        }) {
     absl::StatusOr<PoolConfig> config = ParsePoolConfig(c.yaml, "test.yaml");
@@ -81,6 +81,83 @@ TEST(PoolConfig, TheShippedExampleLoads) {
 
 TEST(PoolConfig, MissingFileIsNotFound) {
   EXPECT_EQ(LoadPoolConfig("/nonexistent/pool.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpupool::pool
+
+namespace gpupool::pool {
+namespace {
+
+TEST(SchedulingConfig, DefaultsHaveThreeClassesAndNoTeams) {
+  PoolConfig config = ParsePoolConfig("", "empty.yaml").value();
+  ASSERT_EQ(config.scheduling.priority_classes.size(), 3u);
+  const PriorityClass* inference = config.scheduling.FindClass("production-inference");
+  ASSERT_NE(inference, nullptr);
+  EXPECT_FALSE(inference->preemptible);
+  EXPECT_TRUE(config.scheduling.FindClass("training")->preemptible);
+  EXPECT_GT(config.scheduling.FindClass("training")->value, config.scheduling.FindClass("experiment")->value);
+  EXPECT_TRUE(config.scheduling.teams.empty());
+}
+
+TEST(SchedulingConfig, ReadsGroupsClassesTeamsAndQuotas) {
+  PoolConfig config = ParsePoolConfig(R"(
+model_groups:
+  hopper: [h100-80gb, H200-141GB]
+priority_classes:
+  - {name: urgent, value: 900, preemptible: false, grace_period_s: 60}
+  - {name: batch, value: 10, checkpoint_interval_s: 300}
+teams:
+  - name: vision
+    weight: 2
+    quotas:
+      - {gpus: hopper, nominal: 8, borrowing_limit: 4, lending_limit: 2.5}
+      - {gpus: L4, nominal: 0.5}
+  - name: nlp
+)", "s.yaml").value();
+  const SchedulingConfig& s = config.scheduling;
+  EXPECT_EQ(s.GroupOf("H200-141GB"), "hopper");
+  EXPECT_EQ(s.GroupOf("L4"), "L4");
+  ASSERT_EQ(s.priority_classes.size(), 2u);
+  EXPECT_TRUE(s.FindClass("batch")->preemptible);
+  EXPECT_EQ(s.FindClass("batch")->checkpoint_interval_s, 300);
+  const Team* vision = s.FindTeam("vision");
+  ASSERT_NE(vision, nullptr);
+  EXPECT_EQ(vision->weight, 2);
+  const TeamQuota* hopper = vision->QuotaFor("hopper");
+  ASSERT_NE(hopper, nullptr);
+  EXPECT_EQ(hopper->nominal_milli, 8000);
+  EXPECT_EQ(*hopper->borrowing_limit_milli, 4000);
+  EXPECT_EQ(*hopper->lending_limit_milli, 2500);
+  EXPECT_EQ(vision->QuotaFor("L4")->nominal_milli, 500);
+  EXPECT_FALSE(vision->QuotaFor("L4")->lending_limit_milli.has_value());
+  EXPECT_TRUE(s.FindTeam("nlp")->quotas.empty());
+}
+
+TEST(SchedulingConfig, InvalidFieldsAreNamed) {
+  struct Case { const char* yaml; const char* why; };
+  for (const Case& c : {
+           Case{"teams:\n  - name: a\n    quotas: [{gpus: L4, nominal: -2}]\n",
+                "teams[0].quotas[0].nominal: -2 is negative"},
+           Case{"teams:\n  - name: a\n    quotas: [{gpus: L4, nominal: 2, lending_limit: 3}]\n",
+                "teams[0].quotas[0].lending_limit: lending limit 3 exceeds the nominal quota 2"},
+           Case{"teams:\n  - name: a\n    quotas: [{gpus: H100, nominal: 2}]\n",
+                "teams[0].quotas[0].gpus: 'H100' is neither a model group nor a GPU model"},
+           Case{"model_groups: {big: [H100]}\n", "model_groups.big[0]: unknown GPU model 'H100'"},
+           Case{"model_groups: {big: [H100-80GB]}\nteams:\n  - name: a\n    quotas: [{gpus: H100-80GB, nominal: 1}]\n",
+                "belongs to model group 'big'"},
+           Case{"teams:\n  - name: a\n  - name: a\n", "team 'a' is defined twice"},
+           Case{"teams:\n  - name: a\n    weight: 0\n", "teams[0].weight: must be greater than 0"},
+           Case{"priority_classes:\n  - {name: x}\n", "priority_classes[0]: needs a name and a value"},
+           Case{"priority_classes:\n  - {name: x, value: 1, preemptible: maybe}\n",
+                "priority_classes[0].preemptible: must be true or false"},
+           Case{"priority_classes:\n  - {name: x, value: 1, grace_period_s: -5}\n",
+                "priority_classes[0].grace_period_s: -5 is outside"},
+       }) {
+    absl::StatusOr<PoolConfig> config = ParsePoolConfig(c.yaml, "s.yaml");
+    ASSERT_FALSE(config.ok()) << c.yaml;
+    EXPECT_THAT(std::string(config.status().message()), ::testing::HasSubstr(c.why)) << c.yaml;
+  }
 }
 
 }  // namespace

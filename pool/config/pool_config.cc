@@ -1,5 +1,5 @@
 #include "absl/strings/string_view.h"
-#include "pool/devices/pool_config.h"
+#include "pool/config/pool_config.h"
 
 #include <fstream>
 #include <set>
@@ -13,155 +13,97 @@
 namespace gpupool::pool {
 namespace {
 
-// Walks the YAML tree keeping the path and source position for messages.
-class ConfigReader {
+// The `nodes:` and `prices:` sections.
+class NodesReader {
  public:
-  explicit ConfigReader(absl::string_view source) : source_(source) {}
-
-  absl::Status Error(const YAML::Node& at, absl::string_view path, absl::string_view what) const {
-    YAML::Mark mark = at.Mark();
-    std::string where = mark.is_null() ? std::string(source_)
-                                       : absl::StrCat(source_, ":", mark.line + 1, ":",
-                                                      mark.column + 1);
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", path, ": ", what));
-  }
-
-  absl::Status CheckKeys(const YAML::Node& map, absl::string_view path,
-                         const std::set<std::string>& allowed) const {
-    if (!map.IsMap()) return Error(map, path, "must be a mapping");
-    for (const auto& kv : map) {
-      std::string key = kv.first.as<std::string>();
-      if (!allowed.contains(key)) {
-        return Error(kv.first, path,
-                     absl::StrCat("unknown key '", key, "' (allowed: ", absl::StrJoin(allowed, ", "), ")"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> String(const YAML::Node& n, absl::string_view path) const {
-    if (!n.IsScalar()) return Error(n, path, "must be a string");
-    return n.as<std::string>();
-  }
-
-  absl::StatusOr<int> Int(const YAML::Node& n, absl::string_view path, int lo, int hi) const {
-    int value = 0;
-    if (!n.IsScalar() || !YAML::convert<int>::decode(n, value)) {
-      return Error(n, path, "must be an integer");
-    }
-    if (value < lo || value > hi) {
-      return Error(n, path, absl::StrCat(value, " is outside ", lo, "..", hi));
-    }
-    return value;
-  }
-
-  absl::StatusOr<double> Double(const YAML::Node& n, absl::string_view path) const {
-    double value = 0;
-    if (!n.IsScalar() || !YAML::convert<double>::decode(n, value)) {
-      return Error(n, path, "must be a number");
-    }
-    return value;
-  }
-
-  absl::StatusOr<std::map<std::string, std::string>> Labels(const YAML::Node& n,
-                                                            absl::string_view path) const {
-    if (!n.IsMap()) return Error(n, path, "must be a mapping of label names to values");
-    std::map<std::string, std::string> labels;
-    for (const auto& kv : n) {
-      if (!kv.second.IsScalar()) {
-        return Error(kv.second, absl::StrCat(path, ".", kv.first.as<std::string>()), "must be a string");
-      }
-      labels[kv.first.as<std::string>()] = kv.second.as<std::string>();
-    }
-    return labels;
-  }
+  explicit NodesReader(const ConfigReader& reader) : r_(reader) {}
 
   absl::StatusOr<const GpuModel*> Model(const YAML::Node& n, absl::string_view path) const {
-    absl::StatusOr<std::string> name = String(n, path);
+    absl::StatusOr<std::string> name = r_.String(n, path);
     if (!name.ok()) return name.status();
     absl::StatusOr<const GpuModel*> model = RequireGpuModel(*name);
-    if (!model.ok()) return Error(n, path, model.status().message());
+    if (!model.ok()) return r_.Error(n, path, model.status().message());
     return model;
   }
 
   absl::Status ReadGpuGroup(const YAML::Node& g, const std::string& path,
                             SimulatedNodeSpec& node) const {
-    if (absl::Status s = CheckKeys(g, path, {"model", "count", "mig", "nvlink_island", "labels"});
+    if (absl::Status s = r_.CheckKeys(g, path, {"model", "count", "mig", "nvlink_island", "labels"});
         !s.ok()) {
       return s;
     }
-    if (!g["model"]) return Error(g, path, "needs a model");
+    if (!g["model"]) return r_.Error(g, path, "needs a model");
     SimulatedGpuSpec gpu;
     absl::StatusOr<const GpuModel*> model = Model(g["model"], path + ".model");
     if (!model.ok()) return model.status();
     gpu.model = *model;
     int count = 1;
     if (g["count"]) {
-      absl::StatusOr<int> c = Int(g["count"], path + ".count", 1, kMaxGpusPerNode);
+      absl::StatusOr<int> c = r_.Int(g["count"], path + ".count", 1, kMaxGpusPerNode);
       if (!c.ok()) return c.status();
       count = *c;
     }
     if (const YAML::Node& mig = g["mig"]) {
-      if (!mig.IsSequence()) return Error(mig, path + ".mig", "must be a list of MIG profiles");
+      if (!mig.IsSequence()) return r_.Error(mig, path + ".mig", "must be a list of MIG profiles");
       if (!gpu.model->SupportsMig()) {
-        return Error(mig, path + ".mig", absl::StrCat(gpu.model->name, " does not support MIG"));
+        return r_.Error(mig, path + ".mig", absl::StrCat(gpu.model->name, " does not support MIG"));
       }
       gpu.mig_enabled = true;
       for (const auto& p : mig) {
-        absl::StatusOr<std::string> name = String(p, path + ".mig[]");
+        absl::StatusOr<std::string> name = r_.String(p, path + ".mig[]");
         if (!name.ok()) return name.status();
         gpu.mig_profiles.push_back(*name);
       }
       // Refuse a layout the hardware would refuse now, not when the driver starts.
       absl::StatusOr<std::vector<MigPlacement>> plan =
           PlanMigLayout(MigLayout(*gpu.model), gpu.mig_profiles);
-      if (!plan.ok()) return Error(mig, path + ".mig", plan.status().message());
+      if (!plan.ok()) return r_.Error(mig, path + ".mig", plan.status().message());
     }
     if (g["nvlink_island"]) {
-      absl::StatusOr<std::string> island = String(g["nvlink_island"], path + ".nvlink_island");
+      absl::StatusOr<std::string> island = r_.String(g["nvlink_island"], path + ".nvlink_island");
       if (!island.ok()) return island.status();
       gpu.nvlink_island = *island;
     }
     if (g["labels"]) {
-      absl::StatusOr<std::map<std::string, std::string>> labels = Labels(g["labels"], path + ".labels");
+      absl::StatusOr<std::map<std::string, std::string>> labels = r_.Labels(g["labels"], path + ".labels");
       if (!labels.ok()) return labels.status();
       gpu.labels = *labels;
     }
     if (node.gpus.size() + count > static_cast<size_t>(kMaxGpusPerNode)) {
-      return Error(g, path, absl::StrCat("a node holds at most ", kMaxGpusPerNode, " GPUs"));
+      return r_.Error(g, path, absl::StrCat("a node holds at most ", kMaxGpusPerNode, " GPUs"));
     }
     for (int i = 0; i < count; ++i) node.gpus.push_back(gpu);
     return absl::OkStatus();
   }
 
   absl::Status ReadNodes(const YAML::Node& nodes, SimulatedPoolSpec& pool) const {
-    if (!nodes.IsSequence()) return Error(nodes, "nodes", "must be a list of nodes");
+    if (!nodes.IsSequence()) return r_.Error(nodes, "nodes", "must be a list of nodes");
     std::set<std::string> names;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const YAML::Node& n = nodes[i];
       std::string path = absl::StrCat("nodes[", i, "]");
-      if (absl::Status s = CheckKeys(n, path, {"name", "count", "labels", "gpus"}); !s.ok()) return s;
+      if (absl::Status s = r_.CheckKeys(n, path, {"name", "count", "labels", "gpus"}); !s.ok()) return s;
       SimulatedNodeSpec node;
       std::string name = absl::StrCat("node-", i);
       if (n["name"]) {
-        absl::StatusOr<std::string> s = String(n["name"], path + ".name");
+        absl::StatusOr<std::string> s = r_.String(n["name"], path + ".name");
         if (!s.ok()) return s.status();
-        if (s->empty()) return Error(n["name"], path + ".name", "must not be empty");
+        if (s->empty()) return r_.Error(n["name"], path + ".name", "must not be empty");
         name = *s;
       }
       int count = 1;
       if (n["count"]) {
-        absl::StatusOr<int> c = Int(n["count"], path + ".count", 1, kMaxSimulatedNodes);
+        absl::StatusOr<int> c = r_.Int(n["count"], path + ".count", 1, kMaxSimulatedNodes);
         if (!c.ok()) return c.status();
         count = *c;
       }
       if (n["labels"]) {
-        absl::StatusOr<std::map<std::string, std::string>> labels = Labels(n["labels"], path + ".labels");
+        absl::StatusOr<std::map<std::string, std::string>> labels = r_.Labels(n["labels"], path + ".labels");
         if (!labels.ok()) return labels.status();
         node.labels = *labels;
       }
       if (!n["gpus"] || !n["gpus"].IsSequence()) {
-        return Error(n, path + ".gpus", "needs a list of GPU groups ({model, count, ...})");
+        return r_.Error(n, path + ".gpus", "needs a list of GPU groups ({model, count, ...})");
       }
       for (size_t j = 0; j < n["gpus"].size(); ++j) {
         if (absl::Status s = ReadGpuGroup(n["gpus"][j], absl::StrCat(path, ".gpus[", j, "]"), node);
@@ -173,17 +115,17 @@ class ConfigReader {
       for (int c = 0; c < count; ++c) {
         node.name = count == 1 ? name : absl::StrCat(name, "-", c);
         if (!names.insert(node.name).second) {
-          return Error(n, path + ".name", absl::StrCat("node name '", node.name, "' is used twice"));
+          return r_.Error(n, path + ".name", absl::StrCat("node name '", node.name, "' is used twice"));
         }
         pool.nodes.push_back(node);
       }
     }
-    if (pool.nodes.empty()) return Error(nodes, "nodes", "must list at least one node");
+    if (pool.nodes.empty()) return r_.Error(nodes, "nodes", "must list at least one node");
     return absl::OkStatus();
   }
 
  private:
-  std::string source_;
+  const ConfigReader& r_;
 };
 
 }  // namespace
@@ -195,6 +137,7 @@ double PoolConfig::PricePerHour(const GpuModel& model) const {
 
 absl::StatusOr<PoolConfig> ParsePoolConfig(absl::string_view yaml_text, absl::string_view source) {
   ConfigReader reader(source);
+  NodesReader nodes_reader(reader);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
@@ -203,14 +146,19 @@ absl::StatusOr<PoolConfig> ParsePoolConfig(absl::string_view yaml_text, absl::st
                                                    e.mark.column + 1, ": invalid YAML: ", e.msg));
   }
   PoolConfig config;
+  config.scheduling = DefaultSchedulingConfig();
   if (root.IsNull()) return config;  // an empty file is a valid, empty configuration
   try {
-    if (absl::Status s = reader.CheckKeys(root, "top level", {"nodes", "prices"}); !s.ok()) return s;
+    if (absl::Status s = reader.CheckKeys(
+            root, "top level", {"nodes", "prices", "model_groups", "priority_classes", "teams"});
+        !s.ok()) {
+      return s;
+    }
     if (const YAML::Node& prices = root["prices"]) {
       if (!prices.IsMap()) return reader.Error(prices, "prices", "must map GPU models to USD per hour");
       for (const auto& kv : prices) {
         std::string path = absl::StrCat("prices.", kv.first.as<std::string>());
-        absl::StatusOr<const GpuModel*> model = reader.Model(kv.first, path);
+        absl::StatusOr<const GpuModel*> model = nodes_reader.Model(kv.first, path);
         if (!model.ok()) return model.status();
         absl::StatusOr<double> price = reader.Double(kv.second, path);
         if (!price.ok()) return price.status();
@@ -220,9 +168,10 @@ absl::StatusOr<PoolConfig> ParsePoolConfig(absl::string_view yaml_text, absl::st
     }
     if (const YAML::Node& nodes = root["nodes"]) {
       SimulatedPoolSpec pool;
-      if (absl::Status s = reader.ReadNodes(nodes, pool); !s.ok()) return s;
+      if (absl::Status s = nodes_reader.ReadNodes(nodes, pool); !s.ok()) return s;
       config.simulated_nodes = std::move(pool);
     }
+    if (absl::Status s = ReadSchedulingConfig(reader, root, config.scheduling); !s.ok()) return s;
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on type conversions we did not guard; report it with its position.
     return absl::InvalidArgumentError(absl::StrCat(source, ":", e.mark.line + 1, ":",

@@ -1,8 +1,8 @@
-// File: pool/devices/pool_config.h
+// File: pool/config/pool_config.h
 //
-// Reads the pool's YAML configuration file (`--config FILE`). Today it carries the simulated
-// nodes and price overrides; teams, quotas and priority classes join the same file later, in the
-// spirit of Kueue's ClusterQueue objects. The schema, with every field, is in docs/config.md;
+// Reads the pool's YAML configuration file (`--config FILE`): the simulated nodes, price
+// overrides, and the scheduling policy (model groups, priority classes, teams and their quotas, in
+// the spirit of Kueue's ClusterQueue objects; see scheduling_config.h). The schema, with every field, is in docs/config.md;
 // examples/pool.yaml is a complete example:
 //
 //   prices:                      # USD per GPU-hour, overriding the catalogue's defaults
@@ -23,8 +23,8 @@
 //
 // Every error names the file, the line and column, and the field path ("nodes[1].gpus[0].mig"),
 // then says what is wrong and what is allowed. Unknown keys are errors, not silently ignored.
-#ifndef GPUPOOL_POOL_DEVICES_POOL_CONFIG_H_
-#define GPUPOOL_POOL_DEVICES_POOL_CONFIG_H_
+#ifndef GPUPOOL_POOL_CONFIG_POOL_CONFIG_H_
+#define GPUPOOL_POOL_CONFIG_POOL_CONFIG_H_
 
 #include <map>
 #include <optional>
@@ -32,6 +32,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "pool/config/scheduling_config.h"
 #include "pool/devices/pool_spec.h"
 
 namespace gpupool::pool {
@@ -39,6 +40,7 @@ namespace gpupool::pool {
 struct PoolConfig {
   std::optional<SimulatedPoolSpec> simulated_nodes;  // absent when the file has no `nodes:`
   std::map<std::string, double> prices;              // catalogue name -> USD per GPU-hour
+  SchedulingConfig scheduling;                       // teams, quotas, priority classes
 
   // The configured price, else the catalogue's default.
   double PricePerHour(const GpuModel& model) const;
@@ -51,4 +53,4 @@ absl::StatusOr<PoolConfig> LoadPoolConfig(const std::string& path);
 
 }  // namespace gpupool::pool
 
-#endif  // GPUPOOL_POOL_DEVICES_POOL_CONFIG_H_
+#endif  // GPUPOOL_POOL_CONFIG_POOL_CONFIG_H_

@@ -1,0 +1,223 @@
+#include "pool/config/scheduling_config.h"
+
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "pool/gpu_catalogue.h"
+
+namespace gpupool::pool {
+namespace {
+
+// GPUs (a non-negative number) to milli-GPUs.
+absl::StatusOr<int64_t> ReadGpus(const ConfigReader& r, const YAML::Node& n,
+                                 const std::string& path) {
+  absl::StatusOr<double> v = r.Double(n, path);
+  if (!v.ok()) return v.status();
+  if (*v < 0) return r.Error(n, path, absl::StrCat(*v, " is negative"));
+  if (*v > 1e9) return r.Error(n, path, "is too large");
+  return static_cast<int64_t>(std::llround(*v * 1000));
+}
+
+absl::Status ReadModelGroups(const ConfigReader& r, const YAML::Node& node,
+                             SchedulingConfig& config) {
+  if (!node.IsMap()) return r.Error(node, "model_groups", "must map group names to model lists");
+  for (const auto& kv : node) {
+    std::string name = kv.first.as<std::string>();
+    std::string path = absl::StrCat("model_groups.", name);
+    if (FindGpuModel(name) != nullptr) {
+      return r.Error(kv.first, path, "a group cannot be named like a catalogue model");
+    }
+    absl::StatusOr<std::vector<std::string>> models = r.StringList(kv.second, path);
+    if (!models.ok()) return models.status();
+    if (models->empty()) return r.Error(kv.second, path, "lists no models");
+    std::vector<std::string> canonical;
+    for (size_t i = 0; i < models->size(); ++i) {
+      absl::StatusOr<const GpuModel*> m = RequireGpuModel((*models)[i]);
+      if (!m.ok()) return r.Error(kv.second[i], absl::StrCat(path, "[", i, "]"), m.status().message());
+      canonical.push_back((*m)->name);
+    }
+    config.model_groups[name] = canonical;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadPriorityClasses(const ConfigReader& r, const YAML::Node& node,
+                                 SchedulingConfig& config) {
+  if (!node.IsSequence() || node.size() == 0) {
+    return r.Error(node, "priority_classes", "must be a non-empty list");
+  }
+  config.priority_classes.clear();
+  std::set<std::string> names;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& c = node[i];
+    std::string path = absl::StrCat("priority_classes[", i, "]");
+    if (absl::Status s = r.CheckKeys(c, path, {"name", "value", "preemptible", "grace_period_s",
+                                               "checkpoint_interval_s"});
+        !s.ok()) {
+      return s;
+    }
+    PriorityClass pc;
+    if (!c["name"] || !c["value"]) return r.Error(c, path, "needs a name and a value");
+    absl::StatusOr<std::string> name = r.String(c["name"], path + ".name");
+    if (!name.ok()) return name.status();
+    if (!names.insert(*name).second) {
+      return r.Error(c["name"], path + ".name", absl::StrCat("priority class '", *name, "' is defined twice"));
+    }
+    pc.name = *name;
+    absl::StatusOr<int> value = r.Int(c["value"], path + ".value", -1000000, 1000000);
+    if (!value.ok()) return value.status();
+    pc.value = *value;
+    if (c["preemptible"]) {
+      absl::StatusOr<bool> b = r.Bool(c["preemptible"], path + ".preemptible");
+      if (!b.ok()) return b.status();
+      pc.preemptible = *b;
+    }
+    for (auto [key, field] : {std::pair{"grace_period_s", &pc.grace_period_s},
+                              std::pair{"checkpoint_interval_s", &pc.checkpoint_interval_s}}) {
+      if (!c[key]) continue;
+      absl::StatusOr<int> v = r.Int(c[key], absl::StrCat(path, ".", key), 0, 7 * 24 * 3600);
+      if (!v.ok()) return v.status();
+      *field = *v;
+    }
+    config.priority_classes.push_back(pc);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, SchedulingConfig& config) {
+  if (!node.IsSequence()) return r.Error(node, "teams", "must be a list of teams");
+  std::set<std::string> names;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& t = node[i];
+    std::string path = absl::StrCat("teams[", i, "]");
+    if (absl::Status s = r.CheckKeys(t, path, {"name", "weight", "quotas"}); !s.ok()) return s;
+    if (!t["name"]) return r.Error(t, path, "needs a name");
+    Team team;
+    absl::StatusOr<std::string> name = r.String(t["name"], path + ".name");
+    if (!name.ok()) return name.status();
+    if (name->empty()) return r.Error(t["name"], path + ".name", "must not be empty");
+    if (!names.insert(*name).second) {
+      return r.Error(t["name"], path + ".name", absl::StrCat("team '", *name, "' is defined twice"));
+    }
+    team.name = *name;
+    if (t["weight"]) {
+      absl::StatusOr<double> w = r.Double(t["weight"], path + ".weight");
+      if (!w.ok()) return w.status();
+      if (!(*w > 0)) return r.Error(t["weight"], path + ".weight", "must be greater than 0");
+      team.weight = *w;
+    }
+    const YAML::Node& quotas = t["quotas"];
+    if (quotas && !quotas.IsSequence()) return r.Error(quotas, path + ".quotas", "must be a list");
+    std::set<std::string> groups;
+    for (size_t j = 0; quotas && j < quotas.size(); ++j) {
+      const YAML::Node& q = quotas[j];
+      std::string qpath = absl::StrCat(path, ".quotas[", j, "]");
+      if (absl::Status s = r.CheckKeys(q, qpath, {"gpus", "nominal", "borrowing_limit", "lending_limit"});
+          !s.ok()) {
+        return s;
+      }
+      if (!q["gpus"] || !q["nominal"]) return r.Error(q, qpath, "needs gpus (a model or group) and nominal");
+      TeamQuota quota;
+      absl::StatusOr<std::string> group = r.String(q["gpus"], qpath + ".gpus");
+      if (!group.ok()) return group.status();
+      if (config.model_groups.contains(*group)) {
+        quota.group = *group;
+      } else if (const GpuModel* m = FindGpuModel(*group)) {
+        quota.group = config.GroupOf(m->name);
+        if (quota.group != m->name) {
+          return r.Error(q["gpus"], qpath + ".gpus",
+                         absl::StrCat(m->name, " belongs to model group '", quota.group,
+                                      "': write the quota against the group"));
+        }
+      } else {
+        return r.Error(q["gpus"], qpath + ".gpus",
+                       absl::StrCat("'", *group, "' is neither a model group nor a GPU model (models: ",
+                                    KnownGpuModelNames(), ")"));
+      }
+      if (!groups.insert(quota.group).second) {
+        return r.Error(q["gpus"], qpath + ".gpus", absl::StrCat("a second quota for '", quota.group, "'"));
+      }
+      absl::StatusOr<int64_t> nominal = ReadGpus(r, q["nominal"], qpath + ".nominal");
+      if (!nominal.ok()) return nominal.status();
+      quota.nominal_milli = *nominal;
+      if (q["borrowing_limit"]) {
+        absl::StatusOr<int64_t> b = ReadGpus(r, q["borrowing_limit"], qpath + ".borrowing_limit");
+        if (!b.ok()) return b.status();
+        quota.borrowing_limit_milli = *b;
+      }
+      if (q["lending_limit"]) {
+        absl::StatusOr<int64_t> l = ReadGpus(r, q["lending_limit"], qpath + ".lending_limit");
+        if (!l.ok()) return l.status();
+        if (*l > quota.nominal_milli) {
+          return r.Error(q["lending_limit"], qpath + ".lending_limit",
+                         absl::StrCat("lending limit ", *l / 1000.0, " exceeds the nominal quota ",
+                                      quota.nominal_milli / 1000.0));
+        }
+        quota.lending_limit_milli = *l;
+      }
+      team.quotas.push_back(quota);
+    }
+    config.teams.push_back(std::move(team));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const TeamQuota* Team::QuotaFor(absl::string_view group) const {
+  for (const TeamQuota& q : quotas) {
+    if (q.group == group) return &q;
+  }
+  return nullptr;
+}
+
+const PriorityClass* SchedulingConfig::FindClass(absl::string_view name) const {
+  for (const PriorityClass& c : priority_classes) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+const Team* SchedulingConfig::FindTeam(absl::string_view name) const {
+  for (const Team& t : teams) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string SchedulingConfig::GroupOf(absl::string_view model) const {
+  for (const auto& [group, models] : model_groups) {
+    for (const std::string& m : models) {
+      if (m == model) return group;
+    }
+  }
+  return std::string(model);
+}
+
+SchedulingConfig DefaultSchedulingConfig() {
+  SchedulingConfig config;
+  config.priority_classes = {
+      {"production-inference", 1000, /*preemptible=*/false, /*grace=*/300, /*checkpoint=*/0},
+      {"training", 500, true, 120, 600},
+      {"experiment", 100, true, 30, 600},
+  };
+  return config;
+}
+
+absl::Status ReadSchedulingConfig(const ConfigReader& reader, const YAML::Node& root,
+                                  SchedulingConfig& config) {
+  // Groups first: team quotas refer to them.
+  if (const YAML::Node& groups = root["model_groups"]) {
+    if (absl::Status s = ReadModelGroups(reader, groups, config); !s.ok()) return s;
+  }
+  if (const YAML::Node& classes = root["priority_classes"]) {
+    if (absl::Status s = ReadPriorityClasses(reader, classes, config); !s.ok()) return s;
+  }
+  if (const YAML::Node& teams = root["teams"]) {
+    if (absl::Status s = ReadTeams(reader, teams, config); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpupool::pool
