@@ -1,0 +1,66 @@
+// File: pool/scheduler/quota_ledger.h
+//
+// How much of each quota group every team uses, and whether one more lease fits the team's
+// quota. The pool is one cohort (Kueue's term): capacity no team's nominal quota covers, and
+// nominal quota its owner leaves idle (up to the owner's lending limit), may be borrowed.
+//
+//   QuotaCheck c = ledger.Check("vision", "hopper", /*milli=*/2000, /*may_borrow=*/true);
+//   if (c.fits) ... c.borrowing says whether the lease would be preemptible borrowed capacity.
+//
+// With no teams configured the pool is open: every team is guaranteed whatever capacity exists
+// (only placement limits it), which is what a single user on a laptop expects.
+// Thread-compatible; owned by the Scheduler.
+#ifndef GPUPOOL_POOL_SCHEDULER_QUOTA_LEDGER_H_
+#define GPUPOOL_POOL_SCHEDULER_QUOTA_LEDGER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "pool/config/scheduling_config.h"
+#include "pool/scheduler/wait_reason.h"
+
+namespace gpupool::pool {
+
+struct QuotaCheck {
+  bool fits = false;
+  bool borrowing = false;                  // part of the lease is beyond nominal quota
+  WaitReason reason = WaitReason::kNone;   // why it does not fit
+};
+
+class QuotaLedger {
+ public:
+  // `config` must outlive the ledger. `group_capacity_milli`: the pool's capacity per group.
+  QuotaLedger(const SchedulingConfig& config, std::map<std::string, int64_t> group_capacity_milli);
+
+  bool open_pool() const { return config_->teams.empty(); }
+
+  // `may_borrow` is false for non-preemptible classes: they run within nominal quota only.
+  QuotaCheck Check(const std::string& team, const std::string& group, int64_t milli,
+                   bool may_borrow) const;
+  void Add(const std::string& team, const std::string& group, int64_t milli);
+  void Remove(const std::string& team, const std::string& group, int64_t milli);
+
+  int64_t Usage(const std::string& team, const std::string& group) const;
+  int64_t Nominal(const std::string& team, const std::string& group) const;
+  // Usage beyond nominal (what owners may reclaim).
+  int64_t Borrowed(const std::string& team, const std::string& group) const;
+  // Whether the most `milli` a request could ever get is within the team's nominal + borrowing
+  // limit in some group (false: the request can never be admitted).
+  bool EverFits(const std::string& team, int64_t milli, bool may_borrow) const;
+  // Weighted dominant share: max over groups of usage / nominal (or / group capacity where the
+  // team has no nominal quota), divided by the team's fair-share weight.
+  double WeightedDominantShare(const std::string& team) const;
+
+ private:
+  const TeamQuota* QuotaOf(const std::string& team, const std::string& group) const;
+  int64_t Lendable(const std::string& team, const std::string& group) const;
+
+  const SchedulingConfig* config_;
+  std::map<std::string, int64_t> capacity_;                     // group -> milli
+  std::map<std::pair<std::string, std::string>, int64_t> usage_;  // (team, group) -> milli
+};
+
+}  // namespace gpupool::pool
+
+#endif  // GPUPOOL_POOL_SCHEDULER_QUOTA_LEDGER_H_

@@ -1,0 +1,153 @@
+// File: pool/scheduler/scheduler.h
+//
+// The pool scheduler: decides which pending lease request gets which GPU slots, honouring team
+// quotas (nominal, borrowing, lending), priorities, fair share, health and gang topology, and
+// decides which leases to revoke to make room. Event driven and deterministic: the same calls in
+// the same order give the same decisions (no clocks or hash orders inside; time is passed in).
+//
+//   Scheduler s(inventory, config);
+//   absl::StatusOr<std::string> id = s.Submit(request, now);   // refused: never fits / invalid
+//   CycleResult r = s.Schedule(now);   // grants and revocations of this cycle
+//   s.Release(lease_id, now);          // a lease ended (or its task stopped after a revocation)
+//
+// Order of pending requests: priority value (high first), then the team's weighted dominant
+// share minus an ageing credit (low first), then submission order. The ageing credit grows with
+// waiting time (one share unit per `aging_horizon_s`), so a request cannot wait forever behind
+// an endless stream of equal-priority work from teams with a smaller share.
+//
+// Preemption: a request within its team's nominal quota (guaranteed) may reclaim capacity that
+// other teams borrow; any request may preempt strictly lower-priority leases of its own team.
+// Non-preemptible leases are never revoked. Victims are chosen to minimise the GPU-seconds of
+// work lost since their last checkpoint, then their number. Two requests cannot preempt each
+// other back and forth: borrowers never preempt, and a guaranteed request never borrows.
+//
+// Thread-compatible: the head serialises calls.
+#ifndef GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
+#define GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pool/config/scheduling_config.h"
+#include "pool/inventory.h"
+#include "pool/scheduler/capacity.h"
+#include "pool/scheduler/lease_request.h"
+#include "pool/scheduler/quota_ledger.h"
+#include "pool/scheduler/wait_reason.h"
+
+namespace gpupool::pool {
+
+struct SchedulerOptions {
+  int64_t aging_horizon_s = 3600;  // waiting this long is worth one unit of dominant share
+};
+
+struct Lease {
+  std::string id;          // "<request id>#<n>": one lease per admitted request
+  LeaseRequest request;
+  std::vector<GpuRef> gpus;  // one per slot
+  std::string group;
+  int64_t milli = 0;       // quota charge
+  bool borrowing = false;  // admitted beyond nominal quota: reclaimable by owners
+  int64_t started_s = 0;
+  int64_t last_checkpoint_s = 0;
+  std::optional<int64_t> revoke_deadline_s;  // set once revoked
+  std::string revoked_for;                   // the request it was revoked to make room for
+};
+
+enum class RevokeCause { kReclaim, kPriority, kDrain };
+absl::string_view RevokeCauseName(RevokeCause cause);
+
+struct Revocation {
+  std::string lease_id;
+  RevokeCause cause;
+  int64_t deadline_s = 0;       // stop by then: the class's grace period
+  std::string for_request;      // the request it makes room for (empty for drains)
+  double gpu_seconds_at_risk = 0;  // work since the lease's last checkpoint
+};
+
+struct CycleResult {
+  std::vector<std::string> granted;   // lease ids, in grant order
+  std::vector<Revocation> revoked;
+  std::vector<std::string> expired;   // revoked leases force-released at their deadline
+};
+
+struct PendingInfo {
+  std::string request_id;
+  WaitReason reason = WaitReason::kNone;
+  int64_t submitted_s = 0;
+};
+
+class Scheduler {
+ public:
+  // `inventory` and `config` must outlive the scheduler.
+  Scheduler(const Inventory& inventory, const SchedulingConfig& config,
+            SchedulerOptions options = {});
+
+  // Validates and queues. InvalidArgument for malformed requests, FailedPrecondition for requests
+  // that can never be admitted (no matching GPU, topology larger than any node or island, beyond
+  // the team's quota), Unimplemented for MIG and MPS slots (not placed by the scheduler yet),
+  // AlreadyExists for a duplicate id.
+  absl::StatusOr<std::string> Submit(LeaseRequest request, int64_t now_s);
+  // Withdraws a pending request; NotFound when it is not pending.
+  absl::Status Cancel(const std::string& request_id);
+  // Ends a lease (normally, or after a revocation); its capacity returns to the pool.
+  absl::Status Release(const std::string& lease_id, int64_t now_s);
+  // A lease's task committed a checkpoint: work before `now_s` is safe from preemption.
+  absl::Status RecordCheckpoint(const std::string& lease_id, int64_t now_s);
+  // A GPU's health changed. Draining or lost GPUs get no new leases; leases on a draining GPU
+  // are revoked with their grace period, those on a lost GPU are released at once.
+  CycleResult SetGpuHealth(const GpuRef& gpu, HealthState state, int64_t now_s);
+
+  // One scheduling cycle at time `now_s`.
+  CycleResult Schedule(int64_t now_s);
+
+  const std::map<std::string, Lease>& leases() const { return leases_; }
+  std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
+  const QuotaLedger& ledger() const { return ledger_; }
+  const Capacity& capacity() const { return capacity_; }
+
+ private:
+  struct PendingRequest {
+    LeaseRequest request;
+    int64_t submitted_s = 0;
+    uint64_t sequence = 0;
+    WaitReason reason = WaitReason::kNone;
+    bool victims_pending = false;  // revocations were issued for it
+  };
+  struct Attempt;  // the outcome of trying one request, see scheduler.cc
+
+  const PriorityClass& ClassOf(const LeaseRequest& r) const;
+  absl::Status Validate(const LeaseRequest& r) const;
+  std::vector<std::string> CandidateGroups(const LeaseRequest& r) const;
+  // Quota charge of the whole request if placed in `group`.
+  int64_t RequestMilli(const LeaseRequest& r, const std::string& group) const;
+  bool TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result);
+  bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
+                  int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
+  WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group) const;
+  void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
+             bool borrowing, int64_t now_s, CycleResult& result);
+  void ReleaseLease(std::map<std::string, Lease>::iterator it);
+  Revocation Revoke(Lease& lease, RevokeCause cause, const std::string& for_request, int64_t now_s);
+  void ClearReservations(const std::string& request_id);
+  bool VictimsStillRunning(const std::string& request_id) const;
+
+  // Constant after construction.
+  const SchedulingConfig* config_;
+  SchedulerOptions options_;
+
+  Capacity capacity_;
+  QuotaLedger ledger_;
+  std::map<std::string, PendingRequest> pending_;  // by request id
+  std::vector<std::string> order_;                 // pending ids in last cycle's order
+  std::map<std::string, Lease> leases_;            // by lease id
+  uint64_t next_sequence_ = 0;
+};
+
+}  // namespace gpupool::pool
+
+#endif  // GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_

@@ -1,0 +1,37 @@
+// File: pool/scheduler/wait_reason.h
+//
+// Why a pending request is not running, as Slurm's Reason column and Kueue's conditions say it.
+// Each reason is a scheduling outcome, not an error, and tells the user what would change it:
+//   kOverQuota            the team's nominal + borrowing limit would be exceeded
+//   kNoBorrowableCapacity within its limit, but nothing idle to borrow from other teams
+//   kNoFreeCapacity       no GPU of the allowed models has room (preemption would not help)
+//   kFragmented           enough free capacity in total, but not where the topology needs it
+//   kUnhealthyCapacity    the room exists only on GPUs that are draining or lost
+//   kGangReservation      a larger request ahead holds a reservation on the GPUs it needs
+//   kWaitingForPreemption victims were revoked for it; their grace period is running
+//   kBehindHigherPriority capacity is reserved for a request ordered ahead of it
+#ifndef GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
+#define GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
+
+#include "absl/strings/string_view.h"
+
+namespace gpupool::pool {
+
+enum class WaitReason {
+  kNone,
+  kOverQuota,
+  kNoBorrowableCapacity,
+  kNoFreeCapacity,
+  kFragmented,
+  kUnhealthyCapacity,
+  kGangReservation,
+  kWaitingForPreemption,
+  kBehindHigherPriority,
+};
+
+// Short names for tables and JSON: "over-quota", "no-borrowable-capacity", ...
+absl::string_view WaitReasonName(WaitReason reason);
+
+}  // namespace gpupool::pool
+
+#endif  // GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_

@@ -1,0 +1,346 @@
+#include "pool/scheduler/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "pool/config/pool_config.h"
+#include "pool/devices/simulated_driver.h"
+
+namespace gpupool::pool {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+// A pool from YAML (nodes + teams), with its scheduler.
+class Pool {
+ public:
+  explicit Pool(const std::string& yaml) {
+    config_ = ParsePoolConfig(yaml, "test.yaml").value();
+    auto driver = SimulatedDriver::Create(*config_.simulated_nodes).value();
+    inventory_ = std::make_unique<Inventory>(Inventory::FromDiscovery(driver->Discover().value()).value());
+    scheduler_ = std::make_unique<Scheduler>(*inventory_, config_.scheduling);
+  }
+  Scheduler& s() { return *scheduler_; }
+
+  absl::StatusOr<std::string> Submit(const std::string& id, const std::string& team, int gpus,
+                                     const std::string& cls = "training", int64_t now = 0) {
+    LeaseRequest r;
+    r.id = id;
+    r.team = team;
+    r.priority_class = cls;
+    r.slot_count = gpus;
+    return scheduler_->Submit(r, now);
+  }
+  WaitReason ReasonOf(const std::string& id) {
+    for (const PendingInfo& p : scheduler_->Pending()) {
+      if (p.request_id == id) return p.reason;
+    }
+    return WaitReason::kNone;
+  }
+  std::string LeaseOf(const std::string& request_id) {
+    for (const auto& [id, lease] : scheduler_->leases()) {
+      if (lease.request.id == request_id) return id;
+    }
+    return "";
+  }
+
+ private:
+  PoolConfig config_;
+  std::unique_ptr<Inventory> inventory_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+constexpr char kTwoTeams[] = R"(
+nodes:
+  - name: n
+    count: 2
+    gpus: [{model: H100-80GB, count: 4}]
+teams:
+  - name: a
+    quotas: [{gpus: H100-80GB, nominal: 4}]
+  - name: b
+    quotas: [{gpus: H100-80GB, nominal: 4, borrowing_limit: 4}]
+)";
+
+TEST(Scheduler, IdleQuotaIsBorrowedAndReclaimedWithinTheGracePeriod) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  CycleResult r = pool.s().Schedule(0);
+  EXPECT_THAT(r.granted, SizeIs(8));  // 4 within nominal, 4 borrowed from a
+  EXPECT_EQ(pool.s().ledger().Borrowed("b", "H100-80GB"), 4000);
+
+  ASSERT_TRUE(pool.Submit("a0", "a", 2, "training", 100).ok());
+  r = pool.s().Schedule(100);
+  EXPECT_TRUE(r.granted.empty());
+  ASSERT_THAT(r.revoked, SizeIs(2));
+  for (const Revocation& v : r.revoked) {
+    EXPECT_EQ(v.cause, RevokeCause::kReclaim);
+    EXPECT_EQ(v.for_request, "a0");
+    EXPECT_EQ(v.deadline_s, 100 + 30);  // experiment's grace period
+    EXPECT_TRUE(pool.s().leases().at(v.lease_id).borrowing);
+  }
+  EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kWaitingForPreemption);
+
+  // The victims do not stop by themselves: at the deadline they are stopped and a0 runs.
+  r = pool.s().Schedule(129);
+  EXPECT_TRUE(r.granted.empty());
+  r = pool.s().Schedule(130);
+  EXPECT_THAT(r.expired, SizeIs(2));
+  EXPECT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB"), 2000);
+}
+
+TEST(Scheduler, AVictimThatStopsEarlyHandsItsGpusToTheReclaimerOnly) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  pool.s().Schedule(0);
+  ASSERT_TRUE(pool.Submit("a0", "a", 1).ok());
+  CycleResult r = pool.s().Schedule(10);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  // b asks again at a higher priority before the victim stops; the freed GPU is reserved for a0.
+  ASSERT_TRUE(pool.Submit("b-urgent", "b", 1, "production-inference", 11).ok());
+  ASSERT_TRUE(pool.s().Release(r.revoked[0].lease_id, 12).ok());
+  r = pool.s().Schedule(12);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "a0");
+}
+
+TEST(Scheduler, NoPreemptionLoop) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  pool.s().Schedule(0);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment", 1).ok());
+  int revocations = 0;
+  int64_t now = 1;
+  // b keeps resubmitting every request it loses; a keeps its guaranteed quota. Run many cycles.
+  for (int cycle = 0; cycle < 50; ++cycle, now += 40) {
+    CycleResult r = pool.s().Schedule(now);
+    for (const Revocation& v : r.revoked) {
+      ++revocations;
+      EXPECT_EQ(pool.s().leases().at(v.lease_id).request.team, "b");
+    }
+    for (const std::string& id : r.expired) {
+      ASSERT_TRUE(pool.Submit(absl::StrCat(id, "-again"), "b", 1, "experiment", now).ok());
+    }
+  }
+  EXPECT_EQ(revocations, 4);  // exactly what a needed, once
+  EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB"), 4000);
+  EXPECT_EQ(pool.s().ledger().Usage("b", "H100-80GB"), 4000);
+  for (const PendingInfo& p : pool.s().Pending()) {
+    EXPECT_NE(p.reason, WaitReason::kWaitingForPreemption) << p.request_id;
+  }
+}
+
+TEST(Scheduler, NonPreemptibleClassNeverBorrowsAndIsNeverRevoked) {
+  Pool pool(kTwoTeams);
+  absl::StatusOr<std::string> too_big = pool.Submit("inf-big", "a", 5, "production-inference");
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("never borrows"));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("inf", i), "a", 1, "production-inference").ok());
+  CycleResult r = pool.s().Schedule(0);
+  EXPECT_THAT(r.granted, SizeIs(4));
+  EXPECT_EQ(pool.ReasonOf("inf4"), WaitReason::kOverQuota);
+  // Higher priority work of the same team cannot push inference out.
+  ASSERT_TRUE(pool.s().Submit(LeaseRequest{.id = "urgent", .team = "a", .priority_class = "production-inference"}, 1).ok());
+  r = pool.s().Schedule(1);
+  EXPECT_TRUE(r.revoked.empty());
+}
+
+TEST(Scheduler, LowerPriorityOfTheSameTeamIsPreemptedChoosingTheLeastLostWork) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("exp", i), "a", 1, "experiment").ok());
+  pool.s().Schedule(0);
+  // b fills the rest, within its own nominal quota: a may not reclaim it.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  pool.s().Schedule(0);
+  // exp2 checkpointed most recently: preempting it loses the least work.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.s().RecordCheckpoint(pool.LeaseOf(absl::StrCat("exp", i)), 100 + i * (i == 2 ? 300 : 10)).ok());
+  ASSERT_TRUE(pool.Submit("train", "a", 1, "training", 700).ok());
+  CycleResult r = pool.s().Schedule(700);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  EXPECT_EQ(r.revoked[0].cause, RevokeCause::kPriority);
+  EXPECT_EQ(pool.s().leases().at(r.revoked[0].lease_id).request.id, "exp2");
+  EXPECT_DOUBLE_EQ(r.revoked[0].gpu_seconds_at_risk, 700 - 700);
+}
+
+TEST(Scheduler, BorrowingLimitAndEmptyCohortAreDistinctReasons) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  pool.s().Schedule(0);
+  EXPECT_EQ(pool.ReasonOf("b8"), WaitReason::kOverQuota);  // nominal 4 + borrowing limit 4
+  Pool other(kTwoTeams);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(other.Submit(absl::StrCat("a", i), "a", 1).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(other.Submit(absl::StrCat("b", i), "b", 1).ok());
+  other.s().Schedule(0);
+  EXPECT_EQ(other.ReasonOf("b4"), WaitReason::kNoBorrowableCapacity);
+}
+
+constexpr char kOpenPool[] = R"(
+nodes:
+  - name: n
+    count: 2
+    gpus: [{model: H100-80GB, count: 4}, {model: L4, count: 1, labels: {tier: inference}}]
+)";
+
+TEST(Scheduler, GangsAreAllOrNothingByTopology) {
+  Pool pool(kOpenPool);
+  LeaseRequest one{.id = "one", .team = "t", .allowed_models = {"H100-80GB"}};
+  ASSERT_TRUE(pool.s().Submit(one, 0).ok());
+  LeaseRequest other = one;
+  other.id = "two";
+  ASSERT_TRUE(pool.s().Submit(other, 0).ok());
+  pool.s().Schedule(0);
+  // Both singles packed onto one node, leaving the other node's 4 H100s whole for a gang.
+  const auto& leases = pool.s().leases();
+  ASSERT_THAT(leases, SizeIs(2));
+  EXPECT_EQ(leases.begin()->second.gpus[0].node, std::next(leases.begin())->second.gpus[0].node);
+
+  LeaseRequest gang{.id = "gang", .team = "t", .slot_count = 4, .allowed_models = {"H100-80GB"},
+                    .topology = GangTopology::kSameNvLinkIsland};
+  ASSERT_TRUE(pool.s().Submit(gang, 1).ok());
+  CycleResult r = pool.s().Schedule(1);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  const Lease& g = pool.s().leases().at(r.granted[0]);
+  for (const GpuRef& ref : g.gpus) EXPECT_EQ(ref.node, g.gpus[0].node);
+
+  LeaseRequest second_gang = gang;
+  second_gang.id = "gang2";
+  second_gang.topology = GangTopology::kSameNode;
+  ASSERT_TRUE(pool.s().Submit(second_gang, 2).ok());
+  r = pool.s().Schedule(2);
+  EXPECT_TRUE(r.granted.empty());
+  EXPECT_EQ(pool.ReasonOf("gang2"), WaitReason::kNoFreeCapacity);  // only 2 H100s free
+  EXPECT_TRUE(pool.s().Cancel("gang2").ok());
+}
+
+TEST(Scheduler, FreeCapacityInTheWrongPlacesIsReportedAsFragmented) {
+  Pool pool(kOpenPool);
+  // Three singles pack onto one node; a same-node triple takes the other: one H100 free on each.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.s().Submit({.id = absl::StrCat("s", i), .team = "t", .allowed_models = {"H100-80GB"}}, 0).ok());
+  }
+  ASSERT_TRUE(pool.s().Submit({.id = "triple", .team = "t", .slot_count = 3, .allowed_models = {"H100-80GB"},
+                               .topology = GangTopology::kSameNode}, 0).ok());
+  EXPECT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
+  ASSERT_TRUE(pool.s().Submit({.id = "pair", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"},
+                               .topology = GangTopology::kSameNode}, 1).ok());
+  EXPECT_TRUE(pool.s().Schedule(1).granted.empty());
+  EXPECT_EQ(pool.ReasonOf("pair"), WaitReason::kFragmented);
+  // The same pair with no topology constraint runs.
+  ASSERT_TRUE(pool.s().Submit({.id = "loose", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"}}, 2).ok());
+  EXPECT_THAT(pool.s().Schedule(2).granted, SizeIs(1));
+}
+
+TEST(Scheduler, RequestsThatCanNeverRunAreRefusedAtSubmission) {
+  Pool pool(kOpenPool);
+  auto code = [&](LeaseRequest r) { return pool.s().Submit(std::move(r), 0).status(); };
+  EXPECT_THAT(std::string(code({.id = "x", .team = "t", .slot_count = 5, .allowed_models = {"H100-80GB"},
+                                .topology = GangTopology::kSameNode}).message()),
+              HasSubstr("does not fit even in the empty pool"));
+  EXPECT_THAT(std::string(code({.id = "x", .team = "t", .allowed_models = {"A100-80GB"}}).message()),
+              HasSubstr("matches no GPU"));
+  EXPECT_THAT(std::string(code({.id = "x", .team = "t", .required_labels = {{"tier", "training"}}}).message()),
+              HasSubstr("matches no GPU"));
+  EXPECT_EQ(code({.id = "x", .team = "t", .slot_count = 0}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(code({.id = "x", .team = "t", .priority_class = "vip"}).message()),
+              HasSubstr("unknown priority class 'vip'"));
+  EXPECT_EQ(code({.id = "x", .team = "t", .slot = SlotShape::Mig("1g.10gb")}).code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(code({.id = "x", .team = "t", .slot = SlotShape::Fraction(1024, 100),
+                                .hardware_isolation = true}).message()),
+              HasSubstr("hardware isolation"));
+  Pool teams(kTwoTeams);
+  EXPECT_THAT(std::string(teams.Submit("x", "nobody", 1).status().message()), HasSubstr("unknown team 'nobody'"));
+  Pool big(R"(
+nodes:
+  - {count: 3, gpus: [{model: H100-80GB, count: 4}]}
+teams:
+  - {name: b, quotas: [{gpus: H100-80GB, nominal: 4, borrowing_limit: 4}]}
+)");
+  EXPECT_THAT(std::string(big.Submit("x", "b", 9).status().message()), HasSubstr("more than team 'b' may ever hold"));
+}
+
+TEST(Scheduler, FractionsPackOntoPartlyUsedGpus) {
+  Pool pool(kOpenPool);
+  for (int i = 0; i < 4; ++i) {
+    LeaseRequest r{.id = absl::StrCat("f", i), .team = "t", .slot = SlotShape::Fraction(16000, 250),
+                   .allowed_models = {"H100-80GB"}};
+    ASSERT_TRUE(pool.s().Submit(r, 0).ok());
+  }
+  pool.s().Schedule(0);
+  std::set<std::pair<std::string, int>> gpus;
+  for (const auto& [id, lease] : pool.s().leases()) gpus.insert({lease.gpus[0].node, lease.gpus[0].index});
+  EXPECT_THAT(gpus, SizeIs(1));  // four quarter-GPUs share one GPU
+}
+
+TEST(Scheduler, HealthDrainsRevokeWithGraceAndLostGpusReleaseAtOnce) {
+  Pool pool(kOpenPool);
+  LeaseRequest r{.id = "r", .team = "t", .slot_count = 2, .allowed_models = {"L4"}};
+  ASSERT_TRUE(pool.s().Submit(r, 0).ok());
+  pool.s().Schedule(0);
+  const Lease lease = pool.s().leases().begin()->second;
+  CycleResult drained = pool.s().SetGpuHealth(lease.gpus[0], HealthState::kDraining, 10);
+  ASSERT_THAT(drained.revoked, SizeIs(1));
+  EXPECT_EQ(drained.revoked[0].cause, RevokeCause::kDrain);
+  EXPECT_EQ(drained.revoked[0].deadline_s, 10 + 120);
+  CycleResult lost = pool.s().SetGpuHealth(lease.gpus[1], HealthState::kLost, 11);
+  EXPECT_THAT(lost.expired, ElementsAre(lease.id));
+  // No new work lands on the unhealthy L4s: it waits, and says why.
+  LeaseRequest again{.id = "again", .team = "t", .allowed_models = {"L4"}};
+  ASSERT_TRUE(pool.s().Submit(again, 12).ok());
+  EXPECT_TRUE(pool.s().Schedule(12).granted.empty());
+  EXPECT_EQ(pool.ReasonOf("again"), WaitReason::kUnhealthyCapacity);
+  pool.s().SetGpuHealth(lease.gpus[1], HealthState::kHealthy, 13);
+  EXPECT_THAT(pool.s().Schedule(13).granted, SizeIs(1));
+}
+
+TEST(Scheduler, FairShareOrdersEqualPriorityAndAgeingPreventsStarvation) {
+  constexpr char kShares[] = R"(
+nodes:
+  - gpus: [{model: T4, count: 2}]
+teams:
+  - {name: heavy, quotas: [{gpus: T4, nominal: 1}]}
+  - {name: light, quotas: [{gpus: T4, nominal: 1}]}
+)";
+  Pool pool(kShares);
+  ASSERT_TRUE(pool.Submit("heavy-run", "heavy", 1, "experiment").ok());
+  pool.s().Schedule(0);
+  // One GPU left; heavy asked first, but light holds less of its share.
+  ASSERT_TRUE(pool.Submit("heavy-2", "heavy", 1, "experiment", 1).ok());
+  ASSERT_TRUE(pool.Submit("light-1", "light", 1, "experiment", 2).ok());
+  CycleResult r = pool.s().Schedule(2);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "light-1");
+  // light now keeps submitting; heavy-2 has waited long enough to go first.
+  ASSERT_TRUE(pool.s().Release(r.granted[0], 7200).ok());
+  ASSERT_TRUE(pool.Submit("light-2", "light", 1, "experiment", 7200).ok());
+  r = pool.s().Schedule(7200);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "heavy-2");
+}
+
+TEST(Scheduler, SameEventsGiveTheSameDecisions) {
+  auto run = [] {
+    Pool pool(kTwoTeams);
+    std::vector<std::string> log;
+    int64_t now = 0;
+    for (int round = 0; round < 20; ++round, now += 15) {
+      std::string team = round % 3 == 0 ? "a" : "b";
+      (void)pool.Submit(absl::StrCat("r", round), team, 1 + round % 3, round % 2 ? "experiment" : "training", now);
+      CycleResult r = pool.s().Schedule(now);
+      for (const auto& g : r.granted) log.push_back("grant " + g);
+      for (const auto& v : r.revoked) log.push_back("revoke " + v.lease_id);
+      for (const auto& e : r.expired) log.push_back("expire " + e);
+    }
+    return log;
+  };
+  std::vector<std::string> first = run();
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(first, run());
+}
+
+}  // namespace
+}  // namespace gpupool::pool
