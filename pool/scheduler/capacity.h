@@ -39,7 +39,11 @@ struct GpuCapacity {
   bool schedulable = true;
   int compute_free_milli = 1000;
   int64_t memory_free_mib = 0;
-  std::string reserved_for;  // id of the request holding a reservation; empty when none
+  std::string reserved_for;  // request a preemption freed this GPU for; empty when none
+  // Head-of-line gang reservation: the gang expects to start here at `gang_reserved_until_s`;
+  // others may backfill only with work whose runtime estimate ends by then.
+  std::string gang_reserved_for;
+  int64_t gang_reserved_until_s = 0;
 
   bool untouched() const {
     return compute_free_milli == 1000 && memory_free_mib == memory_total_mib;

@@ -77,7 +77,13 @@ std::optional<std::vector<int>> PlaceRequest(const Capacity& capacity, const Lea
     const GpuCapacity& c = capacity.gpus()[g];
     if (!GpuMatches(c, r, group)) return false;
     if (!options.ignore_health && !c.schedulable) return false;
-    if (!options.ignore_reservations && !c.reserved_for.empty() && c.reserved_for != r.id) return false;
+    if (options.ignore_reservations) return true;
+    if (!c.reserved_for.empty() && c.reserved_for != r.id) return false;
+    if (!c.gang_reserved_for.empty() && c.gang_reserved_for != r.id) {
+      // Backfill: only work known to finish before the gang's expected start.
+      return r.runtime_estimate_s.has_value() &&
+             options.now_s + *r.runtime_estimate_s <= c.gang_reserved_until_s;
+    }
     return true;
   };
   std::vector<std::vector<int>> domains;

@@ -25,6 +25,7 @@ namespace gpupool::pool {
 struct PlacementOptions {
   bool ignore_health = false;        // "would it fit if the unhealthy GPUs were healthy?"
   bool ignore_reservations = false;  // "would it fit without others' reservations?"
+  int64_t now_s = 0;                 // for backfill: does the request end before a reservation?
 };
 
 // Static constraints only: model, labels, memory, NVLink, quota group.

@@ -162,6 +162,38 @@ bool Scheduler::VictimsStillRunning(const std::string& request_id) const {
 void Scheduler::ClearReservations(const std::string& request_id) {
   for (GpuCapacity& c : capacity_.gpus()) {
     if (c.reserved_for == request_id) c.reserved_for.clear();
+    if (c.gang_reserved_for == request_id) c.gang_reserved_for.clear();
+  }
+}
+
+void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
+  // Predict when running leases end (revoked ones at their deadline), free them in that order on
+  // a copy, and stop at the first moment the gang fits.
+  std::vector<std::pair<int64_t, const Lease*>> ends;
+  for (const auto& [id, lease] : leases_) {
+    int64_t end = lease.revoke_deadline_s.has_value()
+                      ? *lease.revoke_deadline_s
+                      : lease.started_s + lease.request.runtime_estimate_s.value_or(options_.default_runtime_s);
+    ends.emplace_back(std::max(end, now_s), &lease);
+  }
+  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+  });
+  Capacity future = capacity_;
+  for (const auto& [end, lease] : ends) {
+    for (const GpuRef& ref : lease->gpus) future.Give(future.Find(ref), lease->request.slot);
+    for (const std::string& group : CandidateGroups(p.request)) {
+      std::optional<std::vector<int>> gpus = PlaceRequest(future, p.request, group, {.ignore_reservations = true});
+      if (!gpus) continue;
+      for (int g : *gpus) {
+        GpuCapacity& c = capacity_.gpus()[g];
+        if (!c.gang_reserved_for.empty()) continue;
+        c.gang_reserved_for = p.request.id;
+        c.gang_reserved_until_s = end;
+      }
+      p.reserved_start_s = end;
+      return;
+    }
   }
 }
 
@@ -242,7 +274,10 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
 WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& group) const {
   const LeaseRequest& r = p.request;
   if (PlaceRequest(capacity_, r, group, {.ignore_reservations = true})) {
-    return WaitReason::kBehindHigherPriority;
+    Capacity without_gangs = capacity_;
+    for (GpuCapacity& c : without_gangs.gpus()) c.gang_reserved_for.clear();
+    return PlaceRequest(without_gangs, r, group) ? WaitReason::kGangReservation
+                                                 : WaitReason::kBehindHigherPriority;
   }
   if (PlaceRequest(capacity_, r, group, {.ignore_health = true, .ignore_reservations = true})) {
     return WaitReason::kUnhealthyCapacity;
@@ -314,7 +349,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     give(trial, leases_.at(candidates[i].lease_id));
     chosen.push_back(i);
     enough = own_freed(chosen, SIZE_MAX) >= own_quota_to_free &&
-             PlaceRequest(trial, p.request, group).has_value();
+             PlaceRequest(trial, p.request, group, {.now_s = now_s}).has_value();
   }
   if (!enough) return false;
   for (size_t k = chosen.size(); k-- > 0;) {
@@ -322,7 +357,8 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     for (size_t j : chosen) {
       if (j != chosen[k]) give(without, leases_.at(candidates[j].lease_id));
     }
-    if (own_freed(chosen, chosen[k]) >= own_quota_to_free && PlaceRequest(without, p.request, group)) {
+    if (own_freed(chosen, chosen[k]) >= own_quota_to_free &&
+        PlaceRequest(without, p.request, group, {.now_s = now_s})) {
       chosen.erase(chosen.begin() + static_cast<long>(k));
     }
   }
@@ -362,7 +398,7 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       if (reason == WaitReason::kOverQuota) reason = check.reason;
       continue;
     }
-    if (std::optional<std::vector<int>> gpus = PlaceRequest(capacity_, r, group)) {
+    if (std::optional<std::vector<int>> gpus = PlaceRequest(capacity_, r, group, {.now_s = now_s})) {
       Grant(p, group, *gpus, check.borrowing, now_s, result);
       return true;
     }
@@ -422,13 +458,22 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     if (a.share != b.share) return a.share < b.share;
     return a.sequence < b.sequence;
   });
+  // The head-of-line gang reservation is recomputed every cycle from the current state.
+  for (GpuCapacity& c : capacity_.gpus()) c.gang_reserved_for.clear();
+  for (auto& [id, p] : pending_) p.reserved_start_s.reset();
+  bool gang_reserved = false;
   order_.clear();
   for (const Key& k : keys) {
     PendingRequest& p = pending_.at(k.id);
     if (TryAdmit(p, now_s, result)) {
       pending_.erase(k.id);
-    } else {
-      order_.push_back(k.id);
+      continue;
+    }
+    order_.push_back(k.id);
+    bool lacks_room = p.reason == WaitReason::kNoFreeCapacity || p.reason == WaitReason::kFragmented;
+    if (!gang_reserved && lacks_room && p.request.slot_count > 1) {
+      ReserveForGang(p, now_s);
+      gang_reserved = p.reserved_start_s.has_value();
     }
   }
   return result;
@@ -438,11 +483,13 @@ std::vector<PendingInfo> Scheduler::Pending() const {
   std::vector<PendingInfo> out;
   for (const std::string& id : order_) {
     auto it = pending_.find(id);
-    if (it != pending_.end()) out.push_back({id, it->second.reason, it->second.submitted_s});
+    if (it != pending_.end()) {
+      out.push_back({id, it->second.reason, it->second.submitted_s, it->second.reserved_start_s});
+    }
   }
   for (const auto& [id, p] : pending_) {  // submitted since the last cycle
     if (std::find(order_.begin(), order_.end(), id) == order_.end()) {
-      out.push_back({id, p.reason, p.submitted_s});
+      out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s});
     }
   }
   return out;

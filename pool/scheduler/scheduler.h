@@ -15,6 +15,11 @@
 // waiting time (one share unit per `aging_horizon_s`), so a request cannot wait forever behind
 // an endless stream of equal-priority work from teams with a smaller share.
 //
+// Gangs: the first request in that order that cannot be placed for lack of room (not quota) and
+// needs several slots gets a reservation on the GPUs where it can start soonest, predicted from
+// the running leases' runtime estimates. Later requests may use reserved GPUs only when their own
+// runtime estimate ends before that start (backfill), so they never delay the gang.
+//
 // Preemption: a request within its team's nominal quota (guaranteed) may reclaim capacity that
 // other teams borrow; any request may preempt strictly lower-priority leases of its own team.
 // Non-preemptible leases are never revoked. Victims are chosen to minimise the GPU-seconds of
@@ -43,6 +48,8 @@ namespace gpupool::pool {
 
 struct SchedulerOptions {
   int64_t aging_horizon_s = 3600;  // waiting this long is worth one unit of dominant share
+  // Assumed runtime of leases without an estimate, when predicting when a gang can start.
+  int64_t default_runtime_s = 3600;
 };
 
 struct Lease {
@@ -79,6 +86,7 @@ struct PendingInfo {
   std::string request_id;
   WaitReason reason = WaitReason::kNone;
   int64_t submitted_s = 0;
+  std::optional<int64_t> reserved_start_s;  // a gang holding the head-of-line reservation
 };
 
 class Scheduler {
@@ -117,6 +125,7 @@ class Scheduler {
     uint64_t sequence = 0;
     WaitReason reason = WaitReason::kNone;
     bool victims_pending = false;  // revocations were issued for it
+    std::optional<int64_t> reserved_start_s;
   };
   struct Attempt;  // the outcome of trying one request, see scheduler.cc
 
@@ -134,6 +143,8 @@ class Scheduler {
   void ReleaseLease(std::map<std::string, Lease>::iterator it);
   Revocation Revoke(Lease& lease, RevokeCause cause, const std::string& for_request, int64_t now_s);
   void ClearReservations(const std::string& request_id);
+  // Reserves, for a blocked gang, the GPUs where it can start soonest.
+  void ReserveForGang(PendingRequest& p, int64_t now_s);
   bool VictimsStillRunning(const std::string& request_id) const;
 
   // Constant after construction.

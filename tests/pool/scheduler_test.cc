@@ -229,8 +229,10 @@ TEST(Scheduler, FreeCapacityInTheWrongPlacesIsReportedAsFragmented) {
                                .topology = GangTopology::kSameNode}, 1).ok());
   EXPECT_TRUE(pool.s().Schedule(1).granted.empty());
   EXPECT_EQ(pool.ReasonOf("pair"), WaitReason::kFragmented);
-  // The same pair with no topology constraint runs.
-  ASSERT_TRUE(pool.s().Submit({.id = "loose", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"}}, 2).ok());
+  // The same pair with no topology constraint runs: it backfills the pair's reservation because
+  // it ends long before the singles (no estimate: an hour by default) free a node.
+  ASSERT_TRUE(pool.s().Submit({.id = "loose", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"},
+                               .runtime_estimate_s = 600}, 2).ok());
   EXPECT_THAT(pool.s().Schedule(2).granted, SizeIs(1));
 }
 
@@ -340,6 +342,47 @@ TEST(Scheduler, SameEventsGiveTheSameDecisions) {
   std::vector<std::string> first = run();
   EXPECT_FALSE(first.empty());
   EXPECT_EQ(first, run());
+}
+
+}  // namespace
+}  // namespace gpupool::pool
+
+namespace gpupool::pool {
+namespace {
+
+TEST(Scheduler, HeadOfLineGangGetsAReservationAndOnlyShortWorkBackfills) {
+  Pool pool(R"(
+nodes:
+  - {name: n, count: 2, gpus: [{model: A100-80GB, count: 4}]}
+)");
+  auto submit = [&](LeaseRequest r, int64_t now) { ASSERT_TRUE(pool.s().Submit(std::move(r), now).ok()); };
+  submit({.id = "full", .team = "t", .slot_count = 4, .topology = GangTopology::kSameNode,
+          .runtime_estimate_s = 1000}, 0);
+  submit({.id = "short-lived", .team = "t", .runtime_estimate_s = 100}, 0);
+  ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(2));
+
+  submit({.id = "gang", .team = "t", .slot_count = 4, .topology = GangTopology::kSameNode}, 10);
+  EXPECT_TRUE(pool.s().Schedule(10).granted.empty());
+  std::vector<PendingInfo> pending = pool.s().Pending();
+  ASSERT_THAT(pending, SizeIs(1));
+  EXPECT_EQ(pending[0].reserved_start_s, 100);  // when short-lived is expected to end
+
+  // Work with no estimate could run forever: it may not use the reserved GPUs.
+  submit({.id = "open-ended", .team = "t"}, 20);
+  // Work that ends before the gang's start backfills.
+  submit({.id = "quick", .team = "t", .runtime_estimate_s = 50}, 20);
+  submit({.id = "too-long", .team = "t", .runtime_estimate_s = 500}, 20);
+  CycleResult r = pool.s().Schedule(20);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "quick");
+  EXPECT_EQ(pool.ReasonOf("open-ended"), WaitReason::kGangReservation);
+  EXPECT_EQ(pool.ReasonOf("too-long"), WaitReason::kGangReservation);
+
+  ASSERT_TRUE(pool.s().Release(r.granted[0], 70).ok());
+  ASSERT_TRUE(pool.s().Release(pool.LeaseOf("short-lived"), 100).ok());
+  r = pool.s().Schedule(100);
+  ASSERT_FALSE(r.granted.empty());
+  EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "gang");  // not delayed
 }
 
 }  // namespace
