@@ -3,13 +3,8 @@
 #include <cassert>
 
 namespace gpupool::pool {
-namespace {
 
-int64_t MemoryOf(const SlotShape& shape, int64_t gpu_total) {
-  return shape.kind == SlotKind::kWholeGpu ? gpu_total : shape.memory_mib;
-}
-
-int ComputeOf(const SlotShape& shape) {
+int SlotComputeMilli(const SlotShape& shape) {
   switch (shape.kind) {
     case SlotKind::kWholeGpu: return 1000;
     case SlotKind::kFraction: return shape.compute_milli;
@@ -19,66 +14,69 @@ int ComputeOf(const SlotShape& shape) {
   return 1000;
 }
 
-}  // namespace
-
-Capacity::Capacity(const Inventory& inventory, const SchedulingConfig& config) {
+PoolTopology::PoolTopology(const Inventory& inventory, const SchedulingConfig& config) {
   std::map<std::string, int> island_index;
   for (size_t n = 0; n < inventory.nodes().size(); ++n) {
     node_gpus_.emplace_back();
     for (size_t position : inventory.nodes()[n].gpu_positions) {
       const InventoryGpu& gpu = inventory.gpus()[position];
-      GpuCapacity c;
+      GpuStatic c;
       c.ref = gpu.ref;
       c.node = static_cast<int>(n);
-      auto [it, inserted] = island_index.try_emplace(gpu.nvlink_island, static_cast<int>(island_gpus_.size()));
+      auto [it, inserted] =
+          island_index.try_emplace(gpu.nvlink_island, static_cast<int>(island_gpus_.size()));
       if (inserted) island_gpus_.emplace_back();
       c.island = it->second;
       c.model = gpu.model;
       c.group = config.GroupOf(gpu.model != nullptr ? gpu.model->name : gpu.device.name);
       c.labels = &gpu.labels;
       c.memory_total_mib = static_cast<int64_t>(gpu.device.memory_mib);
-      c.memory_free_mib = c.memory_total_mib;
       c.has_nvlink = !gpu.device.nvlink_peers.empty();
-      c.schedulable = gpu.schedulable();
       int g = static_cast<int>(gpus_.size());
       node_gpus_.back().push_back(g);
       island_gpus_[c.island].push_back(g);
+      position_[{gpu.ref.node, gpu.ref.index}] = g;
       gpus_.push_back(std::move(c));
     }
   }
 }
 
-int Capacity::Find(const GpuRef& ref) const {
-  for (size_t g = 0; g < gpus_.size(); ++g) {
-    if (gpus_[g].ref == ref) return static_cast<int>(g);
-  }
-  return -1;
+int PoolTopology::Find(const GpuRef& ref) const {
+  auto it = position_.find({ref.node, ref.index});
+  return it == position_.end() ? -1 : it->second;
 }
 
-bool Capacity::Fits(int g, const SlotShape& shape) const {
-  const GpuCapacity& c = gpus_[g];
-  if (shape.kind == SlotKind::kWholeGpu) return c.untouched();
-  return c.compute_free_milli >= ComputeOf(shape) && c.memory_free_mib >= shape.memory_mib;
-}
-
-void Capacity::Take(int g, const SlotShape& shape) {
-  GpuCapacity& c = gpus_[g];
-  assert(Fits(g, shape));
-  c.compute_free_milli -= ComputeOf(shape);
-  c.memory_free_mib -= MemoryOf(shape, c.memory_total_mib);
-}
-
-void Capacity::Give(int g, const SlotShape& shape) {
-  GpuCapacity& c = gpus_[g];
-  c.compute_free_milli += ComputeOf(shape);
-  c.memory_free_mib += MemoryOf(shape, c.memory_total_mib);
-  assert(c.compute_free_milli <= 1000 && c.memory_free_mib <= c.memory_total_mib);
-}
-
-std::map<std::string, int64_t> Capacity::GroupCapacityMilli() const {
+std::map<std::string, int64_t> PoolTopology::GroupCapacityMilli() const {
   std::map<std::string, int64_t> out;
-  for (const GpuCapacity& c : gpus_) out[c.group] += 1000;
+  for (const GpuStatic& c : gpus_) out[c.group] += 1000;
   return out;
+}
+
+CapacityState::CapacityState(const PoolTopology& topology) {
+  for (const GpuStatic& c : topology.gpus()) {
+    GpuState s;
+    s.memory_free_mib = c.memory_total_mib;
+    gpus_.push_back(s);
+    memory_total_.push_back(c.memory_total_mib);
+  }
+}
+
+bool CapacityState::Fits(int g, const SlotShape& shape) const {
+  if (shape.kind == SlotKind::kWholeGpu) return Untouched(g);
+  return gpus_[g].compute_free_milli >= SlotComputeMilli(shape) &&
+         gpus_[g].memory_free_mib >= shape.memory_mib;
+}
+
+void CapacityState::Take(int g, const SlotShape& shape) {
+  assert(Fits(g, shape));
+  gpus_[g].compute_free_milli -= SlotComputeMilli(shape);
+  gpus_[g].memory_free_mib -= shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
+}
+
+void CapacityState::Give(int g, const SlotShape& shape) {
+  gpus_[g].compute_free_milli += SlotComputeMilli(shape);
+  gpus_[g].memory_free_mib += shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
+  assert(gpus_[g].compute_free_milli <= 1000 && gpus_[g].memory_free_mib <= memory_total_[g]);
 }
 
 }  // namespace gpupool::pool

@@ -1,13 +1,14 @@
 // File: pool/scheduler/capacity.h
 //
-// The free capacity of every GPU in the pool, in the units the scheduler places: milli-GPUs of
-// compute and MiB of memory, plus whether the GPU is schedulable (health) and whether a pending
-// request holds a reservation on it. Built once from the Inventory; the scheduler takes and gives
-// back slots as leases start and end.
+// The pool as the scheduler places into it, split in two so "what if" questions are cheap:
+//   - PoolTopology: what never changes while the scheduler runs: every GPU's node, NVLink
+//     island, model, quota group, labels and memory; nodes and islands as lists of GPUs.
+//   - CapacityState: what does: per GPU, free compute (milli-GPUs) and memory (MiB), health, and
+//     reservations. Plain values, so the preemption planner and the gang predictor copy it.
 //
 // A whole-GPU slot needs an untouched GPU; fraction slots share a GPU within its compute and
-// memory. MIG and MPS slots are placed by GpuSlots once the scheduler carves them (not yet: the
-// scheduler refuses them at submission with Unimplemented).
+// memory. MIG and MPS slots are not placed by the scheduler yet (refused at submission).
+// Reservations are held by request handles (PendingRequest sequence numbers, never 0).
 //
 // Thread-compatible; owned by the Scheduler.
 #ifndef GPUPOOL_POOL_SCHEDULER_CAPACITY_H_
@@ -24,57 +25,69 @@
 
 namespace gpupool::pool {
 
-struct GpuCapacity {
-  // Constant after construction.
+struct GpuStatic {
   GpuRef ref;
-  int node = 0;     // index into Capacity::nodes()
-  int island = 0;   // index into Capacity::islands()
+  int node = 0;     // index into PoolTopology::nodes()
+  int island = 0;   // index into PoolTopology::islands()
   const GpuModel* model = nullptr;
   std::string group;  // quota group of the model
   const std::map<std::string, std::string>* labels = nullptr;  // owned by the Inventory
   int64_t memory_total_mib = 0;
   bool has_nvlink = false;
-
-  // Changing.
-  bool schedulable = true;
-  int compute_free_milli = 1000;
-  int64_t memory_free_mib = 0;
-  std::string reserved_for;  // request a preemption freed this GPU for; empty when none
-  // Head-of-line gang reservation: the gang expects to start here at `gang_reserved_until_s`;
-  // others may backfill only with work whose runtime estimate ends by then.
-  std::string gang_reserved_for;
-  int64_t gang_reserved_until_s = 0;
-
-  bool untouched() const {
-    return compute_free_milli == 1000 && memory_free_mib == memory_total_mib;
-  }
 };
 
-class Capacity {
+class PoolTopology {
  public:
   // `inventory` must outlive this object (labels are referenced, not copied).
-  Capacity(const Inventory& inventory, const SchedulingConfig& config);
+  PoolTopology(const Inventory& inventory, const SchedulingConfig& config);
 
-  std::vector<GpuCapacity>& gpus() { return gpus_; }
-  const std::vector<GpuCapacity>& gpus() const { return gpus_; }
+  const std::vector<GpuStatic>& gpus() const { return gpus_; }
   const std::vector<std::vector<int>>& nodes() const { return node_gpus_; }
   const std::vector<std::vector<int>>& islands() const { return island_gpus_; }
   int Find(const GpuRef& ref) const;  // position, or -1
-
-  // Whether one slot of `shape` fits on GPU `g` now (ignores health and reservations; the
-  // placement filter checks those).
-  bool Fits(int g, const SlotShape& shape) const;
-  void Take(int g, const SlotShape& shape);
-  void Give(int g, const SlotShape& shape);
-
   // Total capacity per quota group, in milli-GPUs (healthy or not): the cohort's size.
   std::map<std::string, int64_t> GroupCapacityMilli() const;
 
  private:
-  std::vector<GpuCapacity> gpus_;
+  std::vector<GpuStatic> gpus_;
   std::vector<std::vector<int>> node_gpus_;
   std::vector<std::vector<int>> island_gpus_;
+  std::map<std::pair<std::string, int>, int> position_;  // (node, index) -> position
 };
+
+struct GpuState {
+  bool schedulable = true;
+  int compute_free_milli = 1000;
+  int64_t memory_free_mib = 0;
+  uint64_t reserved_for = 0;       // a preemption freed this GPU for that request
+  uint64_t gang_reserved_for = 0;  // head-of-line gang reservation ...
+  int64_t gang_reserved_until_s = 0;  // ... expected to start then: only earlier work backfills
+};
+
+class CapacityState {
+ public:
+  explicit CapacityState(const PoolTopology& topology);
+
+  const GpuState& operator[](int g) const { return gpus_[g]; }
+  GpuState& operator[](int g) { return gpus_[g]; }
+  int size() const { return static_cast<int>(gpus_.size()); }
+
+  bool Untouched(int g) const {
+    return gpus_[g].compute_free_milli == 1000 && gpus_[g].memory_free_mib == memory_total_[g];
+  }
+  // Whether one slot of `shape` fits on GPU `g` (ignores health and reservations: the placement
+  // filter checks those).
+  bool Fits(int g, const SlotShape& shape) const;
+  void Take(int g, const SlotShape& shape);
+  void Give(int g, const SlotShape& shape);
+
+ private:
+  std::vector<GpuState> gpus_;
+  std::vector<int64_t> memory_total_;  // copied from the topology so copies stand alone
+};
+
+// Compute a slot of `shape` takes from its GPU, in milli-GPUs.
+int SlotComputeMilli(const SlotShape& shape);
 
 }  // namespace gpupool::pool
 

@@ -2,18 +2,19 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 namespace gpupool::pool {
 namespace {
 
-bool ModelAllowed(const GpuCapacity& gpu, const LeaseRequest& r) {
+bool ModelAllowed(const GpuStatic& gpu, const LeaseRequest& r) {
   if (r.allowed_models.empty()) return true;
   if (gpu.model == nullptr) return false;
   return std::find(r.allowed_models.begin(), r.allowed_models.end(), gpu.model->name) !=
          r.allowed_models.end();
 }
 
-bool LabelsMatch(const GpuCapacity& gpu, const LeaseRequest& r) {
+bool LabelsMatch(const GpuStatic& gpu, const LeaseRequest& r) {
   for (const auto& [k, v] : r.required_labels) {
     auto it = gpu.labels->find(k);
     if (it == gpu.labels->end() || it->second != v) return false;
@@ -25,90 +26,118 @@ bool LabelsMatch(const GpuCapacity& gpu, const LeaseRequest& r) {
   return true;
 }
 
-// Fills one domain greedily on scratch copies of its GPUs' free capacity. Returns the chosen
-// positions and the compute left free in the domain's nodes afterwards (lower packs better).
-std::optional<std::pair<std::vector<int>, int64_t>> FillDomain(const Capacity& capacity,
-                                                               const std::vector<int>& domain,
-                                                               const LeaseRequest& r) {
-  Capacity scratch = capacity;  // small: only the copies of counters matter
-  std::vector<int> chosen;
+struct Filled {
+  std::vector<int> gpus;
+  int64_t stranded = 0;  // compute left free on the touched nodes (lower packs better)
+};
+
+// Fills one domain greedily on scratch copies of its GPUs' free capacity.
+std::optional<Filled> FillDomain(const PoolTopology& topology, const CapacityState& state,
+                                 const std::vector<int>& domain, const LeaseRequest& r,
+                                 bool first_fit) {
+  const int need = SlotComputeMilli(r.slot);
+  const bool whole = r.slot.kind == SlotKind::kWholeGpu;
+  std::vector<int> compute(domain.size());
+  std::vector<int64_t> memory(domain.size());
+  std::vector<char> untouched(domain.size());
+  std::map<int, int64_t> node_free;  // free compute of the nodes the domain touches
+  for (size_t i = 0; i < domain.size(); ++i) {
+    compute[i] = state[domain[i]].compute_free_milli;
+    memory[i] = state[domain[i]].memory_free_mib;
+    untouched[i] = state.Untouched(domain[i]);
+    int node = topology.gpus()[domain[i]].node;
+    if (!node_free.contains(node)) {
+      int64_t free = 0;
+      for (int g : topology.nodes()[node]) free += state[g].compute_free_milli;
+      node_free[node] = free;
+    }
+  }
+  Filled out;
   for (int slot = 0; slot < r.slot_count; ++slot) {
     int best = -1;
-    std::tuple<int64_t, int64_t, int> best_key{std::numeric_limits<int64_t>::max(), 0, 0};
-    for (int g : domain) {
-      if (!scratch.Fits(g, r.slot)) continue;
-      const GpuCapacity& c = scratch.gpus()[g];
-      // Tightest GPU first; then the node with the least free compute (pack nodes); then position.
-      int64_t left = c.compute_free_milli - (r.slot.kind == SlotKind::kWholeGpu ? 1000 : r.slot.compute_milli);
-      int64_t node_free = 0;
-      for (int other : scratch.nodes()[c.node]) node_free += scratch.gpus()[other].compute_free_milli;
-      std::tuple<int64_t, int64_t, int> key{left, node_free, g};
+    std::pair<int64_t, int64_t> best_key{std::numeric_limits<int64_t>::max(), 0};
+    for (size_t i = 0; i < domain.size(); ++i) {
+      bool fits = whole ? untouched[i] : (compute[i] >= need && memory[i] >= r.slot.memory_mib);
+      if (!fits) continue;
+      if (first_fit) {
+        best = static_cast<int>(i);
+        break;
+      }
+      // Tightest GPU first; then the node with the least free compute (pack nodes).
+      std::pair<int64_t, int64_t> key{compute[i] - need, node_free[topology.gpus()[domain[i]].node]};
       if (best < 0 || key < best_key) {
-        best = g;
+        best = static_cast<int>(i);
         best_key = key;
       }
     }
     if (best < 0) return std::nullopt;
-    scratch.Take(best, r.slot);
-    chosen.push_back(best);
+    compute[best] -= need;
+    memory[best] -= whole ? memory[best] : r.slot.memory_mib;
+    untouched[best] = false;
+    node_free[topology.gpus()[domain[best]].node] -= need;
+    out.gpus.push_back(domain[best]);
   }
-  int64_t stranded = 0;
-  std::vector<int> touched_nodes;
-  for (int g : chosen) touched_nodes.push_back(scratch.gpus()[g].node);
-  std::sort(touched_nodes.begin(), touched_nodes.end());
-  touched_nodes.erase(std::unique(touched_nodes.begin(), touched_nodes.end()), touched_nodes.end());
-  for (int n : touched_nodes) {
-    for (int g : scratch.nodes()[n]) stranded += scratch.gpus()[g].compute_free_milli;
-  }
-  return std::make_pair(std::move(chosen), stranded);
+  std::vector<int> touched;
+  for (int g : out.gpus) touched.push_back(topology.gpus()[g].node);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (int n : touched) out.stranded += node_free[n];
+  return out;
 }
 
 }  // namespace
 
-bool GpuMatches(const GpuCapacity& gpu, const LeaseRequest& r, const std::string& group) {
+bool GpuMatches(const GpuStatic& gpu, const LeaseRequest& r, const std::string& group) {
   return gpu.group == group && ModelAllowed(gpu, r) && LabelsMatch(gpu, r) &&
          gpu.memory_total_mib >= r.min_gpu_memory_mib && (!r.nvlink_required || gpu.has_nvlink);
 }
 
-std::optional<std::vector<int>> PlaceRequest(const Capacity& capacity, const LeaseRequest& r,
-                                             const std::string& group,
+std::optional<std::vector<int>> PlaceRequest(const PoolTopology& topology,
+                                             const CapacityState& state, const LeaseRequest& r,
+                                             const std::vector<int>& candidates,
                                              const PlacementOptions& options) {
   auto usable = [&](int g) {
-    const GpuCapacity& c = capacity.gpus()[g];
-    if (!GpuMatches(c, r, group)) return false;
+    const GpuState& c = state[g];
     if (!options.ignore_health && !c.schedulable) return false;
+    if (!state.Fits(g, r.slot)) return false;
     if (options.ignore_reservations) return true;
-    if (!c.reserved_for.empty() && c.reserved_for != r.id) return false;
-    if (!c.gang_reserved_for.empty() && c.gang_reserved_for != r.id) {
+    if (c.reserved_for != 0 && c.reserved_for != options.owner) return false;
+    if (!options.ignore_gang_reservations && c.gang_reserved_for != 0 &&
+        c.gang_reserved_for != options.owner) {
       // Backfill: only work known to finish before the gang's expected start.
       return r.runtime_estimate_s.has_value() &&
              options.now_s + *r.runtime_estimate_s <= c.gang_reserved_until_s;
     }
     return true;
   };
+  // Domains in ascending order of their first GPU, so ties and first-fit are deterministic.
   std::vector<std::vector<int>> domains;
   if (r.topology == GangTopology::kAny) {
     domains.emplace_back();
-    for (size_t g = 0; g < capacity.gpus().size(); ++g) {
-      if (usable(static_cast<int>(g))) domains.back().push_back(static_cast<int>(g));
+    for (int g : candidates) {
+      if (usable(g)) domains.back().push_back(g);
     }
   } else {
-    const auto& groups = r.topology == GangTopology::kSameNode ? capacity.nodes() : capacity.islands();
-    for (const std::vector<int>& members : groups) {
-      std::vector<int> domain;
-      for (int g : members) {
-        if (usable(g)) domain.push_back(g);
-      }
-      if (!domain.empty()) domains.push_back(std::move(domain));
+    std::map<int, size_t> domain_of;  // node or island -> index in domains
+    for (int g : candidates) {
+      if (!usable(g)) continue;
+      const GpuStatic& s = topology.gpus()[g];
+      int key = r.topology == GangTopology::kSameNode ? s.node : s.island;
+      auto [it, inserted] = domain_of.try_emplace(key, domains.size());
+      if (inserted) domains.emplace_back();
+      domains[it->second].push_back(g);
     }
   }
-  std::optional<std::pair<std::vector<int>, int64_t>> best;
+  std::optional<Filled> best;
   for (const std::vector<int>& domain : domains) {
-    auto filled = FillDomain(capacity, domain, r);
-    if (filled && (!best || filled->second < best->second)) best = std::move(filled);
+    if (static_cast<int>(domain.size()) < r.slot_count && r.slot.kind == SlotKind::kWholeGpu) continue;
+    std::optional<Filled> filled = FillDomain(topology, state, domain, r, options.first_fit);
+    if (!filled) continue;
+    if (options.first_fit) return filled->gpus;
+    if (!best || filled->stranded < best->stranded) best = std::move(filled);
   }
   if (!best) return std::nullopt;
-  return best->first;
+  return best->gpus;
 }
 
 }  // namespace gpupool::pool

@@ -6,12 +6,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "pool/scheduler/placement.h"
 
 namespace gpupool::pool {
 namespace {
 
 constexpr absl::string_view kDefaultClass = "training";
+
+// The static constraints of a request, as a cache key.
+std::string ConstraintSignature(const LeaseRequest& r) {
+  std::vector<std::string> models = r.allowed_models;
+  std::sort(models.begin(), models.end());
+  std::string key = absl::StrCat(absl::StrJoin(models, ","), "|", r.min_gpu_memory_mib, "|",
+                                 r.nvlink_required, "|");
+  for (const auto& [k, v] : r.required_labels) absl::StrAppend(&key, k, "=", v, ";");
+  absl::StrAppend(&key, "|");
+  for (const auto& [k, v] : r.forbidden_labels) absl::StrAppend(&key, k, "!=", v, ";");
+  return key;
+}
 
 }  // namespace
 
@@ -28,8 +39,13 @@ Scheduler::Scheduler(const Inventory& inventory, const SchedulingConfig& config,
                      SchedulerOptions options)
     : config_(&config),
       options_(options),
-      capacity_(inventory, config),
-      ledger_(config, capacity_.GroupCapacityMilli()) {}
+      topology_(inventory, config),
+      state_(topology_),
+      ledger_(config, topology_.GroupCapacityMilli()) {
+  for (size_t g = 0; g < topology_.gpus().size(); ++g) {
+    state_[static_cast<int>(g)].schedulable = inventory.Find(topology_.gpus()[g].ref)->schedulable();
+  }
+}
 
 const PriorityClass& Scheduler::ClassOf(const LeaseRequest& r) const {
   const PriorityClass* c =
@@ -37,13 +53,38 @@ const PriorityClass& Scheduler::ClassOf(const LeaseRequest& r) const {
   return c != nullptr ? *c : config_->priority_classes.front();  // Validate guarantees c
 }
 
-// Quota groups holding at least one GPU the request could use, in a stable order.
-std::vector<std::string> Scheduler::CandidateGroups(const LeaseRequest& r) const {
-  std::set<std::string> groups;
-  for (const GpuCapacity& c : capacity_.gpus()) {
-    if (GpuMatches(c, r, c.group)) groups.insert(c.group);
+const Scheduler::Eligibility& Scheduler::EligibilityOf(const LeaseRequest& r) {
+  std::string key = ConstraintSignature(r);
+  auto it = eligibility_.find(key);
+  if (it != eligibility_.end()) return it->second;
+  Eligibility e;
+  for (size_t g = 0; g < topology_.gpus().size(); ++g) {
+    const GpuStatic& s = topology_.gpus()[g];
+    if (GpuMatches(s, r, s.group)) e.candidates[s.group].push_back(static_cast<int>(g));
   }
-  return {groups.begin(), groups.end()};
+  return eligibility_.emplace(std::move(key), std::move(e)).first->second;
+}
+
+int64_t Scheduler::RequestMilli(const LeaseRequest& r, const std::string& group) const {
+  for (const GpuStatic& s : topology_.gpus()) {
+    if (s.group == group && s.model != nullptr) return SlotMilli(r.slot, *s.model) * r.slot_count;
+  }
+  return 1000LL * r.slot_count;
+}
+
+std::string Scheduler::FailureKey(const LeaseRequest& r, const std::string& group) {
+  return absl::StrCat(ConstraintSignature(r), "#", group, "#", r.slot.ToString(), "#",
+                      r.slot_count, "#", static_cast<int>(r.topology), "#",
+                      r.runtime_estimate_s.value_or(-1));
+}
+
+std::optional<std::vector<int>> Scheduler::Place(const PendingRequest& p,
+                                                 const std::vector<int>& candidates,
+                                                 const CapacityState& state,
+                                                 PlacementOptions options) const {
+  options.owner = p.handle;
+  options.first_fit = options_.first_fit;
+  return PlaceRequest(topology_, state, p.request, candidates, options);
 }
 
 absl::Status Scheduler::Validate(const LeaseRequest& r) const {
@@ -74,6 +115,9 @@ absl::Status Scheduler::Validate(const LeaseRequest& r) const {
   }
   if (r.min_gpu_memory_mib < 0) {
     return absl::InvalidArgumentError("minimum GPU memory cannot be negative");
+  }
+  if (r.runtime_estimate_s.has_value() && *r.runtime_estimate_s <= 0) {
+    return absl::InvalidArgumentError("runtime estimate must be positive");
   }
   switch (r.slot.kind) {
     case SlotKind::kWholeGpu:
@@ -106,20 +150,20 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
   }
   // Never queue what can never run: it must fit the empty pool, ignoring health (a drained GPU
   // comes back) but not the hardware or the team's quota.
-  std::vector<std::string> groups = CandidateGroups(r);
-  if (groups.empty()) {
+  const Eligibility& e = EligibilityOf(r);
+  if (e.candidates.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request '", r.id, "' matches no GPU in the pool (models, labels, memory or NVLink)"));
   }
-  Capacity empty = capacity_;
-  for (GpuCapacity& c : empty.gpus()) {
-    c.compute_free_milli = 1000;
-    c.memory_free_mib = c.memory_total_mib;
-    c.reserved_for.clear();
-  }
+  CapacityState empty(topology_);
   bool fits_hardware = false;
-  for (const std::string& g : groups) {
-    fits_hardware = fits_hardware || PlaceRequest(empty, r, g, {.ignore_health = true}).has_value();
+  std::string fitting_group;
+  for (const auto& [group, candidates] : e.candidates) {
+    if (PlaceRequest(topology_, empty, r, candidates, {.ignore_health = true})) {
+      fits_hardware = true;
+      fitting_group = group;
+      break;
+    }
   }
   if (!fits_hardware) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -127,18 +171,14 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
         GangTopologyName(r.topology), ") does not fit even in the empty pool"));
   }
   const PriorityClass& pc = ClassOf(r);
-  const GpuModel* model = nullptr;
-  for (const GpuCapacity& c : capacity_.gpus()) {
-    if (c.model != nullptr && GpuMatches(c, r, c.group)) model = c.model;
-  }
-  int64_t milli = model == nullptr ? 0 : SlotMilli(r.slot, *model) * r.slot_count;
-  if (!ledger_.EverFits(r.team, milli, pc.preemptible)) {
+  if (!ledger_.EverFits(r.team, RequestMilli(r, fitting_group), pc.preemptible)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "request '", r.id, "' needs ", milli / 1000.0, " GPUs, more than team '", r.team,
-        "' may ever hold", pc.preemptible ? "" : " (a non-preemptible class never borrows)"));
+        "request '", r.id, "' needs ", RequestMilli(r, fitting_group) / 1000.0,
+        " GPUs, more than team '", r.team, "' may ever hold",
+        pc.preemptible ? "" : " (a non-preemptible class never borrows)"));
   }
   std::string id = r.id;
-  pending_[id] = PendingRequest{std::move(r), now_s, next_sequence_++, WaitReason::kNone, false};
+  pending_[id] = PendingRequest{std::move(r), now_s, next_handle_++, WaitReason::kNone, false, {}};
   return id;
 }
 
@@ -147,7 +187,7 @@ absl::Status Scheduler::Cancel(const std::string& request_id) {
   if (it == pending_.end()) {
     return absl::NotFoundError(absl::StrCat("no pending request '", request_id, "'"));
   }
-  ClearReservations(request_id);
+  ClearReservations(it->second.handle);
   pending_.erase(it);
   return absl::OkStatus();
 }
@@ -159,49 +199,31 @@ bool Scheduler::VictimsStillRunning(const std::string& request_id) const {
   return false;
 }
 
-void Scheduler::ClearReservations(const std::string& request_id) {
-  for (GpuCapacity& c : capacity_.gpus()) {
-    if (c.reserved_for == request_id) c.reserved_for.clear();
-    if (c.gang_reserved_for == request_id) c.gang_reserved_for.clear();
-  }
-}
-
-void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
-  // Predict when running leases end (revoked ones at their deadline), free them in that order on
-  // a copy, and stop at the first moment the gang fits.
-  std::vector<std::pair<int64_t, const Lease*>> ends;
-  for (const auto& [id, lease] : leases_) {
-    int64_t end = lease.revoke_deadline_s.has_value()
-                      ? *lease.revoke_deadline_s
-                      : lease.started_s + lease.request.runtime_estimate_s.value_or(options_.default_runtime_s);
-    ends.emplace_back(std::max(end, now_s), &lease);
-  }
-  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
-  });
-  Capacity future = capacity_;
-  for (const auto& [end, lease] : ends) {
-    for (const GpuRef& ref : lease->gpus) future.Give(future.Find(ref), lease->request.slot);
-    for (const std::string& group : CandidateGroups(p.request)) {
-      std::optional<std::vector<int>> gpus = PlaceRequest(future, p.request, group, {.ignore_reservations = true});
-      if (!gpus) continue;
-      for (int g : *gpus) {
-        GpuCapacity& c = capacity_.gpus()[g];
-        if (!c.gang_reserved_for.empty()) continue;
-        c.gang_reserved_for = p.request.id;
-        c.gang_reserved_until_s = end;
-      }
-      p.reserved_start_s = end;
-      return;
+void Scheduler::ClearReservations(uint64_t handle) {
+  bool cleared = false;
+  for (int g = 0; g < state_.size(); ++g) {
+    if (state_[g].reserved_for == handle) {
+      state_[g].reserved_for = 0;
+      cleared = true;
+    }
+    if (state_[g].gang_reserved_for == handle) {
+      state_[g].gang_reserved_for = 0;
+      cleared = true;
     }
   }
+  if (cleared) ++growth_epoch_;
+}
+
+void Scheduler::GiveBack(const Lease& lease, CapacityState& state) const {
+  for (const GpuRef& ref : lease.gpus) state.Give(topology_.Find(ref), lease.request.slot);
 }
 
 void Scheduler::ReleaseLease(std::map<std::string, Lease>::iterator it) {
   const Lease& lease = it->second;
-  for (const GpuRef& ref : lease.gpus) capacity_.Give(capacity_.Find(ref), lease.request.slot);
+  GiveBack(lease, state_);
   ledger_.Remove(lease.request.team, lease.group, lease.milli);
   leases_.erase(it);
+  ++growth_epoch_;
 }
 
 absl::Status Scheduler::Release(const std::string& lease_id, int64_t now_s) {
@@ -230,10 +252,11 @@ Revocation Scheduler::Revoke(Lease& lease, RevokeCause cause, const std::string&
 
 CycleResult Scheduler::SetGpuHealth(const GpuRef& ref, HealthState state, int64_t now_s) {
   CycleResult result;
-  int g = capacity_.Find(ref);
+  int g = topology_.Find(ref);
   if (g < 0) return result;
   bool schedulable = state == HealthState::kHealthy || state == HealthState::kDegraded;
-  capacity_.gpus()[g].schedulable = schedulable;
+  if (schedulable && !state_[g].schedulable) ++growth_epoch_;
+  state_[g].schedulable = schedulable;
   if (schedulable) return result;
   std::vector<std::string> lost;
   for (auto& [id, lease] : leases_) {
@@ -254,48 +277,45 @@ CycleResult Scheduler::SetGpuHealth(const GpuRef& ref, HealthState state, int64_
 void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
                       bool borrowing, int64_t now_s, CycleResult& result) {
   Lease lease;
-  lease.id = absl::StrCat(p.request.id, "#", p.sequence);
+  lease.id = absl::StrCat(p.request.id, "#", p.handle);
   lease.request = p.request;
   lease.group = group;
   lease.borrowing = borrowing;
   lease.started_s = now_s;
   lease.last_checkpoint_s = now_s;
   for (int g : gpus) {
-    capacity_.Take(g, p.request.slot);
-    lease.gpus.push_back(capacity_.gpus()[g].ref);
-    lease.milli += SlotMilli(p.request.slot, *capacity_.gpus()[g].model);
+    state_.Take(g, p.request.slot);
+    lease.gpus.push_back(topology_.gpus()[g].ref);
+    lease.milli += SlotMilli(p.request.slot, *topology_.gpus()[g].model);
   }
   ledger_.Add(p.request.team, group, lease.milli);
-  ClearReservations(p.request.id);
+  ClearReservations(p.handle);
   result.granted.push_back(lease.id);
   leases_[lease.id] = std::move(lease);
 }
 
-WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& group) const {
+WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::vector<int>& candidates,
+                                   int64_t now_s) const {
   const LeaseRequest& r = p.request;
-  if (PlaceRequest(capacity_, r, group, {.ignore_reservations = true})) {
-    Capacity without_gangs = capacity_;
-    for (GpuCapacity& c : without_gangs.gpus()) c.gang_reserved_for.clear();
-    return PlaceRequest(without_gangs, r, group) ? WaitReason::kGangReservation
-                                                 : WaitReason::kBehindHigherPriority;
+  if (Place(p, candidates, state_, {.ignore_reservations = true, .now_s = now_s})) {
+    return Place(p, candidates, state_, {.ignore_gang_reservations = true, .now_s = now_s})
+               ? WaitReason::kGangReservation
+               : WaitReason::kBehindHigherPriority;
   }
-  if (PlaceRequest(capacity_, r, group, {.ignore_health = true, .ignore_reservations = true})) {
+  if (Place(p, candidates, state_, {.ignore_health = true, .ignore_reservations = true})) {
     return WaitReason::kUnhealthyCapacity;
   }
   // Enough free compute among matching healthy GPUs, but not in the shape the topology needs?
   int64_t free = 0;
-  for (const GpuCapacity& c : capacity_.gpus()) {
-    if (c.schedulable && GpuMatches(c, r, group)) free += c.compute_free_milli;
+  for (int g : candidates) {
+    if (state_[g].schedulable) free += state_[g].compute_free_milli;
   }
-  int64_t need = 0;
-  for (int i = 0; i < r.slot_count; ++i) {
-    need += r.slot.kind == SlotKind::kWholeGpu ? 1000 : r.slot.compute_milli;
-  }
+  int64_t need = static_cast<int64_t>(SlotComputeMilli(r.slot)) * r.slot_count;
   return free >= need ? WaitReason::kFragmented : WaitReason::kNoFreeCapacity;
 }
 
 // Chooses victims among running leases so that `p` fits in `group`, and revokes them. Candidates:
-// leases of teams borrowing in this group when `guaranteed` (reclaim), and strictly
+// borrowed leases of other teams in this group when `guaranteed` (reclaim), and strictly
 // lower-priority leases of p's own team. When the team's own quota is what blocks the request,
 // its own lower-priority victims must free at least `own_quota_to_free` milli-GPUs. Victims are
 // added cheapest first (GPU-seconds since their last checkpoint, then fewest victims) until the
@@ -306,7 +326,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   struct Candidate {
     double cost;
     RevokeCause cause;
-    std::string lease_id;
+    const Lease* lease;
   };
   std::vector<Candidate> candidates;
   for (const auto& [id, lease] : leases_) {
@@ -321,50 +341,46 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     }
     if (!cause) continue;
     double cost = static_cast<double>(lease.milli) * static_cast<double>(now_s - lease.last_checkpoint_s);
-    candidates.push_back({cost, *cause, id});
+    candidates.push_back({cost, *cause, &lease});
   }
-  std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+  if (candidates.empty()) return false;
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.cost != b.cost) return a.cost < b.cost;
-    size_t ga = leases_.at(a.lease_id).gpus.size(), gb = leases_.at(b.lease_id).gpus.size();
-    if (ga != gb) return ga > gb;  // fewer victims: prefer freeing more per victim
-    return a.lease_id < b.lease_id;
+    if (a.lease->gpus.size() != b.lease->gpus.size()) {
+      return a.lease->gpus.size() > b.lease->gpus.size();  // fewer victims: free more per victim
+    }
+    return a.lease->id < b.lease->id;
   });
-
-  // "What if" on a copy of the capacity.
-  Capacity trial = capacity_;
-  auto give = [&](Capacity& cap, const Lease& lease) {
-    for (const GpuRef& ref : lease.gpus) cap.Give(cap.Find(ref), lease.request.slot);
-  };
+  const std::vector<int>& gpus = EligibilityOf(p.request).candidates.at(group);
   auto own_freed = [&](const std::vector<size_t>& set, size_t skip) {
     int64_t freed = 0;
     for (size_t j : set) {
-      const Lease& l = leases_.at(candidates[j].lease_id);
-      if (j != skip && l.request.team == p.request.team) freed += l.milli;
+      if (j != skip && candidates[j].lease->request.team == p.request.team) freed += candidates[j].lease->milli;
     }
     return freed;
   };
+  CapacityState trial = state_;
   std::vector<size_t> chosen;
   bool enough = false;
   for (size_t i = 0; i < candidates.size() && !enough; ++i) {
-    give(trial, leases_.at(candidates[i].lease_id));
+    GiveBack(*candidates[i].lease, trial);
     chosen.push_back(i);
     enough = own_freed(chosen, SIZE_MAX) >= own_quota_to_free &&
-             PlaceRequest(trial, p.request, group, {.now_s = now_s}).has_value();
+             Place(p, gpus, trial, {.now_s = now_s}).has_value();
   }
   if (!enough) return false;
   for (size_t k = chosen.size(); k-- > 0;) {
-    Capacity without = capacity_;
+    CapacityState without = state_;
     for (size_t j : chosen) {
-      if (j != chosen[k]) give(without, leases_.at(candidates[j].lease_id));
+      if (j != chosen[k]) GiveBack(*candidates[j].lease, without);
     }
-    if (own_freed(chosen, chosen[k]) >= own_quota_to_free &&
-        PlaceRequest(without, p.request, group, {.now_s = now_s})) {
+    if (own_freed(chosen, chosen[k]) >= own_quota_to_free && Place(p, gpus, without, {.now_s = now_s})) {
       chosen.erase(chosen.begin() + static_cast<long>(k));
     }
   }
   for (size_t j : chosen) {
-    Lease& victim = leases_.at(candidates[j].lease_id);
-    for (const GpuRef& ref : victim.gpus) capacity_.gpus()[capacity_.Find(ref)].reserved_for = p.request.id;
+    Lease& victim = leases_.at(candidates[j].lease->id);
+    for (const GpuRef& ref : victim.gpus) state_[topology_.Find(ref)].reserved_for = p.handle;
     result.revoked.push_back(Revoke(victim, candidates[j].cause, p.request.id, now_s));
   }
   p.victims_pending = true;
@@ -372,22 +388,15 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   return true;
 }
 
-int64_t Scheduler::RequestMilli(const LeaseRequest& r, const std::string& group) const {
-  for (const GpuCapacity& c : capacity_.gpus()) {
-    if (c.group == group && c.model != nullptr) return SlotMilli(r.slot, *c.model) * r.slot_count;
-  }
-  return 1000LL * r.slot_count;
-}
-
 bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) {
   const LeaseRequest& r = p.request;
   const PriorityClass& pc = ClassOf(r);
-  std::vector<std::string> groups = CandidateGroups(r);
+  const Eligibility& e = EligibilityOf(r);
   // Guaranteed groups before borrowing ones: nominal quota is used first, as Kueue's flavor
   // fungibility does.
-  std::vector<std::pair<std::string, QuotaCheck>> checks;
-  for (const std::string& g : groups) {
-    checks.emplace_back(g, ledger_.Check(r.team, g, RequestMilli(r, g), pc.preemptible));
+  std::vector<std::pair<const std::string*, QuotaCheck>> checks;
+  for (const auto& [group, unused] : e.candidates) {
+    checks.emplace_back(&group, ledger_.Check(r.team, group, RequestMilli(r, group), pc.preemptible));
   }
   std::stable_sort(checks.begin(), checks.end(), [](const auto& a, const auto& b) {
     return a.second.fits && !a.second.borrowing && !(b.second.fits && !b.second.borrowing);
@@ -398,11 +407,20 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       if (reason == WaitReason::kOverQuota) reason = check.reason;
       continue;
     }
-    if (std::optional<std::vector<int>> gpus = PlaceRequest(capacity_, r, group, {.now_s = now_s})) {
-      Grant(p, group, *gpus, check.borrowing, now_s, result);
+    // A request shaped like one that failed since capacity last grew fails too: skip the search.
+    std::string key = p.victims_pending ? "" : FailureKey(r, *group);
+    auto known = key.empty() ? failed_.end() : failed_.find(key);
+    if (known != failed_.end() && known->second.first == growth_epoch_) {
+      reason = known->second.second;
+      continue;
+    }
+    const std::vector<int>& candidates = e.candidates.at(*group);
+    if (std::optional<std::vector<int>> gpus = Place(p, candidates, state_, {.now_s = now_s})) {
+      Grant(p, *group, *gpus, check.borrowing, now_s, result);
       return true;
     }
-    reason = DiagnoseWait(p, group);
+    reason = DiagnoseWait(p, candidates, now_s);
+    if (!key.empty()) failed_[key] = {growth_epoch_, reason};
   }
   if (p.victims_pending) {
     if (VictimsStillRunning(r.id)) {
@@ -412,20 +430,53 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     // The victims are gone and it still does not fit (the capacity went elsewhere or unhealthy):
     // give the reservation up and plan again.
     p.victims_pending = false;
-    ClearReservations(r.id);
+    ClearReservations(p.handle);
   }
   for (const auto& [group, check] : checks) {
     if (check.fits) {
-      if (TryPreempt(p, group, !check.borrowing, 0, now_s, result)) return false;
+      if (TryPreempt(p, *group, !check.borrowing, 0, now_s, result)) return false;
       continue;
     }
     // Over the team's own quota: preempting its lower-priority work may bring it back within
     // nominal, where it is guaranteed.
-    int64_t beyond = ledger_.Usage(r.team, group) + RequestMilli(r, group) - ledger_.Nominal(r.team, group);
-    if (!ledger_.open_pool() && beyond > 0 && TryPreempt(p, group, true, beyond, now_s, result)) return false;
+    int64_t beyond = ledger_.Usage(r.team, *group) + RequestMilli(r, *group) - ledger_.Nominal(r.team, *group);
+    if (!ledger_.open_pool() && beyond > 0 && TryPreempt(p, *group, true, beyond, now_s, result)) {
+      return false;
+    }
   }
   p.reason = reason;
   return false;
+}
+
+void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
+  // Predict when running leases end (revoked ones at their deadline), free them in that order on
+  // a copy, and stop at the first moment the gang fits.
+  std::vector<std::pair<int64_t, const Lease*>> ends;
+  for (const auto& [id, lease] : leases_) {
+    int64_t end = lease.revoke_deadline_s.has_value()
+                      ? *lease.revoke_deadline_s
+                      : lease.started_s + lease.request.runtime_estimate_s.value_or(options_.default_runtime_s);
+    ends.emplace_back(std::max(end, now_s), &lease);
+  }
+  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+  });
+  const Eligibility& e = EligibilityOf(p.request);
+  CapacityState future = state_;
+  for (const auto& [end, lease] : ends) {
+    GiveBack(*lease, future);
+    for (const auto& [group, candidates] : e.candidates) {
+      std::optional<std::vector<int>> gpus = Place(p, candidates, future, {.ignore_reservations = true});
+      if (!gpus) continue;
+      for (int g : *gpus) {
+        if (state_[g].gang_reserved_for != 0) continue;
+        state_[g].gang_reserved_for = p.handle;
+        state_[g].gang_reserved_until_s = end;
+      }
+      p.reserved_start_s = end;
+      return;
+    }
+  }
 }
 
 CycleResult Scheduler::Schedule(int64_t now_s) {
@@ -439,58 +490,65 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     ReleaseLease(leases_.find(id));
     result.expired.push_back(id);
   }
+  // The head-of-line gang reservation is recomputed every cycle from the current state; backfill
+  // verdicts depend on `now_s`, so remembered failures start afresh too.
+  for (int g = 0; g < state_.size(); ++g) state_[g].gang_reserved_for = 0;
+  ++growth_epoch_;
+  failed_.clear();
 
   struct Key {
     int priority;
     double share;
-    uint64_t sequence;
-    std::string id;
+    uint64_t handle;
+    PendingRequest* p;
   };
+  std::map<std::string, double> share;  // per team, computed once per cycle
   std::vector<Key> keys;
-  for (const auto& [id, p] : pending_) {
+  keys.reserve(pending_.size());
+  for (auto& [id, p] : pending_) {
+    p.reserved_start_s.reset();
+    auto [it, inserted] = share.try_emplace(p.request.team, 0.0);
+    if (inserted) it->second = ledger_.WeightedDominantShare(p.request.team);
     double aging = static_cast<double>(now_s - p.submitted_s) /
                    static_cast<double>(std::max<int64_t>(1, options_.aging_horizon_s));
-    keys.push_back({ClassOf(p.request).value, ledger_.WeightedDominantShare(p.request.team) - aging,
-                    p.sequence, id});
+    keys.push_back({ClassOf(p.request).value, it->second - aging, p.handle, &p});
   }
   std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.share != b.share) return a.share < b.share;
-    return a.sequence < b.sequence;
+    return a.handle < b.handle;
   });
-  // The head-of-line gang reservation is recomputed every cycle from the current state.
-  for (GpuCapacity& c : capacity_.gpus()) c.gang_reserved_for.clear();
-  for (auto& [id, p] : pending_) p.reserved_start_s.reset();
   bool gang_reserved = false;
   order_.clear();
+  std::vector<std::string> admitted;
   for (const Key& k : keys) {
-    PendingRequest& p = pending_.at(k.id);
+    PendingRequest& p = *k.p;
     if (TryAdmit(p, now_s, result)) {
-      pending_.erase(k.id);
+      admitted.push_back(p.request.id);
       continue;
     }
-    order_.push_back(k.id);
+    order_.push_back(p.request.id);
     bool lacks_room = p.reason == WaitReason::kNoFreeCapacity || p.reason == WaitReason::kFragmented;
     if (!gang_reserved && lacks_room && p.request.slot_count > 1) {
       ReserveForGang(p, now_s);
       gang_reserved = p.reserved_start_s.has_value();
     }
   }
+  for (const std::string& id : admitted) pending_.erase(id);
   return result;
 }
 
 std::vector<PendingInfo> Scheduler::Pending() const {
   std::vector<PendingInfo> out;
+  std::set<std::string> listed;
   for (const std::string& id : order_) {
     auto it = pending_.find(id);
-    if (it != pending_.end()) {
-      out.push_back({id, it->second.reason, it->second.submitted_s, it->second.reserved_start_s});
-    }
+    if (it == pending_.end()) continue;
+    out.push_back({id, it->second.reason, it->second.submitted_s, it->second.reserved_start_s});
+    listed.insert(id);
   }
   for (const auto& [id, p] : pending_) {  // submitted since the last cycle
-    if (std::find(order_.begin(), order_.end(), id) == order_.end()) {
-      out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s});
-    }
+    if (!listed.contains(id)) out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s});
   }
   return out;
 }

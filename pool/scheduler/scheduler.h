@@ -40,6 +40,7 @@
 #include "pool/config/scheduling_config.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/capacity.h"
+#include "pool/scheduler/placement.h"
 #include "pool/scheduler/lease_request.h"
 #include "pool/scheduler/quota_ledger.h"
 #include "pool/scheduler/wait_reason.h"
@@ -48,6 +49,7 @@ namespace gpupool::pool {
 
 struct SchedulerOptions {
   int64_t aging_horizon_s = 3600;  // waiting this long is worth one unit of dominant share
+  bool first_fit = false;          // baseline placement (lowest GPUs that fit) instead of packing
   // Assumed runtime of leases without an estimate, when predicting when a gang can start.
   int64_t default_runtime_s = 3600;
 };
@@ -116,47 +118,63 @@ class Scheduler {
   const std::map<std::string, Lease>& leases() const { return leases_; }
   std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
   const QuotaLedger& ledger() const { return ledger_; }
-  const Capacity& capacity() const { return capacity_; }
+  const PoolTopology& topology() const { return topology_; }
 
  private:
   struct PendingRequest {
     LeaseRequest request;
     int64_t submitted_s = 0;
-    uint64_t sequence = 0;
+    uint64_t handle = 0;  // unique, never 0: owns reservations
     WaitReason reason = WaitReason::kNone;
     bool victims_pending = false;  // revocations were issued for it
     std::optional<int64_t> reserved_start_s;
   };
-  struct Attempt;  // the outcome of trying one request, see scheduler.cc
+  // The GPUs a request's static constraints allow, per quota group; shared by every request with
+  // the same constraints (most requests share a handful of shapes).
+  struct Eligibility {
+    std::map<std::string, std::vector<int>> candidates;  // group -> GPU positions, ascending
+  };
 
   const PriorityClass& ClassOf(const LeaseRequest& r) const;
   absl::Status Validate(const LeaseRequest& r) const;
-  std::vector<std::string> CandidateGroups(const LeaseRequest& r) const;
+  const Eligibility& EligibilityOf(const LeaseRequest& r);
   // Quota charge of the whole request if placed in `group`.
   int64_t RequestMilli(const LeaseRequest& r, const std::string& group) const;
+  std::optional<std::vector<int>> Place(const PendingRequest& p, const std::vector<int>& candidates,
+                                        const CapacityState& state, PlacementOptions options) const;
   bool TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result);
   bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                   int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
-  WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group) const;
+  WaitReason DiagnoseWait(const PendingRequest& p, const std::vector<int>& candidates,
+                          int64_t now_s) const;
   void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
              bool borrowing, int64_t now_s, CycleResult& result);
+  void GiveBack(const Lease& lease, CapacityState& state) const;
   void ReleaseLease(std::map<std::string, Lease>::iterator it);
   Revocation Revoke(Lease& lease, RevokeCause cause, const std::string& for_request, int64_t now_s);
-  void ClearReservations(const std::string& request_id);
+  void ClearReservations(uint64_t handle);
+  bool VictimsStillRunning(const std::string& request_id) const;
   // Reserves, for a blocked gang, the GPUs where it can start soonest.
   void ReserveForGang(PendingRequest& p, int64_t now_s);
-  bool VictimsStillRunning(const std::string& request_id) const;
+  // A key under which requests of the same shape fail alike while capacity only shrinks.
+  static std::string FailureKey(const LeaseRequest& r, const std::string& group);
 
   // Constant after construction.
   const SchedulingConfig* config_;
   SchedulerOptions options_;
+  PoolTopology topology_;
 
-  Capacity capacity_;
+  CapacityState state_;
   QuotaLedger ledger_;
   std::map<std::string, PendingRequest> pending_;  // by request id
   std::vector<std::string> order_;                 // pending ids in last cycle's order
   std::map<std::string, Lease> leases_;            // by lease id
-  uint64_t next_sequence_ = 0;
+  uint64_t next_handle_ = 1;
+  std::map<std::string, Eligibility> eligibility_;  // by constraint signature
+  // Placement failures remembered while capacity has only shrunk: `growth_epoch_` changes
+  // whenever capacity is given back, a GPU becomes healthy or a reservation is dropped.
+  uint64_t growth_epoch_ = 0;
+  std::map<std::string, std::pair<uint64_t, WaitReason>> failed_;
 };
 
 }  // namespace gpupool::pool
