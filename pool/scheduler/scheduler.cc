@@ -1,6 +1,7 @@
 #include "pool/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <set>
 
@@ -155,22 +156,26 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request '", r.id, "' matches no GPU in the pool (models, labels, memory or NVLink)"));
   }
-  CapacityState empty(topology_);
-  bool fits_hardware = false;
-  std::string fitting_group;
-  for (const auto& [group, candidates] : e.candidates) {
-    if (PlaceRequest(topology_, empty, r, candidates, {.ignore_health = true})) {
-      fits_hardware = true;
-      fitting_group = group;
-      break;
+  std::string shape_key = FailureKey(r, "");
+  auto known = fits_empty_pool_.find(shape_key);
+  if (known == fits_empty_pool_.end()) {
+    CapacityState empty(topology_);
+    std::optional<std::string> group_that_fits;
+    for (const auto& [group, candidates] : e.candidates) {
+      if (PlaceRequest(topology_, empty, r, candidates, {.ignore_health = true})) {
+        group_that_fits = group;
+        break;
+      }
     }
+    known = fits_empty_pool_.emplace(shape_key, group_that_fits).first;
   }
-  if (!fits_hardware) {
+  if (!known->second.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request '", r.id, "' for ", r.slot_count, " x ", r.slot.ToString(), " (",
         GangTopologyName(r.topology), ") does not fit even in the empty pool"));
   }
   const PriorityClass& pc = ClassOf(r);
+  const std::string& fitting_group = *known->second;
   if (!ledger_.EverFits(r.team, RequestMilli(r, fitting_group), pc.preemptible)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request '", r.id, "' needs ", RequestMilli(r, fitting_group) / 1000.0,
@@ -290,6 +295,7 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   }
   ledger_.Add(p.request.team, group, lease.milli);
   ClearReservations(p.handle);
+  ++lease_epoch_;
   result.granted.push_back(lease.id);
   leases_[lease.id] = std::move(lease);
 }
@@ -323,6 +329,16 @@ WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::vector<in
 bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                            int64_t own_quota_to_free, int64_t now_s, CycleResult& result) {
   const PriorityClass& mine = ClassOf(p.request);
+  std::string memo_key = absl::StrCat(FailureKey(p.request, group), "|", p.request.team, "|",
+                                      mine.value, "|", guaranteed, "|", own_quota_to_free);
+  if (auto it = preempt_failed_.find(memo_key);
+      it != preempt_failed_.end() && it->second == std::make_pair(growth_epoch_, lease_epoch_)) {
+    return false;
+  }
+  auto remember_failure = [&] {
+    preempt_failed_[memo_key] = {growth_epoch_, lease_epoch_};
+    return false;
+  };
   struct Candidate {
     double cost;
     RevokeCause cause;
@@ -343,7 +359,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     double cost = static_cast<double>(lease.milli) * static_cast<double>(now_s - lease.last_checkpoint_s);
     candidates.push_back({cost, *cause, &lease});
   }
-  if (candidates.empty()) return false;
+  if (candidates.empty()) return remember_failure();
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.cost != b.cost) return a.cost < b.cost;
     if (a.lease->gpus.size() != b.lease->gpus.size()) {
@@ -351,7 +367,20 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     }
     return a.lease->id < b.lease->id;
   });
-  const std::vector<int>& gpus = EligibilityOf(p.request).candidates.at(group);
+  // Only GPUs with room now or held by a candidate victim can take the request (and, for gang
+  // topologies, their nodes): searching the rest of a full pool is wasted work.
+  const std::vector<int>& eligible = EligibilityOf(p.request).candidates.at(group);
+  std::vector<char> relevant_node(topology_.nodes().size(), 0);
+  for (int g : eligible) {
+    if (state_[g].compute_free_milli > 0) relevant_node[topology_.gpus()[g].node] = 1;
+  }
+  for (const Candidate& c : candidates) {
+    for (const GpuRef& ref : c.lease->gpus) relevant_node[topology_.gpus()[topology_.Find(ref)].node] = 1;
+  }
+  std::vector<int> gpus;
+  for (int g : eligible) {
+    if (relevant_node[topology_.gpus()[g].node]) gpus.push_back(g);
+  }
   auto own_freed = [&](const std::vector<size_t>& set, size_t skip) {
     int64_t freed = 0;
     for (size_t j : set) {
@@ -359,16 +388,25 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     }
     return freed;
   };
-  CapacityState trial = state_;
-  std::vector<size_t> chosen;
-  bool enough = false;
-  for (size_t i = 0; i < candidates.size() && !enough; ++i) {
-    GiveBack(*candidates[i].lease, trial);
-    chosen.push_back(i);
-    enough = own_freed(chosen, SIZE_MAX) >= own_quota_to_free &&
-             Place(p, gpus, trial, {.now_s = now_s}).has_value();
+  // Does freeing the cheapest `n` candidates suffice? Monotone in n, so search it by bisection.
+  auto prefix_works = [&](size_t n) {
+    std::vector<size_t> prefix;
+    CapacityState trial = state_;
+    for (size_t i = 0; i < n; ++i) {
+      GiveBack(*candidates[i].lease, trial);
+      prefix.push_back(i);
+    }
+    return own_freed(prefix, SIZE_MAX) >= own_quota_to_free &&
+           Place(p, gpus, trial, {.now_s = now_s}).has_value();
+  };
+  if (!prefix_works(candidates.size())) return remember_failure();
+  size_t lo = 0, hi = candidates.size();  // prefix_works(hi) holds
+  while (lo + 1 < hi) {
+    size_t mid = (lo + hi) / 2;
+    (prefix_works(mid) ? hi : lo) = mid;
   }
-  if (!enough) return false;
+  std::vector<size_t> chosen;
+  for (size_t i = 0; i < hi; ++i) chosen.push_back(i);
   for (size_t k = chosen.size(); k-- > 0;) {
     CapacityState without = state_;
     for (size_t j : chosen) {
@@ -495,6 +533,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   for (int g = 0; g < state_.size(); ++g) state_[g].gang_reserved_for = 0;
   ++growth_epoch_;
   failed_.clear();
+  preempt_failed_.clear();
 
   struct Key {
     int priority;
@@ -523,7 +562,14 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   std::vector<std::string> admitted;
   for (const Key& k : keys) {
     PendingRequest& p = *k.p;
-    if (TryAdmit(p, now_s, result)) {
+    auto started = std::chrono::steady_clock::now();
+    bool admitted_now = TryAdmit(p, now_s, result);
+    if (options_.decision_nanos != nullptr) {
+      options_.decision_nanos->push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - started)
+                                             .count());
+    }
+    if (admitted_now) {
       admitted.push_back(p.request.id);
       continue;
     }

@@ -50,6 +50,9 @@ namespace gpupool::pool {
 struct SchedulerOptions {
   int64_t aging_horizon_s = 3600;  // waiting this long is worth one unit of dominant share
   bool first_fit = false;          // baseline placement (lowest GPUs that fit) instead of packing
+  // When set, Schedule appends the duration of every decision (one request placed or found
+  // unplaceable for now), in nanoseconds. For benchmarks; not owned.
+  std::vector<int64_t>* decision_nanos = nullptr;
   // Assumed runtime of leases without an estimate, when predicting when a gang can start.
   int64_t default_runtime_s = 3600;
 };
@@ -171,10 +174,16 @@ class Scheduler {
   std::map<std::string, Lease> leases_;            // by lease id
   uint64_t next_handle_ = 1;
   std::map<std::string, Eligibility> eligibility_;  // by constraint signature
+  // Whether a shape fits the empty pool, and in which group: Submit asks once per shape.
+  std::map<std::string, std::optional<std::string>> fits_empty_pool_;
   // Placement failures remembered while capacity has only shrunk: `growth_epoch_` changes
   // whenever capacity is given back, a GPU becomes healthy or a reservation is dropped.
   uint64_t growth_epoch_ = 0;
   std::map<std::string, std::pair<uint64_t, WaitReason>> failed_;
+  // Preemption plans that found no victims, remembered while neither capacity grew nor a lease
+  // was granted (a new lease is a new potential victim): `lease_epoch_` changes on every grant.
+  uint64_t lease_epoch_ = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> preempt_failed_;
 };
 
 }  // namespace gpupool::pool

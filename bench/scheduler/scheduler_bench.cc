@@ -1,0 +1,153 @@
+// Scheduler speed on a large pool: 1,250 nodes x 8 H100 (10,000 GPUs), 100,000 pending requests
+// of mixed shapes from 10 teams with quotas. A decision is one request placed or found
+// unplaceable for now. Reports decisions/s, p50/p99 per decision and the scheduler's memory, for
+// the default (packing) placement and, from the same run, the first-fit baseline.
+//
+//   bench/run scheduler [--json]     (or build/bench/scheduler/scheduler_bench [--json])
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "pool/config/pool_config.h"
+#include "pool/devices/simulated_driver.h"
+#include "pool/scheduler/scheduler.h"
+
+namespace gpupool::pool {
+namespace {
+
+int kNodes = 1250;
+constexpr int kTeams = 10;
+int kRequests = 100000;
+
+long MaxRssKib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+std::string Config() {
+  std::string yaml = absl::StrCat("nodes:\n  - {name: n, count: ", kNodes,
+                                  ", gpus: [{model: H100-80GB, count: 8}]}\nteams:\n");
+  for (int t = 0; t < kTeams; ++t) {
+    absl::StrAppend(&yaml, "  - {name: team", t, ", quotas: [{gpus: H100-80GB, nominal: ",
+                    kNodes * 8 / kTeams, "}]}\n");
+  }
+  return yaml;
+}
+
+// Mixed shapes, as a shared pool sees them: singles, fractions, same-node gangs of 2/4/8.
+LeaseRequest MakeRequest(int i, std::mt19937_64& rng) {
+  LeaseRequest r;
+  r.id = absl::StrCat("r", i);
+  r.team = absl::StrCat("team", i % kTeams);
+  uint64_t pick = rng() % 100;
+  static const char* kClasses[] = {"training", "experiment", "experiment"};
+  r.priority_class = kClasses[rng() % 3];
+  if (pick < 35) {
+    r.slot_count = 1;
+  } else if (pick < 55) {
+    r.slot = SlotShape::Fraction(pick % 2 ? 20000 : 40000, pick % 2 ? 250 : 500);
+  } else if (pick < 75) {
+    r.slot_count = 2;
+    r.topology = GangTopology::kSameNode;
+  } else if (pick < 90) {
+    r.slot_count = 4;
+    r.topology = GangTopology::kSameNode;
+  } else {
+    r.slot_count = 8;
+    r.topology = GangTopology::kSameNvLinkIsland;
+  }
+  if (rng() % 4 == 0) r.runtime_estimate_s = 600 + static_cast<int64_t>(rng() % 7200);
+  return r;
+}
+
+struct Figures {
+  double decisions_per_s = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  double memory_mib = 0;
+  size_t granted = 0;
+};
+
+Figures Run(bool first_fit) {
+  long rss_before = MaxRssKib();
+  PoolConfig config = ParsePoolConfig(Config(), "bench").value();
+  auto driver = SimulatedDriver::Create(*config.simulated_nodes).value();
+  Inventory inventory = Inventory::FromDiscovery(driver->Discover().value()).value();
+  std::vector<int64_t> nanos;
+  nanos.reserve(3 * kRequests);
+  Scheduler scheduler(inventory, config.scheduling,
+                      {.first_fit = first_fit, .decision_nanos = &nanos});
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < kRequests; ++i) {
+    if (!scheduler.Submit(MakeRequest(i, rng), 0).ok()) std::abort();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Figures f;
+  f.granted += scheduler.Schedule(0).granted.size();
+  // Steady state: a tenth of the leases end, and the whole queue is considered again.
+  for (int cycle = 1; cycle <= 2; ++cycle) {
+    std::vector<std::string> ending;
+    int n = 0;
+    for (const auto& [id, lease] : scheduler.leases()) {
+      if (n++ % 10 == 0) ending.push_back(id);
+    }
+    for (const std::string& id : ending) (void)scheduler.Release(id, cycle * 60);
+    f.granted += scheduler.Schedule(cycle * 60).granted.size();
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.decisions_per_s = static_cast<double>(nanos.size()) / seconds;
+  std::sort(nanos.begin(), nanos.end());
+  f.p50_us = static_cast<double>(nanos[nanos.size() / 2]) / 1000.0;
+  f.p99_us = static_cast<double>(nanos[nanos.size() * 99 / 100]) / 1000.0;
+  f.memory_mib = static_cast<double>(MaxRssKib() - rss_before) / 1024.0;
+  return f;
+}
+
+}  // namespace
+}  // namespace gpupool::pool
+
+int main(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) json = true;
+    if (std::strncmp(argv[i], "--scale=", 8) == 0) {  // e.g. --scale=0.1 for a quick look
+      double scale = std::atof(argv[i] + 8);
+      gpupool::pool::kNodes = std::max(1, static_cast<int>(gpupool::pool::kNodes * scale));
+      gpupool::pool::kRequests = std::max(1, static_cast<int>(gpupool::pool::kRequests * scale));
+    }
+  }
+  using gpupool::pool::Figures;
+  std::fprintf(stderr, "scheduler bench: %d GPUs, %d pending requests, 3 cycles per policy...\n",
+               gpupool::pool::kNodes * 8, gpupool::pool::kRequests);
+  Figures ours = gpupool::pool::Run(/*first_fit=*/false);
+  Figures baseline = gpupool::pool::Run(/*first_fit=*/true);
+  if (json) {
+    auto line = [](const char* metric, double value, const char* unit, double ref) {
+      std::printf("{\"bench\": \"scheduler\", \"metric\": \"%s\", \"value\": %.2f, \"unit\": \"%s\", "
+                  "\"reference\": \"first-fit\", \"reference_value\": %.2f}\n",
+                  metric, value, unit, ref);
+    };
+    line("decisions_per_s", ours.decisions_per_s, "1/s", baseline.decisions_per_s);
+    line("decision_p50", ours.p50_us, "us", baseline.p50_us);
+    line("decision_p99", ours.p99_us, "us", baseline.p99_us);
+    line("memory", ours.memory_mib, "MiB", baseline.memory_mib);
+    return 0;
+  }
+  std::printf("%-22s %14s %14s   target\n", "10,000 GPUs, 100k req", "default(pack)", "first-fit");
+  std::printf("%-22s %14.0f %14.0f   >= 50,000\n", "decisions/s", ours.decisions_per_s, baseline.decisions_per_s);
+  std::printf("%-22s %14.1f %14.1f\n", "p50 per decision (us)", ours.p50_us, baseline.p50_us);
+  std::printf("%-22s %14.1f %14.1f   <= 1,000\n", "p99 per decision (us)", ours.p99_us, baseline.p99_us);
+  std::printf("%-22s %14.0f %14.0f   <= 1,024\n", "memory (MiB)", ours.memory_mib, baseline.memory_mib);
+  std::printf("%-22s %14zu %14zu\n", "leases granted", ours.granted, baseline.granted);
+  return 0;
+}
