@@ -288,6 +288,7 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   lease.borrowing = borrowing;
   lease.started_s = now_s;
   lease.last_checkpoint_s = now_s;
+  if (p.guaranteed_since_s.has_value()) lease.guaranteed_wait_s = now_s - *p.guaranteed_since_s;
   for (int g : gpus) {
     state_.Take(g, p.request.slot);
     lease.gpus.push_back(topology_.gpus()[g].ref);
@@ -397,7 +398,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
       prefix.push_back(i);
     }
     return own_freed(prefix, SIZE_MAX) >= own_quota_to_free &&
-           Place(p, gpus, trial, {.now_s = now_s}).has_value();
+           Place(p, gpus, trial, {.ignore_gang_reservations = guaranteed, .now_s = now_s}).has_value();
   };
   if (!prefix_works(candidates.size())) return remember_failure();
   size_t lo = 0, hi = candidates.size();  // prefix_works(hi) holds
@@ -412,7 +413,8 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     for (size_t j : chosen) {
       if (j != chosen[k]) GiveBack(*candidates[j].lease, without);
     }
-    if (own_freed(chosen, chosen[k]) >= own_quota_to_free && Place(p, gpus, without, {.now_s = now_s})) {
+    if (own_freed(chosen, chosen[k]) >= own_quota_to_free &&
+        Place(p, gpus, without, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
       chosen.erase(chosen.begin() + static_cast<long>(k));
     }
   }
@@ -439,6 +441,16 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
   std::stable_sort(checks.begin(), checks.end(), [](const auto& a, const auto& b) {
     return a.second.fits && !a.second.borrowing && !(b.second.fits && !b.second.borrowing);
   });
+  // The guarantee holds while the request fits its team's nominal quota; the team's own other
+  // work can take that room again, and then the clock stops.
+  bool guaranteed_now = std::any_of(checks.begin(), checks.end(), [](const auto& c) {
+    return c.second.fits && !c.second.borrowing;
+  });
+  if (!guaranteed_now) {
+    p.guaranteed_since_s.reset();
+  } else if (!p.guaranteed_since_s.has_value()) {
+    p.guaranteed_since_s = now_s;
+  }
   WaitReason reason = WaitReason::kOverQuota;
   for (const auto& [group, check] : checks) {
     if (!check.fits) {
@@ -446,14 +458,18 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       continue;
     }
     // A request shaped like one that failed since capacity last grew fails too: skip the search.
-    std::string key = p.victims_pending ? "" : FailureKey(r, *group);
+    std::string key = p.victims_pending ? "" : absl::StrCat(FailureKey(r, *group), check.borrowing);
     auto known = key.empty() ? failed_.end() : failed_.find(key);
     if (known != failed_.end() && known->second.first == growth_epoch_) {
       reason = known->second.second;
       continue;
     }
     const std::vector<int>& candidates = e.candidates.at(*group);
-    if (std::optional<std::vector<int>> gpus = Place(p, candidates, state_, {.now_s = now_s})) {
+    // A guaranteed request is not held back by another request's gang reservation: the
+    // guarantee outranks the prediction.
+    const bool guaranteed = !check.borrowing;
+    if (std::optional<std::vector<int>> gpus =
+            Place(p, candidates, state_, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
       Grant(p, *group, *gpus, check.borrowing, now_s, result);
       return true;
     }
@@ -590,11 +606,14 @@ std::vector<PendingInfo> Scheduler::Pending() const {
   for (const std::string& id : order_) {
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;
-    out.push_back({id, it->second.reason, it->second.submitted_s, it->second.reserved_start_s});
+    out.push_back({id, it->second.reason, it->second.submitted_s, it->second.reserved_start_s,
+                   it->second.guaranteed_since_s});
     listed.insert(id);
   }
   for (const auto& [id, p] : pending_) {  // submitted since the last cycle
-    if (!listed.contains(id)) out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s});
+    if (!listed.contains(id)) {
+      out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s, p.guaranteed_since_s});
+    }
   }
   return out;
 }

@@ -68,6 +68,9 @@ struct Lease {
   int64_t last_checkpoint_s = 0;
   std::optional<int64_t> revoke_deadline_s;  // set once revoked
   std::string revoked_for;                   // the request it was revoked to make room for
+  // How long the request waited, continuously guaranteed (within its team's nominal quota),
+  // until this grant; absent when it was not guaranteed when granted.
+  std::optional<int64_t> guaranteed_wait_s;
 };
 
 enum class RevokeCause { kReclaim, kPriority, kDrain };
@@ -92,6 +95,7 @@ struct PendingInfo {
   WaitReason reason = WaitReason::kNone;
   int64_t submitted_s = 0;
   std::optional<int64_t> reserved_start_s;  // a gang holding the head-of-line reservation
+  std::optional<int64_t> guaranteed_since_s;  // within its team's nominal quota since then
 };
 
 class Scheduler {
@@ -131,6 +135,7 @@ class Scheduler {
     WaitReason reason = WaitReason::kNone;
     bool victims_pending = false;  // revocations were issued for it
     std::optional<int64_t> reserved_start_s;
+    std::optional<int64_t> guaranteed_since_s;  // within nominal quota continuously since
   };
   // The GPUs a request's static constraints allow, per quota group; shared by every request with
   // the same constraints (most requests share a handful of shapes).
