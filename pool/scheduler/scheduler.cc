@@ -443,9 +443,11 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
   });
   // The guarantee holds while the request fits its team's nominal quota; the team's own other
   // work can take that room again, and then the clock stops.
-  bool guaranteed_now = std::any_of(checks.begin(), checks.end(), [](const auto& c) {
-    return c.second.fits && !c.second.borrowing;
-  });
+  // (An open pool, with no teams configured, guarantees nothing: everyone shares.)
+  bool guaranteed_now = !ledger_.open_pool() &&
+                        std::any_of(checks.begin(), checks.end(), [](const auto& c) {
+                          return c.second.fits && !c.second.borrowing;
+                        });
   if (!guaranteed_now) {
     p.guaranteed_since_s.reset();
   } else if (!p.guaranteed_since_s.has_value()) {
@@ -467,7 +469,7 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     const std::vector<int>& candidates = e.candidates.at(*group);
     // A guaranteed request is not held back by another request's gang reservation: the
     // guarantee outranks the prediction.
-    const bool guaranteed = !check.borrowing;
+    const bool guaranteed = !ledger_.open_pool() && !check.borrowing;
     if (std::optional<std::vector<int>> gpus =
             Place(p, candidates, state_, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
       Grant(p, *group, *gpus, check.borrowing, now_s, result);
