@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--json") == 0) json = true;
     if (std::strncmp(argv[i], "--weeks=", 8) == 0) workload.weeks = std::atoi(argv[i] + 8);
     if (std::strncmp(argv[i], "--seed=", 7) == 0) workload.seed = std::strtoull(argv[i] + 7, nullptr, 10);
+    if (std::strcmp(argv[i], "--patient") == 0) workload.impatient = false;
   }
   // 8 nodes x 8 H100 shared by 4 teams of 16 GPUs each.
   std::string yaml = "nodes:\n  - {name: n, count: 8, gpus: [{model: H100-80GB, count: 8}]}\nteams:\n";
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   std::printf("%-40s %12.1f %12.1f\n", "GPU-hours lost to preemption", dedicated.lost_gpu_hours, pooled.lost_gpu_hours);
   std::printf("%-40s %12.3f %12.3f\n", "Jain fairness (received/demanded)", dedicated.jain_fairness, pooled.jain_fairness);
   std::printf("%-40s %12d %12d\n", "jobs completed", dedicated.jobs_completed, pooled.jobs_completed);
+  std::printf("%-40s %12d %12d\n", "jobs abandoned (never started)", dedicated.jobs_abandoned, pooled.jobs_abandoned);
   std::printf("%-40s %12d %12d\n", "jobs unfinished at the horizon", dedicated.jobs_unfinished, pooled.jobs_unfinished);
   return 0;
 }

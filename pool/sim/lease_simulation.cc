@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kDay = 24 * 3600;
 
-enum class EventKind { kArrival, kFinish, kStop };
+enum class EventKind { kArrival, kFinish, kStop, kGiveUp };
 
 struct Event {
   int64_t at;
@@ -80,6 +80,8 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
 
   std::vector<int64_t> remaining(jobs.size());
   std::vector<int> attempt(jobs.size(), 0);
+  std::vector<char> started(jobs.size(), 0);
+  std::vector<std::string> pending_request(jobs.size());  // the job's request while queued
   std::map<std::string, size_t> job_of_request;
   std::map<std::string, Running> running;       // by lease id
   std::map<std::string, TeamFigures> teams;
@@ -99,6 +101,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
     r.runtime_estimate_s = remaining[i];
     if (!scheduler.Submit(r, now).ok()) return;  // never fits: the generator made it too big
     job_of_request[r.id] = i;
+    pending_request[i] = r.id;
   };
   auto account_until = [&](int64_t t) {
     double held = 0;
@@ -131,6 +134,16 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
               slot_milli(job) / 1000.0 * static_cast<double>(job.work_s) / 3600.0;
           if (job.sprint) sprint_weeks.insert({job.request.team, job.arrival_s / (7 * kDay)});
           submit(e.job);
+          if (job.patience_s > 0) push(now + job.patience_s, EventKind::kGiveUp, e.job);
+          break;
+        }
+        case EventKind::kGiveUp: {
+          // Only a job that never started gives up; a preempted one is requeued and kept.
+          if (started[e.job] || pending_request[e.job].empty()) break;
+          if (scheduler.Cancel(pending_request[e.job]).ok()) {
+            pending_request[e.job].clear();
+            ++result.jobs_abandoned;
+          }
           break;
         }
         case EventKind::kFinish: {
@@ -168,6 +181,8 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
       const Lease& lease = scheduler.leases().at(lease_id);
       size_t i = job_of_request.at(lease.request.id);
       running[lease_id] = {i, now, false};
+      started[i] = 1;
+      pending_request[i].clear();
       push(now + remaining[i], EventKind::kFinish, i, lease_id);
       if (lease.guaranteed_wait_s.has_value()) {
         guaranteed_delays.push_back(static_cast<double>(*lease.guaranteed_wait_s));

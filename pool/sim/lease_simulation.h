@@ -59,6 +59,7 @@ struct LeaseSimulationResult {
   int preemptions = 0;
   double jain_fairness = 0;       // over teams' received / demanded
   int jobs_completed = 0;
+  int jobs_abandoned = 0;         // gave up waiting (patience) before they ever started
   int jobs_unfinished = 0;
   std::vector<TeamFigures> teams;
 };

@@ -37,7 +37,8 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
   const int64_t horizon = o.weeks * kWeek;
   int serial = 0;
   auto add = [&](const Team& team, int64_t at, const std::string& cls, int slots, SlotShape shape,
-                 GangTopology topology, int64_t work, bool checkpointable, bool sprint) {
+                 GangTopology topology, int64_t work, bool checkpointable, bool sprint,
+                 int64_t patience) {
     SimJob job;
     job.request.id = absl::StrCat(team.name, "-", serial++);
     job.request.team = team.name;
@@ -51,6 +52,7 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
     job.work_s = std::max<int64_t>(60, work);
     job.checkpointable = checkpointable;
     job.sprint = sprint;
+    job.patience_s = o.impatient ? patience : 0;
     jobs.push_back(std::move(job));
   };
   for (const Team& team : config.teams) {
@@ -60,7 +62,7 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
     // The inference service: half a GPU per 8 GPUs of quota, up for the whole horizon.
     for (int i = 0; i < std::max(1, nominal_gpus / 8); ++i) {
       add(team, 0, "production-inference", 1, SlotShape::Fraction(20480, 500), GangTopology::kAny,
-          horizon, false, false);
+          horizon, false, false, 0);
     }
     const int gang = std::min(8, std::max(1, nominal_gpus / 2));
     for (int week = 0; week < o.weeks; ++week) {
@@ -71,7 +73,7 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
         for (int day = 0; day < 5; ++day) {
           add(team, start + day * kDay + draw.Between(9, 12) * kHour, "experiment", 1,
               SlotShape::Fraction(20480, 250), GangTopology::kAny, draw.Between(2, 6) * kHour,
-              false, false);
+              false, false, /*patience=*/kHour);
         }
         continue;
       }
@@ -79,23 +81,27 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
       // (60%), experiments (35%) and notebooks (5%).
       const double budget = o.burst_factor * nominal_gpus * 7 * 24;  // GPU-hours
       double training = 0.60 * budget, experiments = 0.35 * budget, notebooks = 0.05 * budget;
+      const int64_t sprint_end = start + kWeek;
       while (training > 0) {
         int64_t work = static_cast<int64_t>(draw.Exponential(12 * kHour)) + kHour;
-        add(team, start + draw.Between(0, 5 * kDay), "training", gang, SlotShape::WholeGpu(),
-            GangTopology::kSameNode, work, true, true);
+        int64_t at = start + draw.Between(0, 5 * kDay);
+        add(team, at, "training", gang, SlotShape::WholeGpu(), GangTopology::kSameNode, work, true,
+            true, /*patience=*/sprint_end + kWeek - at);
         training -= gang * static_cast<double>(work) / kHour;
       }
       while (experiments > 0) {
         int slots = static_cast<int>(draw.Between(1, 2));
         int64_t work = draw.Between(1, 6) * kHour;
-        add(team, start + draw.Between(0, 6 * kDay), "experiment", slots, SlotShape::WholeGpu(),
-            GangTopology::kSameNode, work, true, true);
+        int64_t at = start + draw.Between(0, 6 * kDay);
+        add(team, at, "experiment", slots, SlotShape::WholeGpu(), GangTopology::kSameNode, work,
+            true, true, /*patience=*/sprint_end - at);
         experiments -= slots * static_cast<double>(work) / kHour;
       }
       while (notebooks > 0) {
         int64_t work = draw.Between(2, 8) * kHour;
         add(team, start + draw.Between(0, 5) * kDay + draw.Between(9, 12) * kHour, "experiment", 1,
-            SlotShape::Fraction(20480, 250), GangTopology::kAny, work, false, true);
+            SlotShape::Fraction(20480, 250), GangTopology::kAny, work, false, true,
+            /*patience=*/kHour);
         notebooks -= 0.25 * static_cast<double>(work) / kHour;
       }
     }

@@ -27,6 +27,7 @@ struct TeamWorkloadOptions {
   uint64_t seed = 42;
   double sprint_probability = 0.3;  // chance a team's week is a sprint
   double burst_factor = 3.0;        // sprint demand relative to the team's nominal quota
+  bool impatient = true;            // jobs give up after their patience (see SimJob)
 };
 
 // One job: a lease request plus how much work it carries.
@@ -36,6 +37,9 @@ struct SimJob {
   int64_t work_s = 0;              // wall-clock time it needs while it holds its slots
   bool checkpointable = true;      // false: a preempted job restarts from scratch
   bool sprint = false;             // submitted during its team's sprint week
+  // How long its owner waits for it to start before giving up (a notebook user goes home, a
+  // sweep's leftover trials are cancelled when the sprint ends); 0 waits forever.
+  int64_t patience_s = 0;
 };
 
 // `group` is the model group every job runs on (the teams' quota group).
