@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+
+#include "bench/common/json_figure.h"
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -133,9 +135,7 @@ int main(int argc, char** argv) {
   Figures baseline = gpupool::pool::Run(/*first_fit=*/true);
   if (json) {
     auto line = [](const char* metric, double value, const char* unit, double ref) {
-      std::printf("{\"bench\": \"scheduler\", \"metric\": \"%s\", \"value\": %.2f, \"unit\": \"%s\", "
-                  "\"reference\": \"first-fit\", \"reference_value\": %.2f}\n",
-                  metric, value, unit, ref);
+      gpupool::bench::PrintJsonFigure("scheduler", metric, value, unit, "first-fit", ref);
     };
     line("decisions_per_s", ours.decisions_per_s, "1/s", baseline.decisions_per_s);
     line("decision_p50", ours.p50_us, "us", baseline.p50_us);

@@ -5,6 +5,8 @@
 //
 //   bench/run teams [--json] [--weeks=N] [--seed=S]
 #include <cstdio>
+
+#include "bench/common/json_figure.h"
 #include <cstdlib>
 #include <cstring>
 
@@ -45,8 +47,7 @@ int main(int argc, char** argv) {
       sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = true, .progress = progress("pooled")});
   if (json) {
     auto line = [](const char* metric, double value, const char* unit, double ref) {
-      std::printf("{\"bench\": \"teams\", \"metric\": \"%s\", \"value\": %.4f, \"unit\": \"%s\", "
-                  "\"reference\": \"dedicated\", \"reference_value\": %.4f}\n", metric, value, unit, ref);
+      gpupool::bench::PrintJsonFigure("teams", metric, value, unit, "dedicated", ref);
     };
     line("mean_utilisation", pooled.mean_utilisation, "fraction", dedicated.mean_utilisation);
     line("guaranteed_delay_max", pooled.guaranteed_delay_max_s, "s", dedicated.guaranteed_delay_max_s);
