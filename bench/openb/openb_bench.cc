@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/common/json_figure.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "pool/placement/policy_registry.h"
@@ -97,10 +98,8 @@ Args Parse(int argc, char** argv) {
 
 void JsonLine(const std::string& metric, double value, const std::string& reference,
               double reference_value) {
-  std::printf(
-      "{\"bench\": \"openb\", \"metric\": \"%s\", \"value\": %.4f, \"unit\": \"%%\", "
-      "\"reference\": \"%s\", \"reference_value\": %.4f}\n",
-      metric.c_str(), value, reference.c_str(), reference_value);
+  gpupool::bench::PrintJsonFigure("openb", metric.c_str(), value, "%", reference.c_str(),
+                                  reference_value);
 }
 
 }  // namespace

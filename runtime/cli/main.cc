@@ -11,9 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   gpupool::cli::RegisterDevicesCommand(app);
   gpupool::cli::RegisterMigCommand(app);
-#ifdef GPUPOOL_HAVE_SIMULATE  // TEMP-GUARD
   gpupool::cli::RegisterSimulateCommand(app);
-#endif
   gpupool::cli::RegisterVersionCommand(app);
   // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,0 +1,33 @@
+// File: pool/placement/placement_policy.h
+//
+// The one-method interface every placement policy implements: given a read-only view of the
+// cluster and one request, filter the nodes that fit, score them, and select one node and its GPUs.
+// Policies never modify the cluster; the caller applies the decision (or not: a preemption
+// planner may ask "what if" on a copy).
+//
+//   std::unique_ptr<PlacementPolicy> policy = *MakePolicy("best-fit", context);
+//   Decision d = policy->Decide(state.view(), request);
+//
+// Thread-safety: a policy object is used by one thread at a time. Decide may update private
+// caches (keyed by node generation) or a private random stream, never anything shared.
+#ifndef GPUPOOL_POOL_PLACEMENT_PLACEMENT_POLICY_H_
+#define GPUPOOL_POOL_PLACEMENT_PLACEMENT_POLICY_H_
+
+#include "pool/placement/cluster_state.h"
+#include "pool/placement/decision.h"
+#include "pool/placement/pod_request.h"
+
+namespace gpupool::pool::placement {
+
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+
+  // Returns the chosen node and GPUs, or Decision::Unschedulable() when no node fits now.
+  // Deterministic: the same view, request and policy history give the same decision.
+  virtual Decision Decide(const ClusterView& cluster, const PodRequest& request) = 0;
+};
+
+}  // namespace gpupool::pool::placement
+
+#endif  // GPUPOOL_POOL_PLACEMENT_PLACEMENT_POLICY_H_
