@@ -26,12 +26,7 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--seed=", 7) == 0) workload.seed = std::strtoull(argv[i] + 7, nullptr, 10);
     if (std::strcmp(argv[i], "--patient") == 0) workload.impatient = false;
   }
-  // 8 nodes x 8 H100 shared by 4 teams of 16 GPUs each.
-  std::string yaml = "nodes:\n  - {name: n, count: 8, gpus: [{model: H100-80GB, count: 8}]}\nteams:\n";
-  for (const char* t : {"vision", "speech", "search", "ads"}) {
-    absl::StrAppend(&yaml, "  - {name: ", t, ", quotas: [{gpus: H100-80GB, nominal: 16}]}\n");
-  }
-  PoolConfig config = ParsePoolConfig(yaml, "teams-bench").value();
+  PoolConfig config = ParsePoolConfig(sim::kDefaultTeamsPoolYaml, "teams-bench").value();
   auto driver = SimulatedDriver::Create(*config.simulated_nodes).value();
   Inventory inventory = Inventory::FromDiscovery(driver->Discover().value()).value();
   std::vector<sim::SimJob> jobs = sim::GenerateTeamWorkload(config.scheduling, "H100-80GB", workload);

@@ -22,6 +22,17 @@
 
 namespace gpupool::pool::sim {
 
+// The pool `gpupool simulate --workload teams` uses without --config: 8 nodes x 8 H100 shared by
+// four teams with 16 GPUs of nominal quota each.
+inline constexpr char kDefaultTeamsPoolYaml[] = R"(nodes:
+  - {name: n, count: 8, gpus: [{model: H100-80GB, count: 8}]}
+teams:
+  - {name: vision, quotas: [{gpus: H100-80GB, nominal: 16}]}
+  - {name: speech, quotas: [{gpus: H100-80GB, nominal: 16}]}
+  - {name: search, quotas: [{gpus: H100-80GB, nominal: 16}]}
+  - {name: ads, quotas: [{gpus: H100-80GB, nominal: 16}]}
+)";
+
 struct TeamWorkloadOptions {
   int weeks = 8;
   uint64_t seed = 42;

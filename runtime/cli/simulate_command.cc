@@ -16,6 +16,7 @@
 #include "pool/sim/seed_list.h"
 #include "pool/sim/trace_reader.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/simulate_teams.h"
 #include "runtime/cli/text_table.h"
 
 namespace gpupool::cli {
@@ -34,6 +35,9 @@ struct SimulateFlags {
   double tune = 1.3;
   std::string tie_order = "name";
   bool json = false;
+  // --workload teams: the lease simulator instead of the trace replay.
+  std::string workload = "trace";
+  TeamsSimulationFlags teams;
 };
 
 // Arrival percentages shown in the human table.
@@ -144,11 +148,16 @@ void RegisterSimulateCommand(CLI::App& app) {
   auto flags = std::make_shared<SimulateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Replay the openb GPU-sharing trace through a placement policy (FGD paper protocol)");
-  cmd->add_option("--nodes", flags->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
-      ->required();
+  cmd->add_option("--workload", flags->workload,
+                  "trace: replay --nodes/--pods (default); teams: a generated multi-team workload, "
+                  "dedicated vs pooled, through the pool scheduler")
+      ->check(CLI::IsMember({"trace", "teams"}));
+  cmd->add_option("--nodes", flags->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
   cmd->add_option("--pods", flags->pods,
-                  "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])")
-      ->required();
+                  "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])");
+  cmd->add_option("--config", flags->teams.config, "teams: YAML pool with nodes and teams");
+  cmd->add_option("--weeks", flags->teams.weeks, "teams: weeks to simulate (default: 8)");
+  cmd->add_option("--seed", flags->teams.seed, "teams: workload seed (default: 42)");
   cmd->add_option("--policy", flags->policy,
                   absl::StrCat("Placement policy: ", PolicyNameList("|"), " (default: gpupool's own)"))
       ->check([](const std::string& name) {
@@ -166,7 +175,17 @@ void RegisterSimulateCommand(CLI::App& app) {
                   "the paper's simulator (default: name)")
       ->check(CLI::IsMember({"name", "shuffled"}));
   cmd->add_flag("--json", flags->json, "Print JSON instead of a table");
-  cmd->callback([flags] { RunSimulate(*flags); });
+  cmd->callback([flags] {
+    if (flags->workload == "teams") {
+      flags->teams.json = flags->json;
+      RunTeamsSimulation(flags->teams);
+      return;
+    }
+    if (flags->nodes.empty() || flags->pods.empty()) {
+      throw CommandFailed("simulate: the trace workload needs --nodes FILE and --pods FILE", 2);
+    }
+    RunSimulate(*flags);
+  });
 }
 
 }  // namespace gpupool::cli

@@ -188,3 +188,55 @@ TEST(VersionCommand, ReportsTransports) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / absl::StrCat("gpupool_cli_", ::getpid(), "_", name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(SimulateCommand, TraceProtocolAsJson) {
+  std::string nodes = WriteTemp("nodes.csv",
+                                "sn,cpu_milli,memory_mib,gpu,model\n"
+                                "a,64000,262144,2,T4\nb,64000,262144,8,V100M16\n");
+  std::string pods = WriteTemp("pods.csv",
+                               "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                               "p0,4000,8192,1,500\np1,8000,16384,2,1000\np2,2000,4096,1,250\n"
+                               "p3,16000,32768,4,1000\np4,1000,1024,0,0\n");
+  Result r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --seeds 1-3 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["policy"], "gpupool");
+  EXPECT_EQ(j["seeds"], json({1, 2, 3}));
+  ASSERT_EQ(j["allocated_pct"].size(), 131u);
+  EXPECT_GT(j["allocated_pct_at_100"].get<double>(), 0);
+  // A malformed line is named with file, line and column.
+  std::string bad = WriteTemp("bad.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,x,1,500\n");
+  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", bad));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(bad + ":2:"));
+  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --policy nosuch"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("unknown policy 'nosuch'"));
+  r = RunCli("simulate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("needs --nodes FILE and --pods FILE"));
+}
+
+TEST(SimulateCommand, TeamsWorkloadComparesDedicatedAndPooled) {
+  Result r = RunCli("simulate --workload teams --weeks 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_GT(j["pooled"]["mean_utilisation"].get<double>(), 0);
+  EXPECT_GT(j["dedicated"]["mean_utilisation"].get<double>(), 0);
+  EXPECT_EQ(j["pooled"]["teams"].size(), 4u);
+  std::string no_teams = WriteTemp("noteams.yaml", "nodes:\n  - gpus: [{model: L4}]\n");
+  r = RunCli("simulate --workload teams --config " + no_teams);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("needs `nodes:` and `teams:`"));
+}
+
+}  // namespace
