@@ -4,7 +4,7 @@
 // Each reason is a scheduling outcome, not an error, and tells the user what would change it:
 //   kOverQuota            the team's nominal + borrowing limit would be exceeded
 //   kNoBorrowableCapacity within its limit, but nothing idle to borrow from other teams
-//   kNoFreeCapacity       no GPU of the allowed models has room (preemption would not help)
+//   kNoFreeCapacity       too little free room on the allowed GPUs, even in total
 //   kFragmented           enough free capacity in total, but not where the topology needs it
 //   kUnhealthyCapacity    the room exists only on GPUs that are draining or lost
 //   kGangReservation      a larger request ahead holds a reservation on the GPUs it needs
