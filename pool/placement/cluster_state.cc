@@ -85,6 +85,19 @@ void ClusterState::Apply(int node, const PodRequest& request, std::span<const in
   generation_[node] = NextGeneration();
 }
 
+void ClusterState::Release(int node, const PodRequest& request, std::span<const int> gpus) {
+  assert(node >= 0 && node < size());
+  cpu_free_[node] += request.cpu_milli;
+  memory_free_[node] += request.memory_mib;
+  assert(cpu_free_[node] <= cpu_total_[node] && memory_free_[node] <= memory_total_[node]);
+  for (int g : gpus) {
+    int16_t& free = gpu_free_[gpu_begin_[node] + g];
+    free = static_cast<int16_t>(free + request.gpu_milli);
+    assert(free <= kMilliPerGpu);
+  }
+  generation_[node] = NextGeneration();
+}
+
 void ClusterState::SetTieRanks(std::vector<int> ranks) {
   assert(static_cast<int>(ranks.size()) == size());
   tie_rank_ = std::move(ranks);

@@ -85,6 +85,8 @@ class ClusterState {
   // Takes `request` out of node `node`, its GPU share out of each of `gpus`. The decision must have
   // come from a policy on this state: a request that does not fit is a bug and is asserted.
   void Apply(int node, const PodRequest& request, std::span<const int> gpus);
+  // Gives back what Apply took (a departure); the same node, request and GPUs.
+  void Release(int node, const PodRequest& request, std::span<const int> gpus);
 
   // Replaces the tie ranks (a permutation of 0..size()-1, rank per node index), e.g. to emulate the
   // reference simulator, which prefixes node names with a random permutation per seed.
@@ -104,7 +106,7 @@ class ClusterState {
   std::vector<int64_t> memory_total_;
   std::vector<int> gpu_begin_;  // node i's GPUs are gpu_free_[gpu_begin_[i] .. gpu_begin_[i+1])
 
-  // Changed by Apply / SetTieRanks.
+  // Changed by Apply / Release / SetTieRanks.
   std::vector<int64_t> cpu_free_;
   std::vector<int64_t> memory_free_;
   std::vector<int16_t> gpu_free_;

@@ -24,6 +24,7 @@ struct PodSpec {
   int num_gpu = 0;
   int gpu_milli = 0;     // per GPU, 1..1000 when num_gpu > 0
   std::string gpu_spec;  // allowed GPU models, '|'-separated; empty for any
+  std::string qos;       // "LS" (latency-sensitive), "BE" (best effort), ... when the file has it
   // Seconds from the trace start, when the file has them (the timed replay needs them).
   std::optional<int64_t> creation_time;
   std::optional<int64_t> deletion_time;

@@ -68,6 +68,7 @@ absl::StatusOr<std::vector<PodSpec>> PodsFrom(const CsvTable& t) {
   GPUPOOL_ASSIGN_OR_RETURN(c_num, t.RequireColumn("num_gpu"));
   GPUPOOL_ASSIGN_OR_RETURN(c_milli, t.RequireColumn("gpu_milli"));
   const std::optional<int> c_spec = t.FindColumn("gpu_spec");
+  const std::optional<int> c_qos = t.FindColumn("qos");
   const std::optional<int> c_created = t.FindColumn("creation_time");
   const std::optional<int> c_deleted = t.FindColumn("deletion_time");
   const std::optional<int> c_scheduled = t.FindColumn("scheduled_time");
@@ -96,6 +97,7 @@ absl::StatusOr<std::vector<PodSpec>> PodsFrom(const CsvTable& t) {
     if (c_spec && *c_spec < static_cast<int>(row.fields.size())) {
       p.gpu_spec = row.fields[*c_spec].text;
     }
+    if (c_qos && *c_qos < static_cast<int>(row.fields.size())) p.qos = row.fields[*c_qos].text;
     GPUPOOL_ASSIGN_OR_RETURN(created, OptionalTime(t, row, c_created));
     GPUPOOL_ASSIGN_OR_RETURN(deleted, OptionalTime(t, row, c_deleted));
     GPUPOOL_ASSIGN_OR_RETURN(scheduled, OptionalTime(t, row, c_scheduled));

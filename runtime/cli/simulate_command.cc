@@ -17,6 +17,7 @@
 #include "pool/sim/trace_reader.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/simulate_teams.h"
+#include "runtime/cli/simulate_timed.h"
 #include "runtime/cli/text_table.h"
 
 namespace gpupool::cli {
@@ -37,6 +38,8 @@ struct SimulateFlags {
   bool json = false;
   // --workload teams: the lease simulator instead of the trace replay.
   std::string workload = "trace";
+  bool timed = false;  // replay in time with departures instead of the protocol
+  double compress = 1.0;
   TeamsSimulationFlags teams;
 };
 
@@ -174,6 +177,11 @@ void RegisterSimulateCommand(CLI::App& app) {
                   "Equal scores go to the first node by name, or by a per-seed random order as in "
                   "the paper's simulator (default: name)")
       ->check(CLI::IsMember({"name", "shuffled"}));
+  cmd->add_flag("--timed", flags->timed,
+                "Replay in time with departures: utilisation over time, queueing delay, JCT, "
+                "preemptions (LS pods may evict BE pods)");
+  cmd->add_option("--compress", flags->compress,
+                  "--timed: divide arrival times by F (runtimes unchanged) to raise the load");
   cmd->add_flag("--json", flags->json, "Print JSON instead of a table");
   cmd->callback([flags] {
     if (flags->workload == "teams") {
@@ -183,6 +191,10 @@ void RegisterSimulateCommand(CLI::App& app) {
     }
     if (flags->nodes.empty() || flags->pods.empty()) {
       throw CommandFailed("simulate: the trace workload needs --nodes FILE and --pods FILE", 2);
+    }
+    if (flags->timed) {
+      RunTimedSimulation({flags->nodes, flags->pods, flags->policy, flags->json, flags->compress});
+      return;
     }
     RunSimulate(*flags);
   });
