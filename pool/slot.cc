@@ -26,6 +26,19 @@ std::string SlotShape::ToString() const {
   return "unknown";
 }
 
+int SlotComputeMilli(const SlotShape& shape, const GpuModel* model) {
+  switch (shape.kind) {
+    case SlotKind::kWholeGpu: return 1000;
+    case SlotKind::kFraction: return shape.compute_milli;
+    case SlotKind::kMps: return shape.mps_thread_percentage * 10;
+    case SlotKind::kMig: {
+      const MigProfile* p = model == nullptr ? nullptr : model->FindMigProfile(shape.mig_profile);
+      return p == nullptr ? 1000 : 1000 * p->compute_slices / model->mig_compute_slices;
+    }
+  }
+  return 1000;
+}
+
 absl::Status ValidateSlotShape(const SlotShape& shape, const GpuModel& model) {
   switch (shape.kind) {
     case SlotKind::kWholeGpu:
@@ -79,15 +92,11 @@ int GpuSlots::FreeComputeMilli() const {
   switch (serving_) {
     case SlotKind::kWholeGpu: return 0;
     case SlotKind::kMig: return 1000 * mig_.FreeComputeSlices() / model_->mig_compute_slices;
-    case SlotKind::kMps: {
-      int used = 0;
-      for (const auto& [id, c] : slots_) used += c.shape.mps_thread_percentage * 10;
-      return std::max(0, 1000 - used);
-    }
+    case SlotKind::kMps:
     case SlotKind::kFraction: {
       int used = 0;
-      for (const auto& [id, c] : slots_) used += c.shape.compute_milli;
-      return 1000 - used;
+      for (const auto& [id, c] : slots_) used += SlotComputeMilli(c.shape, model_);
+      return std::max(0, 1000 - used);
     }
   }
   return 0;
@@ -119,7 +128,7 @@ absl::Status GpuSlots::CheckFits(const SlotShape& shape, int* mig_start) const {
       }
       // Thread percentages are capped at 100 in total so each share is a guarantee, not an
       // oversubscribed hint (MPS itself would accept more).
-      if (shape.mps_thread_percentage * 10 > FreeComputeMilli()) {
+      if (SlotComputeMilli(shape, model_) > FreeComputeMilli()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "MPS share needs ", shape.mps_thread_percentage, "% of the SMs, ",
             FreeComputeMilli() / 10, "% are unassigned"));

@@ -74,6 +74,11 @@ struct SlotShape {
   std::string ToString() const;
 };
 
+// Compute one slot of `shape` takes from its GPU, in milli-GPUs: what placement subtracts and what
+// quotas and accounting charge. A MIG slot's share is its compute slices out of the model's; with
+// no model (or an unknown profile) a MIG slot counts as a whole GPU.
+int SlotComputeMilli(const SlotShape& shape, const GpuModel* model = nullptr);
+
 // Checks a shape against a GPU model: the MIG profile exists there, percentages and budgets are
 // in range and fit the GPU's memory. The error names the field and what is allowed.
 absl::Status ValidateSlotShape(const SlotShape& shape, const GpuModel& model);

@@ -4,16 +4,6 @@
 
 namespace gpupool::pool {
 
-int SlotComputeMilli(const SlotShape& shape) {
-  switch (shape.kind) {
-    case SlotKind::kWholeGpu: return 1000;
-    case SlotKind::kFraction: return shape.compute_milli;
-    case SlotKind::kMps: return shape.mps_thread_percentage * 10;
-    case SlotKind::kMig: return 1000;  // not placed here (refused at submission)
-  }
-  return 1000;
-}
-
 PoolTopology::PoolTopology(const Inventory& inventory, const SchedulingConfig& config) {
   std::map<std::string, int> island_index;
   for (size_t n = 0; n < inventory.nodes().size(); ++n) {
@@ -36,6 +26,7 @@ PoolTopology::PoolTopology(const Inventory& inventory, const SchedulingConfig& c
       node_gpus_.back().push_back(g);
       island_gpus_[c.island].push_back(g);
       position_[{gpu.ref.node, gpu.ref.index}] = g;
+      if (c.model != nullptr) group_model_.try_emplace(c.group, c.model);
       gpus_.push_back(std::move(c));
     }
   }
@@ -50,6 +41,11 @@ std::map<std::string, int64_t> PoolTopology::GroupCapacityMilli() const {
   std::map<std::string, int64_t> out;
   for (const GpuStatic& c : gpus_) out[c.group] += 1000;
   return out;
+}
+
+const GpuModel* PoolTopology::GroupModel(const std::string& group) const {
+  auto it = group_model_.find(group);
+  return it == group_model_.end() ? nullptr : it->second;
 }
 
 CapacityState::CapacityState(const PoolTopology& topology) {

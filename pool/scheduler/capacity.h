@@ -47,12 +47,16 @@ class PoolTopology {
   int Find(const GpuRef& ref) const;  // position, or -1
   // Total capacity per quota group, in milli-GPUs (healthy or not): the cohort's size.
   std::map<std::string, int64_t> GroupCapacityMilli() const;
+  // A catalogue model of the group (its GPUs share one quota, and MIG shares are computed
+  // against it); nullptr for a group of GPUs the catalogue does not know.
+  const GpuModel* GroupModel(const std::string& group) const;
 
  private:
   std::vector<GpuStatic> gpus_;
   std::vector<std::vector<int>> node_gpus_;
   std::vector<std::vector<int>> island_gpus_;
   std::map<std::pair<std::string, int>, int> position_;  // (node, index) -> position
+  std::map<std::string, const GpuModel*> group_model_;
 };
 
 struct GpuState {
@@ -85,9 +89,6 @@ class CapacityState {
   std::vector<GpuState> gpus_;
   std::vector<int64_t> memory_total_;  // copied from the topology so copies stand alone
 };
-
-// Compute a slot of `shape` takes from its GPU, in milli-GPUs.
-int SlotComputeMilli(const SlotShape& shape);
 
 }  // namespace gpupool::pool
 

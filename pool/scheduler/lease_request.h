@@ -54,9 +54,6 @@ struct LeaseRequest {
   std::optional<int64_t> runtime_estimate_s;  // lets backfill run it ahead of a reservation
 };
 
-// Compute weight of one slot in milli-GPUs: what quotas and accounting charge for it.
-int64_t SlotMilli(const SlotShape& slot, const GpuModel& model);
-
 }  // namespace gpupool::pool
 
 #endif  // GPUPOOL_POOL_SCHEDULER_LEASE_REQUEST_H_

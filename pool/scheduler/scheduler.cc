@@ -67,14 +67,11 @@ const Scheduler::Eligibility& Scheduler::EligibilityOf(const LeaseRequest& r) {
 }
 
 int64_t Scheduler::RequestMilli(const LeaseRequest& r, const std::string& group) const {
-  for (const GpuStatic& s : topology_.gpus()) {
-    if (s.group == group && s.model != nullptr) return SlotMilli(r.slot, *s.model) * r.slot_count;
-  }
-  return 1000LL * r.slot_count;
+  return int64_t{SlotComputeMilli(r.slot, topology_.GroupModel(group))} * r.slot_count;
 }
 
-std::string Scheduler::FailureKey(const LeaseRequest& r, const std::string& group) {
-  return absl::StrCat(ConstraintSignature(r), "#", group, "#", r.slot.ToString(), "#",
+std::string Scheduler::ShapeKey(const LeaseRequest& r) {
+  return absl::StrCat(ConstraintSignature(r), "#", r.slot.ToString(), "#",
                       r.slot_count, "#", static_cast<int>(r.topology), "#",
                       r.runtime_estimate_s.value_or(-1));
 }
@@ -156,7 +153,7 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request '", r.id, "' matches no GPU in the pool (models, labels, memory or NVLink)"));
   }
-  std::string shape_key = FailureKey(r, "");
+  std::string shape_key = ShapeKey(r);
   auto known = fits_empty_pool_.find(shape_key);
   if (known == fits_empty_pool_.end()) {
     CapacityState empty(topology_);
@@ -183,7 +180,12 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
         pc.preemptible ? "" : " (a non-preemptible class never borrows)"));
   }
   std::string id = r.id;
-  pending_[id] = PendingRequest{std::move(r), now_s, next_handle_++, WaitReason::kNone, false, {}};
+  PendingRequest& p = pending_[id];
+  p.request = std::move(r);
+  p.submitted_s = now_s;
+  p.handle = next_handle_++;
+  p.eligibility = &e;
+  p.shape_key = std::move(shape_key);
   return id;
 }
 
@@ -292,7 +294,7 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   for (int g : gpus) {
     state_.Take(g, p.request.slot);
     lease.gpus.push_back(topology_.gpus()[g].ref);
-    lease.milli += SlotMilli(p.request.slot, *topology_.gpus()[g].model);
+    lease.milli += SlotComputeMilli(p.request.slot, topology_.gpus()[g].model);
   }
   ledger_.Add(p.request.team, group, lease.milli);
   ClearReservations(p.handle);
@@ -330,7 +332,7 @@ WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::vector<in
 bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                            int64_t own_quota_to_free, int64_t now_s, CycleResult& result) {
   const PriorityClass& mine = ClassOf(p.request);
-  std::string memo_key = absl::StrCat(FailureKey(p.request, group), "|", p.request.team, "|",
+  std::string memo_key = absl::StrCat(p.shape_key, "#", group, "|", p.request.team, "|",
                                       mine.value, "|", guaranteed, "|", own_quota_to_free);
   if (auto it = preempt_failed_.find(memo_key);
       it != preempt_failed_.end() && it->second == std::make_pair(growth_epoch_, lease_epoch_)) {
@@ -370,7 +372,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   });
   // Only GPUs with room now or held by a candidate victim can take the request (and, for gang
   // topologies, their nodes): searching the rest of a full pool is wasted work.
-  const std::vector<int>& eligible = EligibilityOf(p.request).candidates.at(group);
+  const std::vector<int>& eligible = p.eligibility->candidates.at(group);
   std::vector<char> relevant_node(topology_.nodes().size(), 0);
   for (int g : eligible) {
     if (state_[g].compute_free_milli > 0) relevant_node[topology_.gpus()[g].node] = 1;
@@ -431,7 +433,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
 bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) {
   const LeaseRequest& r = p.request;
   const PriorityClass& pc = ClassOf(r);
-  const Eligibility& e = EligibilityOf(r);
+  const Eligibility& e = *p.eligibility;
   // Guaranteed groups before borrowing ones: nominal quota is used first, as Kueue's flavor
   // fungibility does.
   std::vector<std::pair<const std::string*, QuotaCheck>> checks;
@@ -460,7 +462,7 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       continue;
     }
     // A request shaped like one that failed since capacity last grew fails too: skip the search.
-    std::string key = p.victims_pending ? "" : absl::StrCat(FailureKey(r, *group), check.borrowing);
+    std::string key = p.victims_pending ? "" : absl::StrCat(p.shape_key, "#", *group, check.borrowing);
     auto known = key.empty() ? failed_.end() : failed_.find(key);
     if (known != failed_.end() && known->second.first == growth_epoch_) {
       reason = known->second.second;
@@ -517,7 +519,7 @@ void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
   std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
   });
-  const Eligibility& e = EligibilityOf(p.request);
+  const Eligibility& e = *p.eligibility;
   CapacityState future = state_;
   for (const auto& [end, lease] : ends) {
     GiveBack(*lease, future);

@@ -128,6 +128,11 @@ class Scheduler {
   const PoolTopology& topology() const { return topology_; }
 
  private:
+  // The GPUs a request's static constraints allow, per quota group; shared by every request with
+  // the same constraints (most requests share a handful of shapes).
+  struct Eligibility {
+    std::map<std::string, std::vector<int>> candidates;  // group -> GPU positions, ascending
+  };
   struct PendingRequest {
     LeaseRequest request;
     int64_t submitted_s = 0;
@@ -136,11 +141,10 @@ class Scheduler {
     bool victims_pending = false;  // revocations were issued for it
     std::optional<int64_t> reserved_start_s;
     std::optional<int64_t> guaranteed_since_s;  // within nominal quota continuously since
-  };
-  // The GPUs a request's static constraints allow, per quota group; shared by every request with
-  // the same constraints (most requests share a handful of shapes).
-  struct Eligibility {
-    std::map<std::string, std::vector<int>> candidates;  // group -> GPU positions, ascending
+    // Derived once at submission, used every cycle: the GPUs its constraints allow (an entry of
+    // eligibility_, whose nodes never move) and its shape as a memo key.
+    const Eligibility* eligibility = nullptr;
+    std::string shape_key;
   };
 
   const PriorityClass& ClassOf(const LeaseRequest& r) const;
@@ -164,8 +168,9 @@ class Scheduler {
   bool VictimsStillRunning(const std::string& request_id) const;
   // Reserves, for a blocked gang, the GPUs where it can start soonest.
   void ReserveForGang(PendingRequest& p, int64_t now_s);
-  // A key under which requests of the same shape fail alike while capacity only shrinks.
-  static std::string FailureKey(const LeaseRequest& r, const std::string& group);
+  // A key under which requests of the same shape fail alike while capacity only shrinks (combined
+  // with the quota group when used).
+  static std::string ShapeKey(const LeaseRequest& r);
 
   // Constant after construction.
   const SchedulingConfig* config_;

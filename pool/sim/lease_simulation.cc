@@ -203,8 +203,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
     }
   }
   account_until(horizon);
-  for (const auto& [id, r] : running) (void)id, ++result.jobs_unfinished;
-  result.jobs_unfinished += static_cast<int>(scheduler.Pending().size());
+  result.jobs_unfinished = static_cast<int>(running.size() + scheduler.Pending().size());
 
   result.mean_utilisation = held_milli_seconds / 1000.0 / (result.capacity_gpus * static_cast<double>(horizon));
   result.guaranteed_requests = static_cast<int>(guaranteed_delays.size());
