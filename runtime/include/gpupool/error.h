@@ -11,6 +11,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "gpupool/export.h"
 
@@ -43,6 +44,26 @@ class GPUPOOL_API Error : public std::runtime_error {
 
  private:
   ErrorCode code_;
+};
+
+// A task failed: it threw, ran out of its memory budget, was cancelled, or exhausted its retries.
+// what() reads "task 'Square' (task 12, attempt 1) on node-0/GPU 3: <the original message>".
+class GPUPOOL_API TaskError : public Error {
+ public:
+  TaskError(ErrorCode code, const std::string& message, std::string task_name, std::string location,
+            std::string original_message)
+      : Error(code, message),
+        task_name_(std::move(task_name)),
+        location_(std::move(location)),
+        original_message_(std::move(original_message)) {}
+  const std::string& task_name() const { return task_name_; }
+  const std::string& location() const { return location_; }  // "node-0/GPU 3", "cpu", ...
+  const std::string& original_message() const { return original_message_; }
+
+ private:
+  std::string task_name_;
+  std::string location_;
+  std::string original_message_;
 };
 
 }  // namespace gpupool

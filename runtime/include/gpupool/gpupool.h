@@ -5,13 +5,20 @@
 //   find_package(gpupool REQUIRED)
 //   target_link_libraries(my_program PRIVATE gpupool::runtime)
 //
-// Today the API describes the pool (DescribePool); the task API (Init, Submit, ObjectRef, Get)
-// joins it as the runtime grows.
+// runtime.h is the task API (Init, Submit, Get, Wait, Put, Cancel); remote.h registers functions;
+// task_context.h is what a running task sees; codec.h makes your types travel; pool_description.h
+// describes the pool's GPUs.
 #ifndef GPUPOOL_GPUPOOL_H_
 #define GPUPOOL_GPUPOOL_H_
 
+#include "gpupool/codec.h"
 #include "gpupool/error.h"
+#include "gpupool/object_ref.h"
 #include "gpupool/pool_description.h"
+#include "gpupool/remote.h"
+#include "gpupool/runtime.h"
+#include "gpupool/task_context.h"
+#include "gpupool/task_options.h"
 #include "gpupool/version.h"
 
 #endif  // GPUPOOL_GPUPOOL_H_

@@ -1,0 +1,182 @@
+// The task API's edge: the process's current runtime, Init's flag and environment parsing, and the
+// exported functions the public templates call.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gpupool/runtime.h"
+#include "runtime/api/status_to_error.h"
+#include "runtime/job/job_runtime.h"
+
+namespace gpupool {
+namespace {
+
+// The runtime the free functions use. One per process at a time (see runtime.h for why).
+std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
+
+runtime::JobRuntime& Current() {
+  runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
+  if (rt == nullptr) {
+    throw Error(ErrorCode::kFailedPrecondition, "no gpupool runtime: call gpupool::Init first");
+  }
+  return *rt;
+}
+
+int ParsePositiveInt(const std::string& flag, const std::string& value) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < 1) {
+    throw Error(ErrorCode::kInvalidArgument, flag + " wants a positive whole number, got '" + value + "'");
+  }
+  return n;
+}
+
+double ParsePositiveDouble(const std::string& flag, const std::string& value) {
+  double x = 0;
+  if (!absl::SimpleAtod(value, &x) || !(x > 0)) {
+    throw Error(ErrorCode::kInvalidArgument, flag + " wants a positive number, got '" + value + "'");
+  }
+  return x;
+}
+
+// Applies one setting by its flag name; false when the name is not gpupool's.
+bool ApplySetting(RuntimeOptions& o, const std::string& flag, const std::string& value) {
+  if (flag == "--gpupool-config") o.config_path = value;
+  else if (flag == "--gpupool-simulate") o.simulate = value;
+  else if (flag == "--gpupool-driver") o.driver = value;
+  else if (flag == "--gpupool-nodes") o.node_count = ParsePositiveInt(flag, value);
+  else if (flag == "--gpupool-team") o.team = value;
+  else if (flag == "--gpupool-clock-speed") o.clock_speed = ParsePositiveDouble(flag, value);
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+Runtime::Runtime(std::unique_ptr<runtime::JobRuntime> impl) : impl_(std::move(impl)) {}
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&& o) noexcept {
+  if (this != &o) {
+    Runtime dying(std::move(*this));
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+Runtime::~Runtime() {
+  if (impl_ == nullptr) return;
+  runtime::JobRuntime* expected = impl_.get();
+  current_runtime.compare_exchange_strong(expected, nullptr);
+  impl_.reset();
+}
+
+RuntimeStats Runtime::Stats() const { return impl_->Stats(); }
+const std::string& Runtime::notice() const { return impl_->notice(); }
+
+Runtime Init(RuntimeOptions options) {
+  if (current_runtime.load() != nullptr) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                "a gpupool runtime is already running in this process (one per process)");
+  }
+  std::unique_ptr<runtime::JobRuntime> rt =
+      api::ValueOrThrow(runtime::JobRuntime::Start(std::move(options)));
+  runtime::JobRuntime* expected = nullptr;
+  if (!current_runtime.compare_exchange_strong(expected, rt.get())) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                "a gpupool runtime is already running in this process (one per process)");
+  }
+  return Runtime(std::move(rt));
+}
+
+Runtime Init(int& argc, char** argv) {
+  RuntimeOptions o;
+  const std::pair<const char*, const char*> env[] = {
+      {"GPUPOOL_CONFIG", "--gpupool-config"}, {"GPUPOOL_SIMULATE", "--gpupool-simulate"},
+      {"GPUPOOL_DRIVER", "--gpupool-driver"}, {"GPUPOOL_NODES", "--gpupool-nodes"},
+      {"GPUPOOL_TEAM", "--gpupool-team"},     {"GPUPOOL_CLOCK_SPEED", "--gpupool-clock-speed"}};
+  for (const auto& [var, flag] : env) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') ApplySetting(o, flag, v);
+  }
+  // Flags win over the environment; gpupool's flags are removed so the program sees its own.
+  int kept = argc > 0 ? 1 : 0;
+  for (int i = kept; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--gpupool-", 0) != 0) {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    std::string flag = arg, value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, flag + " needs a value");
+    }
+    if (!ApplySetting(o, flag, value)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "unknown flag " + flag + " (gpupool's: --gpupool-config, --gpupool-simulate, "
+                  "--gpupool-driver, --gpupool-nodes, --gpupool-team, --gpupool-clock-speed)");
+    }
+  }
+  if (argc > 0) {
+    argv[kept] = nullptr;
+    argc = kept;
+  }
+  return Init(std::move(o));
+}
+
+namespace detail {
+
+ObjectHeader* SubmitTask(const FunctionInfo* function, EncodedArgs args, const TaskOptions* options) {
+  runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
+  if (rt == nullptr) {
+    for (ObjectHeader* h : args.deps) Release(h);
+    for (ObjectHeader* h : args.nested) Release(h);
+    Current();  // throws
+  }
+  return rt->Submit(function, std::move(args), options);
+}
+
+ObjectHeader* PutValue(std::unique_ptr<ValueBox> value) { return Current().Put(std::move(value)); }
+
+void CancelObject(ObjectHeader* object) {
+  Current().Cancel(object);
+}
+
+size_t WaitObjects(ObjectHeader* const* objects, size_t count, size_t num_ready,
+                   std::chrono::steady_clock::time_point deadline, bool* ready) {
+  if (count == 0) return 0;
+  return static_cast<runtime::ObjectEntry*>(objects[0])->store->WaitMany(objects, count, num_ready,
+                                                                          deadline, ready);
+}
+
+void FreeObject(ObjectHeader* object) {
+  auto* entry = static_cast<runtime::ObjectEntry*>(object);
+  entry->store->Free(entry);
+}
+
+const ValueBox& AwaitValue(ObjectHeader* object, std::chrono::steady_clock::time_point deadline) {
+  auto* entry = static_cast<runtime::ObjectEntry*>(object);
+  return entry->store->Await(entry, deadline);
+}
+
+ObjectHeader* LookupObject(ObjectId id) {
+  runtime::ObjectEntry* entry = Current().store().Lookup(id);
+  if (entry == nullptr) {
+    throw Error(ErrorCode::kNotFound, absl::StrCat("object ", id,
+                                                   " does not exist: it was freed when its last "
+                                                   "reference went away, or never existed"));
+  }
+  return entry;
+}
+
+void ThrowTypeMismatch(ObjectId id, const std::type_info& stored, const std::type_info& wanted) {
+  throw Error(ErrorCode::kInvalidArgument, absl::StrCat("object ", id, " holds a value of type ",
+                                                        stored.name(), ", read as ", wanted.name()));
+}
+
+}  // namespace detail
+}  // namespace gpupool

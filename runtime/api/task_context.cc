@@ -1,0 +1,81 @@
+// TaskContext and DeviceBuffer: what a running task reads and allocates, over the job runtime's
+// lease bookkeeping and the per-GPU memory pools.
+#include <chrono>
+#include <thread>
+
+#include "gpupool/task_context.h"
+#include "runtime/api/status_to_error.h"
+#include "runtime/job/job_runtime.h"
+#include "runtime/job/lease_run.h"
+
+namespace gpupool {
+namespace {
+const std::vector<SlotInfo>& NoSlots() {
+  static const std::vector<SlotInfo>* none = new std::vector<SlotInfo>();
+  return *none;
+}
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : block_(std::exchange(o.block_, nullptr)) {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    DeviceBuffer dying(std::move(*this));
+    block_ = std::exchange(o.block_, nullptr);
+  }
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (block_ != nullptr) block_->pool->Free(block_);
+}
+void* DeviceBuffer::data() const { return block_ != nullptr ? block_->ptr : nullptr; }
+uint64_t DeviceBuffer::size() const { return block_ != nullptr ? block_->size : 0; }
+int DeviceBuffer::cuda_device() const { return block_ != nullptr ? block_->pool->cuda_device() : -1; }
+
+const std::string& TaskContext::task_name() const { return state_->task->name(); }
+uint64_t TaskContext::task_id() const { return state_->task->id; }
+const std::string& TaskContext::team() const { return state_->task->shape->team; }
+int TaskContext::attempt() const { return state_->task->attempt; }
+
+const std::vector<SlotInfo>& TaskContext::slots() const {
+  return state_->lease != nullptr ? state_->lease->slots : NoSlots();
+}
+int TaskContext::cuda_device() const {
+  return state_->lease != nullptr && state_->lease->memory != nullptr ? state_->lease->memory->cuda_device() : -1;
+}
+void* TaskContext::stream() const {
+  return state_->lease != nullptr && state_->lease->memory != nullptr ? state_->lease->memory->stream() : nullptr;
+}
+uint64_t TaskContext::memory_budget_bytes() const {
+  return state_->lease != nullptr && state_->lease->budget ? state_->lease->budget->limit_bytes : 0;
+}
+uint64_t TaskContext::memory_used_bytes() const {
+  return state_->lease != nullptr && state_->lease->budget ? state_->lease->budget->used_bytes.load() : 0;
+}
+
+DeviceBuffer TaskContext::Allocate(uint64_t bytes) {
+  runtime::LeaseRun* lease = state_->lease;
+  if (lease == nullptr || lease->memory == nullptr) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                "task '" + task_name() + "' has no GPU: give it Gpus(...) to allocate device memory");
+  }
+  return DeviceBuffer(api::ValueOrThrow(lease->memory->Allocate(lease->budget, bytes)));
+}
+
+bool TaskContext::cancelled() const {
+  return state_->task->cancelled.load(std::memory_order_relaxed) ||
+         (state_->lease != nullptr && state_->lease->stop.load(std::memory_order_relaxed));
+}
+
+void TaskContext::Step() {
+  if (cancelled()) throw Error(ErrorCode::kCancelled, "task '" + task_name() + "' was stopped at a safe point");
+}
+
+double TaskContext::pool_time_s() const { return state_->runtime->pool().Now(); }
+
+void TaskContext::SleepPoolTime(double seconds) {
+  if (seconds <= 0) return;
+  double real = seconds / state_->runtime->clock_speed();
+  std::this_thread::sleep_for(std::chrono::duration<double>(real));
+}
+
+}  // namespace gpupool

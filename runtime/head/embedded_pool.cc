@@ -1,0 +1,223 @@
+#include "runtime/head/embedded_pool.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "pool/devices/driver_selection.h"
+#include "pool/health.h"
+
+namespace gpupool::runtime {
+
+absl::StatusOr<std::unique_ptr<EmbeddedPool>> EmbeddedPool::Start(const EmbeddedPoolOptions& options) {
+  if (!(options.clock_speed > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("clock speed must be positive (got ", options.clock_speed, ")"));
+  }
+  std::unique_ptr<EmbeddedPool> p(new EmbeddedPool());
+  if (!options.config_path.empty()) {
+    absl::StatusOr<pool::PoolConfig> config = pool::LoadPoolConfig(options.config_path);
+    if (!config.ok()) return config.status();
+    p->config_ = *std::move(config);
+  } else {
+    p->config_.scheduling = pool::DefaultSchedulingConfig();
+  }
+  pool::DriverChoice choice{.driver = options.driver,
+                            .simulation_spec = options.simulate,
+                            .node_count = options.node_count,
+                            .config = options.config_path.empty() ? nullptr : &p->config_};
+  absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(choice);
+  if (!selected.ok()) return selected.status();
+  p->driver_ = std::move(selected->driver);
+  p->notice_ = std::move(selected->notice);
+  absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = p->driver_->Discover();
+  if (!nodes.ok()) return nodes.status();
+  absl::StatusOr<pool::Inventory> inventory = pool::Inventory::FromDiscovery(*nodes);
+  if (!inventory.ok()) return inventory.status();
+  p->inventory_ = *std::move(inventory);
+  p->clock_speed_ = options.clock_speed;
+  p->health_interval_ = options.health_interval;
+  p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
+  p->start_ = std::chrono::steady_clock::now();
+  {
+    // Health as discovered, so the first poll only reports changes.
+    std::vector<Delivery> none;
+    std::lock_guard<std::mutex> lock(p->mu_);
+    p->PollHealth(none);
+  }
+  p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
+  return p;
+}
+
+EmbeddedPool::~EmbeddedPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+double EmbeddedPool::Now() const {
+  std::chrono::duration<double> real = std::chrono::steady_clock::now() - start_;
+  return real.count() * clock_speed_;
+}
+
+absl::Status EmbeddedPool::Request(pool::LeaseRequest request, LeaseListener* listener) {
+  std::string id = request.id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::StatusOr<std::string> submitted = scheduler_->Submit(std::move(request), NowSeconds());
+    if (!submitted.ok()) return submitted.status();
+    request_listeners_[id] = listener;
+    dirty_ = true;
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddedPool::Withdraw(const std::string& request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status s = scheduler_->Cancel(request_id);
+  if (s.ok()) request_listeners_.erase(request_id);
+  return s;
+}
+
+absl::Status EmbeddedPool::Release(const std::string& lease_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_leases_.find(lease_id) == open_leases_.end()) {
+      return absl::NotFoundError(absl::StrCat("lease '", lease_id, "' is not held"));
+    }
+    absl::Status s = scheduler_->Release(lease_id, NowSeconds());
+    if (!s.ok()) return s;
+    CloseLease(lease_id);
+    dirty_ = true;
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void EmbeddedPool::CloseLease(const std::string& lease_id) {
+  auto it = open_leases_.find(lease_id);
+  if (it == open_leases_.end()) return;
+  double held = (Now() - it->second.started_s) * it->second.gpus;
+  LedgerTeam& team = ledger_[it->second.team];
+  team.leased_gpu_s += held;
+  if (it->second.borrowing) team.borrowed_gpu_s += held;
+  open_leases_.erase(it);
+}
+
+std::map<std::string, LedgerTeam> EmbeddedPool::Ledger() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, LedgerTeam> out = ledger_;
+  double now = Now();
+  for (const auto& [id, lease] : open_leases_) {
+    double held = (now - lease.started_s) * lease.gpus;
+    LedgerTeam& team = out[lease.team];
+    team.leased_gpu_s += held;
+    if (lease.borrowing) team.borrowed_gpu_s += held;
+  }
+  return out;
+}
+
+void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>& out) {
+  const auto& leases = scheduler_->leases();
+  for (const std::string& lease_id : result.granted) {
+    auto it = leases.find(lease_id);
+    if (it == leases.end()) continue;
+    const pool::Lease& lease = it->second;
+    auto listener = request_listeners_.find(lease.request.id);
+    if (listener == request_listeners_.end()) continue;
+    open_leases_[lease_id] = OpenLease{.listener = listener->second,
+                                       .team = lease.request.team,
+                                       .gpus = static_cast<double>(lease.milli) / 1000.0,
+                                       .borrowing = lease.borrowing,
+                                       .started_s = Now()};
+    ++ledger_[lease.request.team].leases;
+    out.push_back(Delivery{listener->second, Delivery::kGranted, lease});
+    request_listeners_.erase(listener);
+  }
+  for (const pool::Revocation& r : result.revoked) {
+    auto it = open_leases_.find(r.lease_id);
+    if (it == open_leases_.end()) continue;
+    Delivery d{it->second.listener, Delivery::kRevoked, pool::Lease{}};
+    d.lease.id = r.lease_id;
+    d.cause = r.cause;
+    d.deadline_s = static_cast<double>(r.deadline_s);
+    out.push_back(std::move(d));
+  }
+  for (const std::string& lease_id : result.expired) {
+    auto it = open_leases_.find(lease_id);
+    if (it == open_leases_.end()) continue;
+    Delivery d{it->second.listener, Delivery::kLost, pool::Lease{}};
+    d.lease.id = lease_id;
+    d.why = "its GPU was lost or it outlived its revocation deadline";
+    out.push_back(std::move(d));
+    CloseLease(lease_id);
+  }
+}
+
+void EmbeddedPool::PollHealth(std::vector<Delivery>& out) {
+  for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
+    absl::StatusOr<pool::GpuHealthReading> reading = driver_->ReadHealth(gpu.ref);
+    if (!reading.ok()) continue;  // unreadable this time; the next poll tries again
+    std::string key = absl::StrCat(gpu.ref.node, "/", gpu.ref.index);
+    auto known = health_.find(key);
+    pool::HealthState previous = known == health_.end() ? gpu.health : known->second;
+    pool::HealthVerdict verdict = pool::AssessHealth(*reading, previous);
+    if (known != health_.end() && verdict.state == previous) continue;
+    health_[key] = verdict.state;
+    if (known == health_.end() && verdict.state == gpu.health) continue;
+    Absorb(scheduler_->SetGpuHealth(gpu.ref, verdict.state, NowSeconds()), out);
+    dirty_ = true;
+  }
+}
+
+void EmbeddedPool::PollHealthNow() {
+  std::vector<Delivery> deliveries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    PollHealth(deliveries);
+  }
+  cv_.notify_all();
+  Deliver(deliveries);
+}
+
+void EmbeddedPool::Deliver(std::vector<Delivery>& deliveries) {
+  for (Delivery& d : deliveries) {
+    switch (d.kind) {
+      case Delivery::kGranted: d.listener->OnGranted(d.lease); break;
+      case Delivery::kRevoked: d.listener->OnRevoked(d.lease.id, d.cause, d.deadline_s); break;
+      case Delivery::kLost: d.listener->OnLost(d.lease.id, d.why); break;
+    }
+  }
+  deliveries.clear();
+}
+
+void EmbeddedPool::Loop() {
+  auto next_health = std::chrono::steady_clock::now() + health_interval_;
+  std::vector<Delivery> deliveries;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    // Revocation deadlines and ageing move with the clock: run a cycle at least every pool
+    // second even when nothing happened, but never more often than every millisecond of real time.
+    auto idle = std::chrono::duration<double>(1.0 / clock_speed_);
+    auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(idle);
+    if (wait < std::chrono::milliseconds(1)) wait = std::chrono::milliseconds(1);
+    if (wait > std::chrono::milliseconds(200)) wait = std::chrono::milliseconds(200);
+    cv_.wait_for(lock, wait, [this] { return stop_ || dirty_; });
+    if (stop_) break;
+    dirty_ = false;
+    if (std::chrono::steady_clock::now() >= next_health) {
+      PollHealth(deliveries);
+      next_health = std::chrono::steady_clock::now() + health_interval_;
+    }
+    Absorb(scheduler_->Schedule(NowSeconds()), deliveries);
+    if (deliveries.empty()) continue;
+    lock.unlock();
+    Deliver(deliveries);
+    lock.lock();
+  }
+}
+
+}  // namespace gpupool::runtime

@@ -1,0 +1,241 @@
+// File: gpupool/runtime.h
+//
+// The task API. Init starts a runtime (an embedded pool over this machine's GPUs, or simulated
+// GPUs when it has none); Submit runs registered functions on pooled GPUs and returns ObjectRefs;
+// Get, Wait, Put and Cancel work on those refs.
+//
+//   int Square(int x) { return x * x; }
+//   GPUPOOL_REMOTE(Square);
+//
+//   int main(int argc, char** argv) {
+//     gpupool::Runtime runtime = gpupool::Init(argc, argv);
+//     gpupool::ObjectRef<int> a = gpupool::Submit(Square, 3);
+//     gpupool::ObjectRef<int> b = gpupool::Task(Square).Gpus(0.25).Team("search").Submit(a);
+//     std::cout << *gpupool::Get(b) << "\n";   // 81: b ran once a existed
+//   }
+//
+// A process has one runtime at a time (Init while one is running throws kFailedPrecondition), as
+// with Ray and MPI: registered functions are process-wide and a process is one node of the job.
+// The free functions use it; the Runtime object owns it and stops it when destroyed (pending tasks
+// fail with kCancelled, running ones finish, leases go back to the pool).
+//
+// Errors: an exception in a task comes back from Get as gpupool::TaskError, naming the task,
+// where it ran and the original message. System failures (a lease lost to a failed or draining GPU)
+// are retried up to TaskOptions::max_retries times. Requests the pool can never satisfy fail the
+// task with the pool's reason (kFailedPrecondition or kInvalidArgument).
+#ifndef GPUPOOL_RUNTIME_H_
+#define GPUPOOL_RUNTIME_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gpupool/error.h"
+#include "gpupool/export.h"
+#include "gpupool/object_ref.h"
+#include "gpupool/remote.h"
+#include "gpupool/task_context.h"
+#include "gpupool/task_options.h"
+
+namespace gpupool {
+
+// Something the pool did for this job, reported as it happens (the demo prints them).
+struct RuntimeEvent {
+  double pool_time_s = 0;
+  std::string kind;    // "lease-granted", "lease-returned", "lease-revoked", "lease-lost",
+                       // "request-refused"
+  std::string team;
+  std::string lease;   // lease id
+  std::string detail;  // where and what: "node-0/GPU 3 fraction 0.25 (borrowed)"
+};
+
+struct RuntimeOptions {
+  // The embedded pool's GPUs: as gpupool::PoolOptions (real GPUs when present, else simulated).
+  std::string driver;        // "", "nvidia" or "simulated"
+  std::string simulate;      // "4xH100-80GB" per node; empty: config file or default
+  int node_count = 1;        // simulated nodes in this process
+  std::string config_path;   // YAML: teams, quotas, priority classes, simulated nodes
+  std::string team = "default";  // team of tasks that name none
+  double clock_speed = 1.0;  // pool seconds per real second (the demo runs hours in seconds)
+  int cpu_workers = 0;       // threads for CPU tasks; 0: one per hardware thread
+  int lease_linger_ms = 200; // an idle lease goes back to the pool after this long
+  int max_leases_per_shape = 64;  // leases one shape of task may hold at once
+  std::function<void(const RuntimeEvent&)> on_event;  // called from the runtime's threads
+};
+
+struct TeamUsage {
+  std::string team;
+  double leased_gpu_hours = 0;    // pool time x GPUs (fractions count their compute share)
+  double borrowed_gpu_hours = 0;  // the part leased beyond the team's nominal quota
+  double busy_gpu_hours = 0;      // time tasks were running on those leases
+  uint64_t leases = 0;
+  uint64_t tasks_run = 0;
+  uint64_t tasks_failed = 0;
+};
+
+struct RuntimeStats {
+  double pool_time_s = 0;
+  double pool_gpus = 0;
+  std::vector<TeamUsage> teams;   // sorted by name
+  uint64_t scrubbed_bytes = 0;    // device memory zeroed before changing team
+  uint64_t live_objects = 0;
+  uint64_t queued_tasks = 0;
+};
+
+namespace runtime {
+class JobRuntime;
+}
+
+class GPUPOOL_API Runtime {
+ public:
+  Runtime(Runtime&&) noexcept;
+  Runtime& operator=(Runtime&&) noexcept;
+  ~Runtime();  // stops the runtime (see above)
+
+  RuntimeStats Stats() const;
+  // Where the pool's notice went ("no NVIDIA driver: simulated pool ..."); empty when none.
+  const std::string& notice() const;
+
+  explicit Runtime(std::unique_ptr<runtime::JobRuntime> impl);
+  // The implementation, for gpupool's own tools and tests (fault injection, the demo's pool view).
+  runtime::JobRuntime& internals() const { return *impl_; }
+
+ private:
+  std::unique_ptr<runtime::JobRuntime> impl_;
+};
+
+// Starts the runtime. The argv form reads and removes gpupool's own flags (`--gpupool-config
+// FILE`, `--gpupool-simulate SPEC`, `--gpupool-nodes N`, `--gpupool-team NAME`,
+// `--gpupool-clock-speed X`), then the environment (GPUPOOL_CONFIG, GPUPOOL_SIMULATE,
+// GPUPOOL_NODES, GPUPOOL_TEAM); flags win. Bad flags throw kInvalidArgument naming the flag.
+GPUPOOL_API Runtime Init(int& argc, char** argv);
+GPUPOOL_API Runtime Init(RuntimeOptions options = {});
+
+namespace detail {
+GPUPOOL_API ObjectHeader* SubmitTask(const FunctionInfo* function, EncodedArgs args,
+                                     const TaskOptions* options);
+GPUPOOL_API ObjectHeader* PutValue(std::unique_ptr<ValueBox> value);
+GPUPOOL_API void CancelObject(ObjectHeader* object);
+// Marks ready[i] for the objects that are ready or failed; returns when at least `num_ready` are,
+// or at the deadline. Returns how many are.
+GPUPOOL_API size_t WaitObjects(ObjectHeader* const* objects, size_t count, size_t num_ready,
+                               std::chrono::steady_clock::time_point deadline, bool* ready);
+
+template <typename F, typename... Args>
+auto SubmitWith(F function, const TaskOptions* options, Args&&... args) {
+  static_assert(std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>,
+                "gpupool: Submit takes a registered function (see GPUPOOL_REMOTE)");
+  using R = StoredResult<typename FunctionTraits<F>::Result>;
+  const FunctionInfo* info = FunctionFor(reinterpret_cast<const void*>(function));
+  return ObjectRef<R>::Adopt(
+      SubmitTask(info, EncodeArgs<F>(std::forward<Args>(args)...), options));
+}
+}  // namespace detail
+
+// A task with options, submitted by Submit(args...). Options chain as in TaskOptions.
+template <typename F>
+class TaskBuilder {
+ public:
+  explicit TaskBuilder(F function) : function_(function) {}
+  TaskBuilder& Options(TaskOptions o) { options_ = std::move(o); return *this; }
+  TaskBuilder& Gpus(double n) { options_.Gpus(n); return *this; }
+  TaskBuilder& GpuMemoryMib(int64_t mib) { options_.GpuMemoryMib(mib); return *this; }
+  TaskBuilder& Models(std::vector<std::string> m) { options_.Models(std::move(m)); return *this; }
+  TaskBuilder& Label(std::string k, std::string v) { options_.Label(std::move(k), std::move(v)); return *this; }
+  TaskBuilder& AvoidLabel(std::string k, std::string v) { options_.AvoidLabel(std::move(k), std::move(v)); return *this; }
+  TaskBuilder& HardwareIsolation(bool on = true) { options_.HardwareIsolation(on); return *this; }
+  TaskBuilder& Team(std::string t) { options_.Team(std::move(t)); return *this; }
+  TaskBuilder& Project(std::string p) { options_.Project(std::move(p)); return *this; }
+  TaskBuilder& WorkloadClass(std::string c) { options_.WorkloadClass(std::move(c)); return *this; }
+  TaskBuilder& PriorityClass(std::string c) { options_.PriorityClass(std::move(c)); return *this; }
+  TaskBuilder& MaxRetries(int n) { options_.MaxRetries(n); return *this; }
+  TaskBuilder& Name(std::string n) { options_.Name(std::move(n)); return *this; }
+
+  template <typename... Args>
+  auto Submit(Args&&... args) const {
+    return detail::SubmitWith(function_, &options_, std::forward<Args>(args)...);
+  }
+  const TaskOptions& options() const { return options_; }
+
+ private:
+  F function_;
+  TaskOptions options_;
+};
+
+template <typename F>
+TaskBuilder<F> Task(F function) {
+  return TaskBuilder<F>(function);
+}
+
+// Submits with default options: a CPU task of the runtime's default team.
+template <typename F, typename... Args>
+auto Submit(F function, Args&&... args) {
+  return detail::SubmitWith(function, nullptr, std::forward<Args>(args)...);
+}
+
+// Waits for the value and returns a read-only view of it (no copy). Throws the task's failure,
+// kDeadlineExceeded after `timeout`, or kFailedPrecondition for an empty ref.
+template <typename T>
+View<T> Get(const ObjectRef<T>& ref) {
+  return ref.GetView();
+}
+template <typename T, typename Rep, typename Period>
+View<T> Get(const ObjectRef<T>& ref, std::chrono::duration<Rep, Period> timeout) {
+  return ref.GetView(std::chrono::steady_clock::now() + timeout);
+}
+template <typename T>
+std::vector<View<T>> Get(const std::vector<ObjectRef<T>>& refs) {
+  std::vector<View<T>> views;
+  views.reserve(refs.size());
+  for (const ObjectRef<T>& r : refs) views.push_back(r.GetView());
+  return views;
+}
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;      // in the order given
+  std::vector<ObjectRef<T>> not_ready;
+};
+
+// Returns once `num_ready` of the refs are ready (or failed), or at the timeout, as Ray's wait.
+template <typename T, typename Rep = int64_t, typename Period = std::ratio<1>>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, size_t num_ready,
+                   std::chrono::duration<Rep, Period> timeout = std::chrono::hours(24 * 365)) {
+  std::vector<detail::ObjectHeader*> headers;
+  headers.reserve(refs.size());
+  for (const ObjectRef<T>& r : refs) {
+    if (r.empty()) throw Error(ErrorCode::kFailedPrecondition, "Wait on an empty ObjectRef");
+    headers.push_back(r.header());
+  }
+  std::unique_ptr<bool[]> ready(new bool[refs.size()]());
+  detail::WaitObjects(headers.data(), headers.size(), num_ready,
+                      std::chrono::steady_clock::now() + timeout, ready.get());
+  WaitResult<T> result;
+  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? result.ready : result.not_ready).push_back(refs[i]);
+  return result;
+}
+
+// Stores a value: copied once from an lvalue, moved from an rvalue.
+template <typename T>
+ObjectRef<std::remove_cvref_t<T>> Put(T&& value) {
+  using V = std::remove_cvref_t<T>;
+  return ObjectRef<V>::Adopt(
+      detail::PutValue(std::make_unique<detail::TypedBox<V>>(std::forward<T>(value))));
+}
+
+// A pending task is dropped and its result fails with kCancelled; a running one sees
+// TaskContext::cancelled() (and Step() throws), and its result fails with kCancelled. No effect on
+// a finished one or a Put value.
+template <typename T>
+void Cancel(const ObjectRef<T>& ref) {
+  if (!ref.empty()) detail::CancelObject(ref.header());
+}
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_RUNTIME_H_

@@ -1,0 +1,109 @@
+// File: gpupool/task_context.h
+//
+// What a running task knows about where it runs. A remote function that takes
+// `gpupool::TaskContext&` as its first parameter receives one:
+//
+//   float Score(gpupool::TaskContext& ctx, int batch) {
+//     gpupool::DeviceBuffer scratch = ctx.Allocate(256 << 20);  // from this lease's budget
+//     launch_kernel(scratch.data(), ctx.stream(), ...);
+//     ctx.Step();   // a safe point: cancellation (and, later, checkpoints) happen here
+//     ...
+//   }
+//
+// Memory: each lease has a budget (the fraction's memory, or the whole GPU's). Allocate throws
+// gpupool::Error(kResourceExhausted) when the task would exceed it; only that task fails. Memory
+// that last belonged to another team is zeroed before it is handed out.
+//
+// A TaskContext is valid only during the task's call, on the thread that runs it.
+#ifndef GPUPOOL_TASK_CONTEXT_H_
+#define GPUPOOL_TASK_CONTEXT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpupool/export.h"
+
+namespace gpupool {
+
+namespace detail {
+struct TaskState;
+}  // namespace detail
+namespace runtime {
+struct MemoryBlock;
+}  // namespace runtime
+
+// One slot of the task's lease.
+struct SlotInfo {
+  std::string node;
+  int gpu_index = 0;         // the GPU's index on its node
+  std::string model;         // catalogue name
+  int cuda_device = -1;      // CUDA ordinal in this process; -1 on a simulated GPU
+  std::string kind;          // "whole" | "fraction"
+  int compute_milli = 1000;  // share of the GPU's compute
+  uint64_t memory_budget_bytes = 0;
+};
+
+// Device memory allocated from a lease's budget: on a real GPU, stream-ordered device memory; on a
+// simulated GPU, host memory with the same accounting. Move-only; freed (and returned to the
+// budget) when destroyed. To hand one to another task, Put it and pass the ObjectRef: device
+// buffers travel by reference, never by value.
+class GPUPOOL_API DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const;
+  uint64_t size() const;
+  int cuda_device() const;  // -1 when simulated (data() is then host memory)
+  bool empty() const { return block_ == nullptr; }
+
+  explicit DeviceBuffer(runtime::MemoryBlock* block) : block_(block) {}
+
+ private:
+  runtime::MemoryBlock* block_ = nullptr;
+};
+
+class GPUPOOL_API TaskContext {
+ public:
+  explicit TaskContext(detail::TaskState* state) : state_(state) {}
+
+  const std::string& task_name() const;
+  uint64_t task_id() const;
+  const std::string& team() const;
+  int attempt() const;  // 0 on the first run, then 1, 2, ... after system failures
+
+  // The lease's slots; empty for a CPU task.
+  const std::vector<SlotInfo>& slots() const;
+  // The first slot's CUDA device and a stream of this lease on it (a cudaStream_t; nullptr when
+  // simulated or for a CPU task).
+  int cuda_device() const;
+  void* stream() const;
+
+  uint64_t memory_budget_bytes() const;
+  uint64_t memory_used_bytes() const;
+  // Allocates on the first slot's GPU; throws kResourceExhausted beyond the budget.
+  DeviceBuffer Allocate(uint64_t bytes);
+
+  // Cancel() was called on the task's result, the lease was revoked, or the runtime is stopping.
+  bool cancelled() const;
+  // A safe point: throws gpupool::Error(kCancelled) when cancelled, so a cooperative task stops
+  // here. The checkpoint protocol builds on it.
+  void Step();
+
+  // The pool's clock, in seconds since the runtime started. The demo and simulations run it faster
+  // than real time (RuntimeOptions::clock_speed); SleepPoolTime sleeps pool seconds accordingly.
+  double pool_time_s() const;
+  void SleepPoolTime(double seconds);
+
+ private:
+  detail::TaskState* state_;
+};
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_TASK_CONTEXT_H_

@@ -1,0 +1,109 @@
+// File: runtime/job/job_runtime.h
+//
+// The job runtime (DESIGN §2): queues tasks by resource shape, asks the pool for leases while a
+// shape has backlog, runs many tasks on each lease in this process, and hands idle leases back
+// after a short linger so the capacity flows back to the pool.
+//
+//   - CPU tasks (Gpus(0)) run on `cpu_workers` threads, without leases.
+//   - Each GPU lease gets one worker thread that runs that shape's tasks one after another with
+//     the lease's slots, memory budget and stream; several leases of one shape (fractions packed
+//     onto one GPU, or several GPUs) run in parallel.
+//   - A task becomes runnable when its dependencies are resolved; a failed dependency fails it.
+//   - A revoked or lost lease stops its worker: the running task sees cancellation, and is
+//     requeued (attempt + 1) up to its max_retries, then fails with kUnavailable.
+//
+// Owns the embedded pool, the object store (until it is orphaned at shutdown: refs may outlive
+// the runtime) and the per-GPU memory pools. Thread-safe.
+#ifndef GPUPOOL_RUNTIME_JOB_JOB_RUNTIME_H_
+#define GPUPOOL_RUNTIME_JOB_JOB_RUNTIME_H_
+
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "gpupool/runtime.h"
+#include "runtime/gpu/memory_pool.h"
+#include "runtime/head/embedded_pool.h"
+#include "runtime/job/lease_run.h"
+#include "runtime/objects/object_store.h"
+#include "runtime/tasks/task.h"
+
+namespace gpupool::runtime {
+
+class JobRuntime final : public LeaseListener {
+ public:
+  static absl::StatusOr<std::unique_ptr<JobRuntime>> Start(RuntimeOptions options);
+  ~JobRuntime() override;
+
+  // Throws gpupool::Error for what the caller got wrong; a task the pool refuses fails its result.
+  detail::ObjectHeader* Submit(const detail::FunctionInfo* function, detail::EncodedArgs args,
+                               const TaskOptions* options);
+  detail::ObjectHeader* Put(std::unique_ptr<detail::ValueBox> value);
+  void Cancel(detail::ObjectHeader* object);
+
+  ObjectStore& store() { return *store_; }
+  EmbeddedPool& pool() { return *pool_; }
+  RuntimeStats Stats() const;
+  const std::string& notice() const { return pool_->notice(); }
+  double clock_speed() const { return options_.clock_speed; }
+  GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu);
+
+  // LeaseListener (called by the pool's thread).
+  void OnGranted(const pool::Lease& lease) override;
+  void OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) override;
+  void OnLost(const std::string& lease_id, const std::string& why) override;
+
+ private:
+  explicit JobRuntime(RuntimeOptions options) : options_(std::move(options)) {}
+  TaskShape* ShapeFor(const TaskOptions* options);
+  absl::Status ResolveShape(TaskShape& shape) const;
+  void MakeRunnable(Task* task);   // its dependencies are all resolved
+  void Enqueue(Task* task);
+  void DependencyResolved(Task* task, ObjectEntry* dependency);
+  // Resolves the task's result and frees the task; schedules whoever waited for the result.
+  void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
+  void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message);
+  void Execute(Task* task, LeaseRun* lease);
+  void CpuWorker();
+  void LeaseWorker(LeaseRun* run);
+  void MaybeRequestLeases(TaskShape* shape);
+  void RefuseShape(TaskShape* shape, const absl::Status& why);
+  void Emit(const std::string& kind, const std::string& team, const std::string& lease,
+            const std::string& detail);
+  ShapeCounters& CountersFor(const TaskShape* shape);
+
+  RuntimeOptions options_;
+  std::string job_id_;
+  std::unique_ptr<EmbeddedPool> pool_;
+  std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
+  std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed
+  std::atomic<uint64_t> next_task_id_{1};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
+
+  std::mutex shapes_mu_;
+  TaskShape* default_shape_ = nullptr;
+  std::vector<std::unique_ptr<TaskShape>> shapes_;             // guarded by shapes_mu_
+  std::vector<std::unique_ptr<ShapeQueue>> queues_;            // guarded by shapes_mu_
+  std::map<std::string, TaskShape*> shape_index_;              // guarded by shapes_mu_
+  std::map<const TaskShape*, std::unique_ptr<ShapeCounters>> counters_;  // guarded by shapes_mu_
+  ShapeQueue cpu_queue_;
+  std::vector<std::thread> cpu_threads_;
+
+  std::mutex leases_mu_;
+  std::map<std::string, TaskShape*> pending_requests_;          // guarded by leases_mu_
+  std::map<std::string, std::unique_ptr<LeaseRun>> runs_;       // guarded by leases_mu_
+  std::list<std::unique_ptr<LeaseRun>> finished_runs_;          // guarded by leases_mu_
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_JOB_JOB_RUNTIME_H_

@@ -1,0 +1,148 @@
+#include "runtime/objects/object_store.h"
+
+#include <utility>
+
+namespace gpupool::runtime {
+
+ObjectEntry* ObjectStore::Register(ObjectEntry* entry) {
+  entry->store = this;
+  entry->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  live_.fetch_add(1, std::memory_order_relaxed);
+  holds_.fetch_add(1, std::memory_order_relaxed);
+  Shard& shard = shards_[entry->id % kShards];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  shard.entries.emplace(entry->id, entry);
+  return entry;
+}
+
+ObjectEntry* ObjectStore::CreatePending() { return Register(new ObjectEntry()); }
+
+ObjectEntry* ObjectStore::CreateReady(std::unique_ptr<detail::ValueBox> value) {
+  ObjectEntry* entry = new ObjectEntry();
+  entry->value = std::move(value);
+  entry->state.store(detail::kObjectReady, std::memory_order_release);
+  return Register(entry);
+}
+
+std::vector<Task*> ObjectStore::Resolve(ObjectEntry* entry, uint32_t state,
+                                        std::unique_ptr<detail::ValueBox> value,
+                                        std::exception_ptr failure) {
+  std::vector<Task*> dependents;
+  {
+    std::lock_guard<std::mutex> lock(entry->mu);
+    if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return {};
+    entry->value = std::move(value);
+    entry->failure = std::move(failure);
+    entry->producer = nullptr;
+    // seq_cst pairs with the waiter's increment of waiters_ (see Await): either the waiter sees
+    // this state, or this thread sees the waiter and wakes it.
+    entry->state.store(state, std::memory_order_seq_cst);
+    dependents.swap(entry->dependents);
+  }
+  WakeWaiters();
+  return dependents;
+}
+
+std::vector<Task*> ObjectStore::Complete(ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value) {
+  return Resolve(entry, detail::kObjectReady, std::move(value), nullptr);
+}
+
+std::vector<Task*> ObjectStore::Fail(ObjectEntry* entry, std::exception_ptr failure) {
+  return Resolve(entry, detail::kObjectFailed, nullptr, std::move(failure));
+}
+
+bool ObjectStore::AddDependent(ObjectEntry* entry, Task* task) {
+  std::lock_guard<std::mutex> lock(entry->mu);
+  if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
+  entry->dependents.push_back(task);
+  return true;
+}
+
+void ObjectStore::WakeWaiters() {
+  if (waiters_.load(std::memory_order_seq_cst) == 0) return;
+  { std::lock_guard<std::mutex> lock(wait_mu_); }
+  wait_cv_.notify_all();
+}
+
+const detail::ValueBox& ObjectStore::Await(ObjectEntry* entry,
+                                           std::chrono::steady_clock::time_point deadline) {
+  auto resolved = [entry] {
+    return entry->state.load(std::memory_order_acquire) != detail::kObjectPending;
+  };
+  if (!resolved()) {
+    // A short spin catches tasks that finish within microseconds without sleeping.
+    for (int i = 0; i < 200 && !resolved(); ++i) __builtin_ia32_pause();
+  }
+  if (!resolved()) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    bool ok = deadline == std::chrono::steady_clock::time_point::max()
+                  ? (wait_cv_.wait(lock, resolved), true)
+                  : wait_cv_.wait_until(lock, deadline, resolved);
+    lock.unlock();
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+    if (!ok) {
+      throw Error(ErrorCode::kDeadlineExceeded,
+                  "object " + std::to_string(entry->id) + " was not ready before the timeout");
+    }
+  }
+  if (entry->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+    std::rethrow_exception(entry->failure);
+  }
+  return *entry->value;
+}
+
+size_t ObjectStore::WaitMany(detail::ObjectHeader* const* objects, size_t count, size_t num_ready,
+                             std::chrono::steady_clock::time_point deadline, bool* ready) {
+  if (num_ready > count) num_ready = count;
+  auto scan = [&] {
+    size_t n = 0;
+    for (size_t i = 0; i < count; ++i) {
+      ready[i] = objects[i]->state.load(std::memory_order_acquire) != detail::kObjectPending;
+      n += ready[i];
+    }
+    return n;
+  };
+  if (scan() >= num_ready) return scan();
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  {
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    wait_cv_.wait_until(lock, deadline, [&] { return scan() >= num_ready; });
+  }
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return scan();
+}
+
+ObjectEntry* ObjectStore::Lookup(ObjectId id) {
+  Shard& shard = shards_[id % kShards];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.entries.find(id);
+  if (it == shard.entries.end()) return nullptr;
+  // An entry whose count already reached zero is being freed: it is gone for the caller.
+  int64_t refs = it->second->refs.load(std::memory_order_relaxed);
+  while (refs > 0) {
+    if (it->second->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) {
+      return it->second;
+    }
+  }
+  return nullptr;
+}
+
+void ObjectStore::Free(ObjectEntry* entry) {
+  {
+    Shard& shard = shards_[entry->id % kShards];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.entries.erase(entry->id);
+  }
+  delete entry;
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  Unref();
+}
+
+void ObjectStore::Unref() {
+  if (holds_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+void ObjectStore::Orphan(std::unique_ptr<ObjectStore> store) { store.release()->Unref(); }
+
+}  // namespace gpupool::runtime

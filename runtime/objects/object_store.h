@@ -1,0 +1,105 @@
+// File: runtime/objects/object_store.h
+//
+// The job's object store: every task result and Put value, held typed in host memory (device
+// buffers are values too: a DeviceBuffer handle), reference counted, freed when the last ObjectRef,
+// View or task holding it goes away. Ids are unique per store; the id table serves lookups of refs
+// that travelled as ids.
+//
+// Lifecycle of an entry: pending (a task will produce it) -> ready | failed. The transition happens
+// once, under the entry's mutex, which also guards the list of tasks waiting for it (dependents).
+// Waiters block on one store-wide condition variable that is only touched when somebody waits, so
+// completing objects nobody waits for costs no system call.
+//
+// Ownership: the store outlives its entries. Its owner gives it up with Orphan(); the store then
+// deletes itself when its last entry is freed (ObjectRefs may outlive the runtime that made them).
+//
+// Thread-safe.
+#ifndef GPUPOOL_RUNTIME_OBJECTS_OBJECT_STORE_H_
+#define GPUPOOL_RUNTIME_OBJECTS_OBJECT_STORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "gpupool/object_ref.h"
+
+namespace gpupool::runtime {
+
+struct Task;
+class ObjectStore;
+
+struct ObjectEntry : detail::ObjectHeader {
+  ObjectStore* store = nullptr;
+  std::unique_ptr<detail::ValueBox> value;  // when ready
+  std::exception_ptr failure;               // when failed
+
+  std::mutex mu;                   // guards the state transition and the fields below
+  std::vector<Task*> dependents;   // tasks waiting for this object (each holds a count on it)
+  Task* producer = nullptr;        // the task that will produce it, while pending (for Cancel)
+};
+
+class ObjectStore {
+ public:
+  ObjectStore() = default;
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  // A new pending entry with one reference (the caller's).
+  ObjectEntry* CreatePending();
+  // A new ready entry holding `value`, with one reference.
+  ObjectEntry* CreateReady(std::unique_ptr<detail::ValueBox> value);
+
+  // Resolves a pending entry; returns the tasks that were waiting for it. A second resolution is
+  // ignored (returns nothing): a cancelled task's late result is dropped this way.
+  std::vector<Task*> Complete(ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value);
+  std::vector<Task*> Fail(ObjectEntry* entry, std::exception_ptr failure);
+
+  // Registers `task` as waiting for `entry` unless it is already resolved; returns whether it
+  // registered (false: resolved, look at its state).
+  bool AddDependent(ObjectEntry* entry, Task* task);
+
+  const detail::ValueBox& Await(ObjectEntry* entry, std::chrono::steady_clock::time_point deadline);
+  size_t WaitMany(detail::ObjectHeader* const* objects, size_t count, size_t num_ready,
+                  std::chrono::steady_clock::time_point deadline, bool* ready);
+
+  // Retains and returns a live entry; nullptr when unknown or freed.
+  ObjectEntry* Lookup(ObjectId id);
+  // Called when an entry's count reaches zero.
+  void Free(ObjectEntry* entry);
+
+  uint64_t live_objects() const { return live_.load(std::memory_order_relaxed); }
+
+  // Gives up ownership: the store deletes itself once its last entry is freed.
+  static void Orphan(std::unique_ptr<ObjectStore> store);
+
+ private:
+  static constexpr int kShards = 32;
+  struct Shard {
+    std::mutex mu;
+    absl::flat_hash_map<ObjectId, ObjectEntry*> entries;
+  };
+  ObjectEntry* Register(ObjectEntry* entry);
+  std::vector<Task*> Resolve(ObjectEntry* entry, uint32_t state, std::unique_ptr<detail::ValueBox> value,
+                             std::exception_ptr failure);
+  void WakeWaiters();
+  void Unref();  // one of live entries or the owner's hold went away
+
+  std::atomic<ObjectId> next_id_{1};
+  std::atomic<uint64_t> live_{0};
+  std::atomic<int64_t> holds_{1};  // live entries + 1 while owned
+  Shard shards_[kShards];
+
+  std::atomic<int> waiters_{0};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_OBJECTS_OBJECT_STORE_H_

@@ -1,0 +1,69 @@
+#include "runtime/tasks/task.h"
+
+namespace gpupool::runtime {
+
+void ShapeQueue::Push(Task* task) {
+  task->next = nullptr;
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tail_ == nullptr) {
+      head_ = tail_ = task;
+    } else {
+      tail_->next = task;
+      tail_ = task;
+    }
+    size_.fetch_add(1, std::memory_order_relaxed);
+    wake = idle_ > 0;
+  }
+  if (wake) cv_.notify_one();
+}
+
+size_t ShapeQueue::PopBatch(Task** out, size_t max, std::chrono::steady_clock::time_point deadline,
+                            const std::atomic<bool>& stop) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (head_ == nullptr) {
+    if (stop.load(std::memory_order_relaxed)) return 0;
+    ++idle_;
+    bool timed_out = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+    --idle_;
+    if (timed_out && head_ == nullptr) return 0;
+  }
+  size_t n = 0;
+  while (head_ != nullptr && n < max) {
+    out[n++] = head_;
+    head_ = head_->next;
+  }
+  if (head_ == nullptr) tail_ = nullptr;
+  size_.fetch_sub(n, std::memory_order_relaxed);
+  return n;
+}
+
+bool ShapeQueue::Remove(Task* task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Task* prev = nullptr;
+  for (Task* t = head_; t != nullptr; prev = t, t = t->next) {
+    if (t != task) continue;
+    (prev == nullptr ? head_ : prev->next) = t->next;
+    if (tail_ == t) tail_ = prev;
+    size_.fetch_sub(1, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+void ShapeQueue::WakeAll() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
+std::vector<Task*> ShapeQueue::TakeAll() {
+  std::vector<Task*> all;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Task* t = head_; t != nullptr; t = t->next) all.push_back(t);
+  head_ = tail_ = nullptr;
+  size_.store(0, std::memory_order_relaxed);
+  return all;
+}
+
+}  // namespace gpupool::runtime
