@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: installs what gpupool needs, builds it, and runs the main job:
-# the pool gpupool would manage on this machine (real GPUs when present, else simulated), and a
-# MIG plan made by the same planner the pool uses.
+# The README's first command: installs what gpupool needs, builds it, shows the pool gpupool would
+# manage on this machine (real GPUs when present, else simulated), and runs the main job:
+# `gpupool demo`, three teams sharing the embedded pool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -10,5 +10,5 @@ echo
 echo "== gpupool devices: the pool on this machine =="
 ./build/runtime/gpupool devices
 echo
-echo "== gpupool mig plan: one H100 split for three teams =="
-./build/runtime/gpupool mig plan --model H100-80GB --profiles 3g.40gb,2g.20gb,1g.10gb,1g.10gb
+echo "== gpupool demo: three teams share the pool (pool clock runs 1800x) =="
+./build/runtime/gpupool demo

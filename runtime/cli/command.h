@@ -26,6 +26,7 @@ class CommandFailed : public std::runtime_error {
   int exit_code_;
 };
 
+void RegisterDemoCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
 void RegisterMigCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);

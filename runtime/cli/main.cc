@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"gpupool: one pool of GPUs shared by many teams"};
   app.require_subcommand(1);
+  gpupool::cli::RegisterDemoCommand(app);
   gpupool::cli::RegisterDevicesCommand(app);
   gpupool::cli::RegisterMigCommand(app);
   gpupool::cli::RegisterSimulateCommand(app);

@@ -18,13 +18,17 @@ absl::StatusOr<std::unique_ptr<EmbeddedPool>> EmbeddedPool::Start(const Embedded
     absl::StatusOr<pool::PoolConfig> config = pool::LoadPoolConfig(options.config_path);
     if (!config.ok()) return config.status();
     p->config_ = *std::move(config);
+  } else if (!options.config_text.empty()) {
+    absl::StatusOr<pool::PoolConfig> config = pool::ParsePoolConfig(options.config_text, "<inline configuration>");
+    if (!config.ok()) return config.status();
+    p->config_ = *std::move(config);
   } else {
     p->config_.scheduling = pool::DefaultSchedulingConfig();
   }
   pool::DriverChoice choice{.driver = options.driver,
                             .simulation_spec = options.simulate,
                             .node_count = options.node_count,
-                            .config = options.config_path.empty() ? nullptr : &p->config_};
+                            .config = options.config_path.empty() && options.config_text.empty() ? nullptr : &p->config_};
   absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(choice);
   if (!selected.ok()) return selected.status();
   p->driver_ = std::move(selected->driver);

@@ -52,6 +52,7 @@ struct EmbeddedPoolOptions {
   std::string simulate;
   int node_count = 1;
   std::string config_path;     // empty: an open pool (no teams, no quotas)
+  std::string config_text;     // YAML given inline; used when config_path is empty
   double clock_speed = 1.0;    // pool seconds per real second; > 0
   std::chrono::milliseconds health_interval{1000};  // real time between health polls
 };

@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   const RuntimeOptions& o = rt->options_;
   absl::StatusOr<std::unique_ptr<EmbeddedPool>> pool = EmbeddedPool::Start(EmbeddedPoolOptions{
       .driver = o.driver, .simulate = o.simulate, .node_count = o.node_count,
-      .config_path = o.config_path, .clock_speed = o.clock_speed});
+      .config_path = o.config_path, .config_text = o.config_text, .clock_speed = o.clock_speed});
   if (!pool.ok()) return pool.status();
   rt->pool_ = *std::move(pool);
   rt->store_ = std::make_unique<ObjectStore>();

@@ -60,6 +60,7 @@ struct RuntimeOptions {
   std::string simulate;      // "4xH100-80GB" per node; empty: config file or default
   int node_count = 1;        // simulated nodes in this process
   std::string config_path;   // YAML: teams, quotas, priority classes, simulated nodes
+  std::string config_text;   // the same YAML given inline (instead of config_path)
   std::string team = "default";  // team of tasks that name none
   double clock_speed = 1.0;  // pool seconds per real second (the demo runs hours in seconds)
   int cpu_workers = 0;       // threads for CPU tasks; 0: one per hardware thread

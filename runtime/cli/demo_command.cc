@@ -1,0 +1,187 @@
+// `gpupool demo`: the README's main job. Three teams share the embedded pool (2 simulated nodes x
+// 4 H100 when the machine has no GPU; its real GPUs when it has): a training gang within its
+// guaranteed quota, bursty experiments borrowing idle GPUs (and giving them back when the owner
+// reclaims them), and an inference fan-out packing many small tasks onto fractions of GPUs. The
+// pool's clock runs fast (default 1 real second = 30 pool minutes) so hours pass in seconds.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gpupool/gpupool.h"
+#include "runtime/cli/command.h"
+#include "runtime/cli/text_table.h"
+
+namespace gpupool::cli {
+namespace {
+
+// Every catalogue model in one quota group, so the demo's quotas apply to whatever GPUs it finds.
+constexpr char kDemoConfig[] = R"(
+model_groups:
+  gpus: [H100-80GB, H200-141GB, A100-80GB, A100-40GB, A30-24GB, L40S, L4, A10, T4, V100-16GB, V100-32GB]
+teams:
+  - name: vision
+    weight: 2
+    quotas: [{gpus: gpus, nominal: 4, lending_limit: 4}]
+  - name: nlp
+    quotas: [{gpus: gpus, nominal: 2, borrowing_limit: 6}]
+  - name: search
+    quotas: [{gpus: gpus, nominal: 2, borrowing_limit: 2}]
+)";
+
+// A training step loop: `hours` of pool time in one-minute steps, each a safe point.
+int TrainModel(gpupool::TaskContext& ctx, double hours) {
+  int steps = static_cast<int>(hours * 60);
+  for (int i = 0; i < steps; ++i) {
+    ctx.SleepPoolTime(60);
+    ctx.Step();
+  }
+  return steps;
+}
+
+// An experiment: `minutes` of pool time, stopping promptly when its borrowed GPU is reclaimed
+// (the runtime then runs it again on whatever it gets next).
+int RunExperiment(gpupool::TaskContext& ctx, int id, double minutes) {
+  for (int i = 0; i < static_cast<int>(minutes); ++i) {
+    ctx.SleepPoolTime(60);
+    ctx.Step();
+  }
+  return id;
+}
+
+// One inference request on a GPU fraction: a few pool seconds, with scratch memory from the
+// fraction's budget.
+float Infer(gpupool::TaskContext& ctx, int request) {
+  gpupool::DeviceBuffer scratch = ctx.Allocate(64ull << 20);
+  ctx.SleepPoolTime(20);
+  return static_cast<float>(request % 97) / 97.0f;
+}
+
+GPUPOOL_REMOTE(TrainModel);
+GPUPOOL_REMOTE(RunExperiment);
+GPUPOOL_REMOTE(Infer);
+
+std::string Clock(double pool_s) {
+  int minutes = static_cast<int>(pool_s / 60);
+  return absl::StrFormat("%02d:%02d", minutes / 60, minutes % 60);
+}
+
+void RunDemo(double clock_speed, bool quiet) {
+  std::mutex print_mu;
+  gpupool::RuntimeOptions options;
+  options.config_text = kDemoConfig;
+  options.simulate = "4xH100-80GB";
+  options.node_count = 2;
+  options.clock_speed = clock_speed;
+  options.lease_linger_ms = 100;
+  options.on_event = [&](const gpupool::RuntimeEvent& e) {
+    if (quiet) return;
+    std::lock_guard<std::mutex> lock(print_mu);
+    std::printf("[%s] %-7s %-15s %s\n", Clock(e.pool_time_s).c_str(), e.team.c_str(),
+                e.kind.c_str(), e.detail.c_str());
+    std::fflush(stdout);
+  };
+  std::string notice;
+  gpupool::Runtime runtime = [&] {
+    try {
+      return gpupool::Init(options);
+    } catch (const gpupool::Error& e) {
+      // A real GPU whose driver refuses us: fall back to the simulated pool, and say so.
+      if (options.driver.empty()) {
+        notice = std::string("real GPUs unusable (") + e.what() + "): using simulated ones";
+        options.driver = "simulated";
+        return gpupool::Init(options);
+      }
+      throw;
+    }
+  }();
+  if (!runtime.notice().empty()) notice = runtime.notice();
+  if (!notice.empty()) std::fprintf(stderr, "gpupool: %s\n", notice.c_str());
+  gpupool::RuntimeStats start = runtime.Stats();
+  std::printf("gpupool demo: %g GPUs, teams vision (4 guaranteed), nlp (2, may borrow 6 more), "
+              "search (2)\npool clock x%g: 1 real second = %g pool minutes\n\n",
+              start.pool_gpus, clock_speed, clock_speed / 60);
+  std::fflush(stdout);
+
+  auto real_for_pool = [&](double pool_s) {
+    return std::chrono::duration<double>(pool_s / clock_speed);
+  };
+  // nlp bursts first: a sprint of 6 one-hour experiments on an idle pool borrows beyond its 2.
+  std::vector<gpupool::ObjectRef<int>> experiments;
+  for (int i = 0; i < 6; ++i) {
+    experiments.push_back(gpupool::Task(RunExperiment).Gpus(1).Team("nlp")
+                              .PriorityClass("experiment").MaxRetries(20).Submit(i, 60.0));
+  }
+  // search fans out 400 inference requests on eighths of GPUs, packed within its 2 GPUs.
+  std::vector<gpupool::ObjectRef<float>> answers;
+  for (int i = 0; i < 400; ++i) {
+    answers.push_back(gpupool::Task(Infer).Gpus(0.125).GpuMemoryMib(8192).Team("search")
+                          .PriorityClass("production-inference").Submit(i));
+  }
+  std::this_thread::sleep_for(real_for_pool(30 * 60));
+  // vision starts training on its guaranteed 4 GPUs half an hour in: it reclaims what nlp borrowed.
+  gpupool::ObjectRef<int> training = gpupool::Task(TrainModel).Gpus(4).Team("vision")
+                                         .PriorityClass("training").Submit(3.0);
+  // A second nlp burst arrives while vision trains: it can only borrow what is still idle.
+  std::this_thread::sleep_for(real_for_pool(60 * 60));
+  for (int i = 6; i < 10; ++i) {
+    experiments.push_back(gpupool::Task(RunExperiment).Gpus(1).Team("nlp")
+                              .PriorityClass("experiment").MaxRetries(20).Submit(i, 45.0));
+  }
+  int steps = *gpupool::Get(training);
+  int done = 0;
+  for (auto& e : experiments) done += (*gpupool::Get(e) >= 0);
+  double answered = 0;
+  for (auto& a : answers) answered += *gpupool::Get(a) >= 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let idle leases go back
+
+  gpupool::RuntimeStats stats = runtime.Stats();
+  std::printf("\ntraining: %d steps; experiments: %d done; inference: %.0f answered\n\n", steps,
+              done, answered);
+  TextTable table({"TEAM", "TASKS", "FAILED", "LEASES", "GPU-HOURS", "BORROWED", "BUSY", "UTILISATION"});
+  double leased = 0;
+  for (const gpupool::TeamUsage& t : stats.teams) {
+    leased += t.leased_gpu_hours;
+    table.AddRow({t.team, absl::StrCat(t.tasks_run), absl::StrCat(t.tasks_failed),
+                  absl::StrCat(t.leases), absl::StrFormat("%.2f", t.leased_gpu_hours),
+                  absl::StrFormat("%.2f", t.borrowed_gpu_hours),
+                  absl::StrFormat("%.2f", t.busy_gpu_hours),
+                  t.leased_gpu_hours > 0
+                      ? absl::StrFormat("%.0f%%", 100 * t.busy_gpu_hours / t.leased_gpu_hours)
+                      : "-"});
+  }
+  std::cout << table.Render();
+  std::printf("\npool: %.1f pool hours, %.0f GPUs, %.1f%% of GPU-hours leased; %.0f MiB scrubbed "
+              "between teams. GPU-HOURS counts fractions by their compute share; BUSY is time tasks "
+              "ran on those leases.\n",
+              stats.pool_time_s / 3600, stats.pool_gpus,
+              100 * leased / (stats.pool_gpus * stats.pool_time_s / 3600),
+              static_cast<double>(stats.scrubbed_bytes) / (1 << 20));
+}
+
+}  // namespace
+
+void RegisterDemoCommand(CLI::App& app) {
+  CLI::App* demo = app.add_subcommand(
+      "demo", "Three teams share the embedded pool: training, borrowing experiments, packed inference");
+  static double clock_speed = 1800;
+  static bool quiet = false;
+  demo->add_option("--clock-speed", clock_speed, "pool seconds per real second (default 1800)")
+      ->check(CLI::PositiveNumber);
+  demo->add_flag("--quiet", quiet, "print only the final table");
+  demo->callback([] {
+    try {
+      RunDemo(clock_speed, quiet);
+    } catch (const gpupool::Error& e) {
+      throw CommandFailed(e.what());
+    }
+  });
+}
+
+}  // namespace gpupool::cli
