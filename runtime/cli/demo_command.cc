@@ -147,6 +147,7 @@ void RunDemo(double clock_speed, bool quiet) {
   TextTable table({"TEAM", "TASKS", "FAILED", "LEASES", "GPU-HOURS", "BORROWED", "BUSY", "UTILISATION"});
   double leased = 0;
   for (const gpupool::TeamUsage& t : stats.teams) {
+    if (t.tasks_run == 0 && t.tasks_failed == 0 && t.leases == 0) continue;
     leased += t.leased_gpu_hours;
     table.AddRow({t.team, absl::StrCat(t.tasks_run), absl::StrCat(t.tasks_failed),
                   absl::StrCat(t.leases), absl::StrFormat("%.2f", t.leased_gpu_hours),

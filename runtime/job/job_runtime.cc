@@ -434,9 +434,11 @@ void JobRuntime::LeaseWorker(LeaseRun* run) {
     Execute(task, run);
   }
   bool lost = run->lost.load();
-  if (!lost) (void)pool_->Release(run->lease.id);
+  // Reported before the release, so the event log never shows the capacity reused before it
+  // was returned.
   Emit(lost ? "lease-ended" : "lease-returned", run->lease.request.team, run->lease.id,
        run->revoked.load() ? "after revocation" : (lost ? "lost" : "idle"));
+  if (!lost) (void)pool_->Release(run->lease.id);
   {
     std::lock_guard<std::mutex> lock(leases_mu_);
     --q->leases_held;
@@ -447,8 +449,21 @@ void JobRuntime::LeaseWorker(LeaseRun* run) {
     }
     run->finished.store(true);
   }
-  // Tasks that arrived while this lease was winding down need a lease of their own.
-  if (q->size() > 0 && !stopping_.load()) MaybeRequestLeases(run->shape);
+  // Tasks that arrived while this lease was winding down need a lease of their own; with no
+  // backlog, requests still queued at the pool are withdrawn so no unneeded lease is granted.
+  if (q->size() > 0 && !stopping_.load()) {
+    MaybeRequestLeases(run->shape);
+  } else {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    for (auto it = pending_requests_.begin(); it != pending_requests_.end();) {
+      if (it->second == run->shape && pool_->Withdraw(it->first).ok()) {
+        --q->leases_requested;
+        it = pending_requests_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
 }
 
 void JobRuntime::Execute(Task* task, LeaseRun* lease) {

@@ -240,3 +240,20 @@ TEST(SimulateCommand, TeamsWorkloadComparesDedicatedAndPooled) {
 }
 
 }  // namespace
+
+namespace {
+
+// The README's main job: three teams share the embedded pool; every task completes and the table
+// shows each team's GPU-hours. Run fast (7200x) and quiet to keep the test short.
+TEST(DemoCommand, ThreeTeamsShareThePoolAndEveryTaskCompletes) {
+  Result r = RunCli("demo --quiet --clock-speed 7200");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("training: 180 steps; experiments: 10 done; inference: 400 answered"),
+            std::string::npos) << r.out;
+  for (const char* team : {"vision", "nlp", "search"}) {
+    EXPECT_NE(r.out.find(std::string("\n") + team + " "), std::string::npos) << team << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("UTILISATION"), std::string::npos);
+}
+
+}  // namespace
