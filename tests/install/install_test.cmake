@@ -20,5 +20,11 @@ run(${WORK_DIR}/build/consumer)
 if(NOT last_output MATCHES "consumer: gpupool [0-9.]+ sees 3 GPUs")
   message(FATAL_ERROR "unexpected consumer output: ${last_output}")
 endif()
+# The README's task API example: stdout "81 0.5", the refusal on stderr.
+execute_process(COMMAND ${WORK_DIR}/build/tasks RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out STREQUAL "81 0.5\n" OR NOT err MATCHES "task 'Square'")
+  message(FATAL_ERROR "README task example: exit ${rc}, stdout '${out}', stderr '${err}'")
+endif()
 run(${prefix}/bin/gpupool mig plan --model H100-80GB --profiles 3g.40gb --json)
 message(STATUS "install test passed: ${last_output}")
