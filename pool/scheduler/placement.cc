@@ -1,7 +1,6 @@
 #include "pool/scheduler/placement.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 
 namespace gpupool::pool {
@@ -26,65 +25,6 @@ bool LabelsMatch(const GpuStatic& gpu, const LeaseRequest& r) {
   return true;
 }
 
-struct Filled {
-  std::vector<int> gpus;
-  int64_t stranded = 0;  // compute left free on the touched nodes (lower packs better)
-};
-
-// Fills one domain greedily on scratch copies of its GPUs' free capacity.
-std::optional<Filled> FillDomain(const PoolTopology& topology, const CapacityState& state,
-                                 const std::vector<int>& domain, const LeaseRequest& r,
-                                 bool first_fit) {
-  const int need = SlotComputeMilli(r.slot);
-  const bool whole = r.slot.kind == SlotKind::kWholeGpu;
-  std::vector<int> compute(domain.size());
-  std::vector<int64_t> memory(domain.size());
-  std::vector<char> untouched(domain.size());
-  std::map<int, int64_t> node_free;  // free compute of the nodes the domain touches
-  for (size_t i = 0; i < domain.size(); ++i) {
-    compute[i] = state[domain[i]].compute_free_milli;
-    memory[i] = state[domain[i]].memory_free_mib;
-    untouched[i] = state.Untouched(domain[i]);
-    int node = topology.gpus()[domain[i]].node;
-    if (!node_free.contains(node)) {
-      int64_t free = 0;
-      for (int g : topology.nodes()[node]) free += state[g].compute_free_milli;
-      node_free[node] = free;
-    }
-  }
-  Filled out;
-  for (int slot = 0; slot < r.slot_count; ++slot) {
-    int best = -1;
-    std::pair<int64_t, int64_t> best_key{std::numeric_limits<int64_t>::max(), 0};
-    for (size_t i = 0; i < domain.size(); ++i) {
-      bool fits = whole ? untouched[i] : (compute[i] >= need && memory[i] >= r.slot.memory_mib);
-      if (!fits) continue;
-      if (first_fit) {
-        best = static_cast<int>(i);
-        break;
-      }
-      // Tightest GPU first; then the node with the least free compute (pack nodes).
-      std::pair<int64_t, int64_t> key{compute[i] - need, node_free[topology.gpus()[domain[i]].node]};
-      if (best < 0 || key < best_key) {
-        best = static_cast<int>(i);
-        best_key = key;
-      }
-    }
-    if (best < 0) return std::nullopt;
-    compute[best] -= need;
-    memory[best] -= whole ? memory[best] : r.slot.memory_mib;
-    untouched[best] = false;
-    node_free[topology.gpus()[domain[best]].node] -= need;
-    out.gpus.push_back(domain[best]);
-  }
-  std::vector<int> touched;
-  for (int g : out.gpus) touched.push_back(topology.gpus()[g].node);
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (int n : touched) out.stranded += node_free[n];
-  return out;
-}
-
 }  // namespace
 
 bool GpuMatches(const GpuStatic& gpu, const LeaseRequest& r, const std::string& group) {
@@ -96,20 +36,7 @@ std::optional<std::vector<int>> PlaceRequest(const PoolTopology& topology,
                                              const CapacityState& state, const LeaseRequest& r,
                                              const std::vector<int>& candidates,
                                              const PlacementOptions& options) {
-  auto usable = [&](int g) {
-    const GpuState& c = state[g];
-    if (!options.ignore_health && !c.schedulable) return false;
-    if (!state.Fits(g, r.slot)) return false;
-    if (options.ignore_reservations) return true;
-    if (c.reserved_for != 0 && c.reserved_for != options.owner) return false;
-    if (!options.ignore_gang_reservations && c.gang_reserved_for != 0 &&
-        c.gang_reserved_for != options.owner) {
-      // Backfill: only work known to finish before the gang's expected start.
-      return r.runtime_estimate_s.has_value() &&
-             options.now_s + *r.runtime_estimate_s <= c.gang_reserved_until_s;
-    }
-    return true;
-  };
+  auto usable = [&](int g) { return SlotUsable(state, g, r, options); };
   // Domains in ascending order of their first GPU, so ties and first-fit are deterministic.
   std::vector<std::vector<int>> domains;
   if (r.topology == GangTopology::kAny) {

@@ -11,7 +11,9 @@
 // `first_fit` replaces it with the baseline every scheduler starts from: the lowest-numbered GPUs
 // and domains that fit.
 //
-// Nothing here mutates the state: the preemption planner asks "what if" on a copy.
+// Nothing here mutates the state: the preemption planner asks "what if" on a copy. This scan is
+// the reference: the scheduler answers the same question on its live state through a
+// FreeCapacityIndex (free_capacity_index.h), which must return exactly what this returns.
 #ifndef GPUPOOL_POOL_SCHEDULER_PLACEMENT_H_
 #define GPUPOOL_POOL_SCHEDULER_PLACEMENT_H_
 
@@ -20,18 +22,10 @@
 #include <vector>
 
 #include "pool/scheduler/capacity.h"
+#include "pool/scheduler/domain_fill.h"  // PlacementOptions
 #include "pool/scheduler/lease_request.h"
 
 namespace gpupool::pool {
-
-struct PlacementOptions {
-  bool ignore_health = false;        // "would it fit if the unhealthy GPUs were healthy?"
-  bool ignore_reservations = false;  // "would it fit without others' reservations?"
-  bool ignore_gang_reservations = false;
-  int64_t now_s = 0;                 // for backfill: does the request end before a reservation?
-  uint64_t owner = 0;                // the request's handle: its own reservations are usable
-  bool first_fit = false;            // the baseline policy instead of packing
-};
 
 // Static constraints only: model, labels, memory, NVLink, quota group.
 bool GpuMatches(const GpuStatic& gpu, const LeaseRequest& request, const std::string& group);

@@ -63,6 +63,9 @@ const Scheduler::Eligibility& Scheduler::EligibilityOf(const LeaseRequest& r) {
     const GpuStatic& s = topology_.gpus()[g];
     if (GpuMatches(s, r, s.group)) e.candidates[s.group].push_back(static_cast<int>(g));
   }
+  for (const auto& [group, candidates] : e.candidates) {
+    e.index[group] = std::make_unique<FreeCapacityIndex>(topology_, candidates, state_);
+  }
   return eligibility_.emplace(std::move(key), std::move(e)).first->second;
 }
 
@@ -83,6 +86,35 @@ std::optional<std::vector<int>> Scheduler::Place(const PendingRequest& p,
   options.owner = p.handle;
   options.first_fit = options_.first_fit;
   return PlaceRequest(topology_, state, p.request, candidates, options);
+}
+
+std::optional<std::vector<int>> Scheduler::PlaceLive(const PendingRequest& p,
+                                                     const std::string& group,
+                                                     PlacementOptions options) const {
+  options.owner = p.handle;
+  options.first_fit = options_.first_fit;
+  const FreeCapacityIndex& index = *p.eligibility->index.at(group);
+  if (index.Answers(p.request, options)) return index.Place(state_, p.request, options);
+  return PlaceRequest(topology_, state_, p.request, p.eligibility->candidates.at(group), options);
+}
+
+void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
+  std::vector<int> nodes;
+  for (int g : gpus) {
+    nodes.push_back(topology_.gpus()[g].node);
+    if (state_[g].reserved_for != 0 || state_[g].gang_reserved_for != 0) {
+      reserved_gpus_.insert(g);
+    } else {
+      reserved_gpus_.erase(g);
+    }
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  for (auto& [key, e] : eligibility_) {
+    for (auto& [group, index] : e.index) {
+      for (int n : nodes) index->RefreshNode(state_, n);
+    }
+  }
 }
 
 absl::Status Scheduler::Validate(const LeaseRequest& r) const {
@@ -207,18 +239,20 @@ bool Scheduler::VictimsStillRunning(const std::string& request_id) const {
 }
 
 void Scheduler::ClearReservations(uint64_t handle) {
-  bool cleared = false;
-  for (int g = 0; g < state_.size(); ++g) {
+  std::vector<int> cleared;
+  for (int g : reserved_gpus_) {
     if (state_[g].reserved_for == handle) {
       state_[g].reserved_for = 0;
-      cleared = true;
+      cleared.push_back(g);
     }
     if (state_[g].gang_reserved_for == handle) {
       state_[g].gang_reserved_for = 0;
-      cleared = true;
+      cleared.push_back(g);
     }
   }
-  if (cleared) ++growth_epoch_;
+  if (cleared.empty()) return;
+  RefreshGpus(cleared);
+  ++growth_epoch_;
 }
 
 void Scheduler::GiveBack(const Lease& lease, CapacityState& state) const {
@@ -227,7 +261,11 @@ void Scheduler::GiveBack(const Lease& lease, CapacityState& state) const {
 
 void Scheduler::ReleaseLease(std::map<std::string, Lease>::iterator it) {
   const Lease& lease = it->second;
+  if (!lease.revoke_deadline_s.has_value()) victims_.Remove(lease, ClassOf(lease.request));
   GiveBack(lease, state_);
+  std::vector<int> gpus;
+  for (const GpuRef& ref : lease.gpus) gpus.push_back(topology_.Find(ref));
+  RefreshGpus(gpus);
   ledger_.Remove(lease.request.team, lease.group, lease.milli);
   leases_.erase(it);
   ++growth_epoch_;
@@ -250,6 +288,7 @@ absl::Status Scheduler::RecordCheckpoint(const std::string& lease_id, int64_t no
 Revocation Scheduler::Revoke(Lease& lease, RevokeCause cause, const std::string& for_request,
                              int64_t now_s) {
   const PriorityClass& pc = ClassOf(lease.request);
+  if (!lease.revoke_deadline_s.has_value()) victims_.Remove(lease, pc);
   lease.revoke_deadline_s = now_s + pc.grace_period_s;
   lease.revoked_for = for_request;
   double at_risk = static_cast<double>(lease.milli) / 1000.0 *
@@ -264,6 +303,7 @@ CycleResult Scheduler::SetGpuHealth(const GpuRef& ref, HealthState state, int64_
   bool schedulable = state == HealthState::kHealthy || state == HealthState::kDegraded;
   if (schedulable && !state_[g].schedulable) ++growth_epoch_;
   state_[g].schedulable = schedulable;
+  RefreshGpus({g});
   if (schedulable) return result;
   std::vector<std::string> lost;
   for (auto& [id, lease] : leases_) {
@@ -296,29 +336,28 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
     lease.gpus.push_back(topology_.gpus()[g].ref);
     lease.milli += SlotComputeMilli(p.request.slot, topology_.gpus()[g].model);
   }
+  RefreshGpus(gpus);
   ledger_.Add(p.request.team, group, lease.milli);
   ClearReservations(p.handle);
   ++lease_epoch_;
   result.granted.push_back(lease.id);
+  victims_.Add(lease, ClassOf(lease.request));
   leases_[lease.id] = std::move(lease);
 }
 
-WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::vector<int>& candidates,
+WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& group,
                                    int64_t now_s) const {
   const LeaseRequest& r = p.request;
-  if (Place(p, candidates, state_, {.ignore_reservations = true, .now_s = now_s})) {
-    return Place(p, candidates, state_, {.ignore_gang_reservations = true, .now_s = now_s})
+  if (PlaceLive(p, group, {.ignore_reservations = true, .now_s = now_s})) {
+    return PlaceLive(p, group, {.ignore_gang_reservations = true, .now_s = now_s})
                ? WaitReason::kGangReservation
                : WaitReason::kBehindHigherPriority;
   }
-  if (Place(p, candidates, state_, {.ignore_health = true, .ignore_reservations = true})) {
+  if (PlaceLive(p, group, {.ignore_health = true, .ignore_reservations = true})) {
     return WaitReason::kUnhealthyCapacity;
   }
   // Enough free compute among matching healthy GPUs, but not in the shape the topology needs?
-  int64_t free = 0;
-  for (int g : candidates) {
-    if (state_[g].schedulable) free += state_[g].compute_free_milli;
-  }
+  int64_t free = p.eligibility->index.at(group)->SchedulableFreeMilli();
   int64_t need = static_cast<int64_t>(SlotComputeMilli(r.slot)) * r.slot_count;
   return free >= need ? WaitReason::kFragmented : WaitReason::kNoFreeCapacity;
 }
@@ -342,6 +381,10 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     preempt_failed_[memo_key] = {growth_epoch_, lease_epoch_};
     return false;
   };
+  // The common case, a pool full of work this request may not preempt, without walking leases_.
+  if (!victims_.AnyCandidate(group, p.request.team, guaranteed, mine.value)) {
+    return remember_failure();
+  }
   struct Candidate {
     double cost;
     RevokeCause cause;
@@ -422,7 +465,12 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   }
   for (size_t j : chosen) {
     Lease& victim = leases_.at(candidates[j].lease->id);
-    for (const GpuRef& ref : victim.gpus) state_[topology_.Find(ref)].reserved_for = p.handle;
+    std::vector<int> reserved;
+    for (const GpuRef& ref : victim.gpus) {
+      reserved.push_back(topology_.Find(ref));
+      state_[reserved.back()].reserved_for = p.handle;
+    }
+    RefreshGpus(reserved);
     result.revoked.push_back(Revoke(victim, candidates[j].cause, p.request.id, now_s));
   }
   p.victims_pending = true;
@@ -468,16 +516,15 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       reason = known->second.second;
       continue;
     }
-    const std::vector<int>& candidates = e.candidates.at(*group);
     // A guaranteed request is not held back by another request's gang reservation: the
     // guarantee outranks the prediction.
     const bool guaranteed = !ledger_.open_pool() && !check.borrowing;
     if (std::optional<std::vector<int>> gpus =
-            Place(p, candidates, state_, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
+            PlaceLive(p, *group, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
       Grant(p, *group, *gpus, check.borrowing, now_s, result);
       return true;
     }
-    reason = DiagnoseWait(p, candidates, now_s);
+    reason = DiagnoseWait(p, *group, now_s);
     if (!key.empty()) failed_[key] = {growth_epoch_, reason};
   }
   if (p.victims_pending) {
@@ -531,6 +578,7 @@ void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
         state_[g].gang_reserved_for = p.handle;
         state_[g].gang_reserved_until_s = end;
       }
+      RefreshGpus(*gpus);
       p.reserved_start_s = end;
       return;
     }
@@ -550,7 +598,9 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   }
   // The head-of-line gang reservation is recomputed every cycle from the current state; backfill
   // verdicts depend on `now_s`, so remembered failures start afresh too.
-  for (int g = 0; g < state_.size(); ++g) state_[g].gang_reserved_for = 0;
+  std::vector<int> unreserved(reserved_gpus_.begin(), reserved_gpus_.end());
+  for (int g : unreserved) state_[g].gang_reserved_for = 0;
+  RefreshGpus(unreserved);
   ++growth_epoch_;
   failed_.clear();
   preempt_failed_.clear();

@@ -32,7 +32,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,9 +42,11 @@
 #include "pool/config/scheduling_config.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/capacity.h"
+#include "pool/scheduler/free_capacity_index.h"
 #include "pool/scheduler/placement.h"
 #include "pool/scheduler/lease_request.h"
 #include "pool/scheduler/quota_ledger.h"
+#include "pool/scheduler/victim_census.h"
 #include "pool/scheduler/wait_reason.h"
 
 namespace gpupool::pool {
@@ -103,6 +107,9 @@ class Scheduler {
   // `inventory` and `config` must outlive the scheduler.
   Scheduler(const Inventory& inventory, const SchedulingConfig& config,
             SchedulerOptions options = {});
+  // Not copyable or movable: the free-capacity indexes refer to topology_.
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   // Validates and queues. InvalidArgument for malformed requests, FailedPrecondition for requests
   // that can never be admitted (no matching GPU, topology larger than any node or island, beyond
@@ -132,6 +139,9 @@ class Scheduler {
   // the same constraints (most requests share a handful of shapes).
   struct Eligibility {
     std::map<std::string, std::vector<int>> candidates;  // group -> GPU positions, ascending
+    // group -> the free capacity of those candidates on the live state (state_), kept up to date
+    // by RefreshGpus after every change to state_.
+    std::map<std::string, std::unique_ptr<FreeCapacityIndex>> index;
   };
   struct PendingRequest {
     LeaseRequest request;
@@ -154,11 +164,15 @@ class Scheduler {
   int64_t RequestMilli(const LeaseRequest& r, const std::string& group) const;
   std::optional<std::vector<int>> Place(const PendingRequest& p, const std::vector<int>& candidates,
                                         const CapacityState& state, PlacementOptions options) const;
+  // Place on the live state, through the group's free-capacity index where it answers.
+  std::optional<std::vector<int>> PlaceLive(const PendingRequest& p, const std::string& group,
+                                            PlacementOptions options) const;
+  // After state_ changed on these GPUs: brings the indexes and reserved_gpus_ up to date.
+  void RefreshGpus(const std::vector<int>& gpus);
   bool TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result);
   bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                   int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
-  WaitReason DiagnoseWait(const PendingRequest& p, const std::vector<int>& candidates,
-                          int64_t now_s) const;
+  WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group, int64_t now_s) const;
   void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
              bool borrowing, int64_t now_s, CycleResult& result);
   void GiveBack(const Lease& lease, CapacityState& state) const;
@@ -178,10 +192,12 @@ class Scheduler {
   PoolTopology topology_;
 
   CapacityState state_;
+  std::set<int> reserved_gpus_;  // GPUs of state_ with a reservation of either kind
   QuotaLedger ledger_;
   std::map<std::string, PendingRequest> pending_;  // by request id
   std::vector<std::string> order_;                 // pending ids in last cycle's order
   std::map<std::string, Lease> leases_;            // by lease id
+  VictimCensus victims_;                           // the unrevoked preemptible leases_, counted
   uint64_t next_handle_ = 1;
   std::map<std::string, Eligibility> eligibility_;  // by constraint signature
   // Whether a shape fits the empty pool, and in which group: Submit asks once per shape.
