@@ -75,8 +75,18 @@ int64_t Scheduler::RequestMilli(const LeaseRequest& r, const std::string& group)
 
 std::string Scheduler::ShapeKey(const LeaseRequest& r) {
   return absl::StrCat(ConstraintSignature(r), "#", r.slot.ToString(), "#",
-                      r.slot_count, "#", static_cast<int>(r.topology), "#",
-                      r.runtime_estimate_s.value_or(-1));
+                      r.slot_count, "#", static_cast<int>(r.topology));
+}
+
+std::string Scheduler::BackfillKey(const LeaseRequest& r, int64_t now_s) const {
+  if (!r.runtime_estimate_s.has_value()) return "";
+  std::set<int64_t> starts;
+  for (int g : gang_reserved_gpus_) {
+    if (now_s + *r.runtime_estimate_s <= state_[g].gang_reserved_until_s) {
+      starts.insert(state_[g].gang_reserved_until_s);
+    }
+  }
+  return absl::StrJoin(starts, ",");
 }
 
 std::optional<std::vector<int>> Scheduler::Place(const PendingRequest& p,
@@ -106,6 +116,11 @@ void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
       reserved_gpus_.insert(g);
     } else {
       reserved_gpus_.erase(g);
+    }
+    if (state_[g].gang_reserved_for != 0) {
+      gang_reserved_gpus_.insert(g);
+    } else {
+      gang_reserved_gpus_.erase(g);
     }
   }
   std::sort(nodes.begin(), nodes.end());
@@ -339,7 +354,6 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   RefreshGpus(gpus);
   ledger_.Add(p.request.team, group, lease.milli);
   ClearReservations(p.handle);
-  ++lease_epoch_;
   result.granted.push_back(lease.id);
   victims_.Add(lease, ClassOf(lease.request));
   leases_[lease.id] = std::move(lease);
@@ -371,20 +385,19 @@ WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& g
 bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                            int64_t own_quota_to_free, int64_t now_s, CycleResult& result) {
   const PriorityClass& mine = ClassOf(p.request);
-  std::string memo_key = absl::StrCat(p.shape_key, "#", group, "|", p.request.team, "|",
-                                      mine.value, "|", guaranteed, "|", own_quota_to_free);
+  // The common case, a pool full of work this request may not preempt, without walking leases_.
+  if (!victims_.AnyCandidate(group, p.request.team, guaranteed, mine.value)) return false;
+  std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group,
+                                      "|", p.request.team, "|", mine.value, "|", guaranteed, "|",
+                                      own_quota_to_free);
   if (auto it = preempt_failed_.find(memo_key);
-      it != preempt_failed_.end() && it->second == std::make_pair(growth_epoch_, lease_epoch_)) {
+      it != preempt_failed_.end() && it->second == growth_epoch_) {
     return false;
   }
   auto remember_failure = [&] {
-    preempt_failed_[memo_key] = {growth_epoch_, lease_epoch_};
+    preempt_failed_[memo_key] = growth_epoch_;
     return false;
   };
-  // The common case, a pool full of work this request may not preempt, without walking leases_.
-  if (!victims_.AnyCandidate(group, p.request.team, guaranteed, mine.value)) {
-    return remember_failure();
-  }
   struct Candidate {
     double cost;
     RevokeCause cause;
@@ -405,7 +418,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     double cost = static_cast<double>(lease.milli) * static_cast<double>(now_s - lease.last_checkpoint_s);
     candidates.push_back({cost, *cause, &lease});
   }
-  if (candidates.empty()) return remember_failure();
+  if (candidates.empty()) return false;  // victims_ said otherwise: cannot happen
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.cost != b.cost) return a.cost < b.cost;
     if (a.lease->gpus.size() != b.lease->gpus.size()) {
@@ -510,7 +523,10 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       continue;
     }
     // A request shaped like one that failed since capacity last grew fails too: skip the search.
-    std::string key = p.victims_pending ? "" : absl::StrCat(p.shape_key, "#", *group, check.borrowing);
+    std::string key = p.victims_pending ? ""
+                                        : absl::StrCat(p.shape_key, "#",
+                                                       BackfillKey(p.request, now_s), "#", *group,
+                                                       check.borrowing);
     auto known = key.empty() ? failed_.end() : failed_.find(key);
     if (known != failed_.end() && known->second.first == growth_epoch_) {
       reason = known->second.second;

@@ -183,8 +183,12 @@ class Scheduler {
   // Reserves, for a blocked gang, the GPUs where it can start soonest.
   void ReserveForGang(PendingRequest& p, int64_t now_s);
   // A key under which requests of the same shape fail alike while capacity only shrinks (combined
-  // with the quota group when used).
+  // with the quota group and BackfillKey when used). Leaves the runtime estimate out: placement
+  // sees it only through the gang reservations it lets the request backfill.
   static std::string ShapeKey(const LeaseRequest& r);
+  // The gang reservations `r` may backfill at `now_s`, named by their expected start times:
+  // requests with equal keys may use the same reserved GPUs. Empty when none.
+  std::string BackfillKey(const LeaseRequest& r, int64_t now_s) const;
 
   // Constant after construction.
   const SchedulingConfig* config_;
@@ -192,7 +196,8 @@ class Scheduler {
   PoolTopology topology_;
 
   CapacityState state_;
-  std::set<int> reserved_gpus_;  // GPUs of state_ with a reservation of either kind
+  std::set<int> reserved_gpus_;       // GPUs of state_ with a reservation of either kind
+  std::set<int> gang_reserved_gpus_;  // ... with a head-of-line gang reservation
   QuotaLedger ledger_;
   std::map<std::string, PendingRequest> pending_;  // by request id
   std::vector<std::string> order_;                 // pending ids in last cycle's order
@@ -206,10 +211,11 @@ class Scheduler {
   // whenever capacity is given back, a GPU becomes healthy or a reservation is dropped.
   uint64_t growth_epoch_ = 0;
   std::map<std::string, std::pair<uint64_t, WaitReason>> failed_;
-  // Preemption plans that found no victims, remembered while neither capacity grew nor a lease
-  // was granted (a new lease is a new potential victim): `lease_epoch_` changes on every grant.
-  uint64_t lease_epoch_ = 0;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> preempt_failed_;
+  // Preemption plans that could not make room even by revoking every candidate victim,
+  // remembered while capacity has not grown. A grant does not revive them: a new lease that is a
+  // candidate takes from free capacity exactly what revoking it would give back, and one that is
+  // not only shrinks capacity. (No candidate at all is asked of victims_ instead, each time.)
+  std::map<std::string, uint64_t> preempt_failed_;
 };
 
 }  // namespace gpupool::pool
