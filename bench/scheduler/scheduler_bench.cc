@@ -4,6 +4,11 @@
 // the default (packing) placement and, from the same run, the first-fit baseline.
 //
 //   bench/run scheduler [--json]     (or build/bench/scheduler/scheduler_bench [--json])
+//   scheduler_bench --digest         also prints a digest of every decision (grants with their
+//                                    GPUs, revocations, wait reasons): a change to the scheduler's
+//                                    internals that must not change decisions keeps it equal
+//                                    (the digest is taken inside the timed cycles: quote the
+//                                    figures of a run without it).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,7 +85,29 @@ struct Figures {
   double p99_us = 0;
   double memory_mib = 0;
   size_t granted = 0;
+  uint64_t digest = 1469598103934665603ull;  // FNV-1a over the decisions
 };
+
+bool print_digest = false;
+
+void Digest(Figures& f, const std::string& text) {
+  for (char c : text) {
+    f.digest ^= static_cast<unsigned char>(c);
+    f.digest *= 1099511628211ull;
+  }
+}
+
+void DigestCycle(Figures& f, const Scheduler& scheduler, const CycleResult& result) {
+  for (const std::string& id : result.granted) {
+    Digest(f, absl::StrCat("g:", id));
+    for (const GpuRef& gpu : scheduler.leases().at(id).gpus) Digest(f, absl::StrCat(gpu.node, "/", gpu.index));
+  }
+  for (const Revocation& r : result.revoked) Digest(f, absl::StrCat("r:", r.lease_id, ">", r.for_request));
+  for (const std::string& id : result.expired) Digest(f, absl::StrCat("x:", id));
+  for (const PendingInfo& p : scheduler.Pending()) {
+    Digest(f, absl::StrCat("p:", p.request_id, "=", WaitReasonName(p.reason)));
+  }
+}
 
 Figures Run(bool first_fit) {
   long rss_before = MaxRssKib();  // the process's start-up footprint
@@ -97,7 +124,9 @@ Figures Run(bool first_fit) {
   }
   auto t0 = std::chrono::steady_clock::now();
   Figures f;
-  f.granted += scheduler.Schedule(0).granted.size();
+  CycleResult first = scheduler.Schedule(0);
+  f.granted += first.granted.size();
+  if (print_digest) DigestCycle(f, scheduler, first);
   // Steady state: a tenth of the leases end, and the whole queue is considered again.
   for (int cycle = 1; cycle <= 2; ++cycle) {
     std::vector<std::string> ending;
@@ -106,7 +135,9 @@ Figures Run(bool first_fit) {
       if (n++ % 10 == 0) ending.push_back(id);
     }
     for (const std::string& id : ending) (void)scheduler.Release(id, cycle * 60);
-    f.granted += scheduler.Schedule(cycle * 60).granted.size();
+    CycleResult next = scheduler.Schedule(cycle * 60);
+    f.granted += next.granted.size();
+    if (print_digest) DigestCycle(f, scheduler, next);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   f.decisions_per_s = static_cast<double>(nanos.size()) / seconds;
@@ -145,6 +176,7 @@ int main(int argc, char** argv) {
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) json = true;
+    if (std::strcmp(argv[i], "--digest") == 0) gpupool::pool::print_digest = true;
     if (std::strncmp(argv[i], "--scale=", 8) == 0) {  // e.g. --scale=0.1 for a quick look
       double scale = std::atof(argv[i] + 8);
       gpupool::pool::kNodes = std::max(1, static_cast<int>(gpupool::pool::kNodes * scale));
@@ -156,6 +188,11 @@ int main(int argc, char** argv) {
                gpupool::pool::kNodes * 8, gpupool::pool::kRequests);
   Figures ours = gpupool::pool::RunIsolated(/*first_fit=*/false);
   Figures baseline = gpupool::pool::RunIsolated(/*first_fit=*/true);
+  if (gpupool::pool::print_digest) {
+    std::fprintf(stderr, "decision digest: default %016llx, first-fit %016llx\n",
+                 static_cast<unsigned long long>(ours.digest),
+                 static_cast<unsigned long long>(baseline.digest));
+  }
   if (json) {
     auto line = [](const char* metric, double value, const char* unit, double ref) {
       gpupool::bench::PrintJsonFigure("scheduler", metric, value, unit, "first-fit", ref);

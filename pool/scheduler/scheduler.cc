@@ -523,10 +523,13 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       continue;
     }
     // A request shaped like one that failed since capacity last grew fails too: skip the search.
-    std::string key = p.victims_pending ? ""
-                                        : absl::StrCat(p.shape_key, "#",
-                                                       BackfillKey(p.request, now_s), "#", *group,
-                                                       check.borrowing);
+    // Keyed on the raw runtime estimate, not BackfillKey: a hit also reuses the remembered wait
+    // reason, which may be stale (reservations made since), and wider sharing would change which
+    // requests see a stale reason, and so which gang gets the reservation.
+    std::string key = p.victims_pending
+                          ? ""
+                          : absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1),
+                                         "#", *group, check.borrowing);
     auto known = key.empty() ? failed_.end() : failed_.find(key);
     if (known != failed_.end() && known->second.first == growth_epoch_) {
       reason = known->second.second;
