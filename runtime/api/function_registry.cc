@@ -57,11 +57,4 @@ const FunctionInfo* FunctionFor(const void* address) {
   return it->second;
 }
 
-const FunctionInfo* FindFunctionByName(std::string_view name) {
-  Registry& r = TheRegistry();
-  std::shared_lock lock(r.mu);
-  auto it = r.by_name.find(name);
-  return it == r.by_name.end() ? nullptr : it->second.get();
-}
-
 }  // namespace gpupool::detail

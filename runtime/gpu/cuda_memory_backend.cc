@@ -59,8 +59,6 @@ absl::StatusOr<std::unique_ptr<MemoryBackend>> MakeCudaMemoryBackend(int cuda_de
   return std::unique_ptr<MemoryBackend>(new CudaMemoryBackend(cuda_device, stream));
 }
 
-// The CUDA ordinal of the GPU at `pci_bus_id` ("00000000:18:00.0"), which NVML and CUDA may
-// number differently (CUDA_DEVICE_ORDER). -1 when CUDA cannot see it.
 int CudaDeviceForPciBusId(const std::string& pci_bus_id) {
   int device = -1;
   if (cudaDeviceGetByPCIBusId(&device, pci_bus_id.c_str()) != cudaSuccess) return -1;

@@ -43,6 +43,9 @@ std::unique_ptr<MemoryBackend> MakeHostMemoryBackend();
 // Stream-ordered device memory on CUDA device `cuda_device` (cudaMallocAsync on the device's
 // default memory pool). Unavailable when the CUDA runtime cannot use the device.
 absl::StatusOr<std::unique_ptr<MemoryBackend>> MakeCudaMemoryBackend(int cuda_device);
+// The CUDA ordinal of the GPU at `pci_bus_id` ("00000000:18:00.0"): NVML and CUDA may number
+// GPUs differently (CUDA_DEVICE_ORDER). -1 when CUDA cannot see it.
+int CudaDeviceForPciBusId(const std::string& pci_bus_id);
 
 class GpuMemoryPool;
 

@@ -12,8 +12,6 @@
 
 namespace gpupool::runtime {
 
-int CudaDeviceForPciBusId(const std::string& pci_bus_id);  // cuda_memory_backend.cc
-
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -197,15 +195,9 @@ TaskShape* JobRuntime::ShapeFor(const TaskOptions* options) {
     shape->queue = queues_.back().get();
   }
   TaskShape* raw = shape.get();
-  counters_[raw] = std::make_unique<ShapeCounters>();
   shapes_.push_back(std::move(shape));
   shape_index_[key] = raw;
   return raw;
-}
-
-ShapeCounters& JobRuntime::CountersFor(const TaskShape* shape) {
-  std::lock_guard<std::mutex> lock(shapes_mu_);
-  return *counters_.at(shape);
 }
 
 detail::ObjectHeader* JobRuntime::Submit(const detail::FunctionInfo* function,
@@ -382,33 +374,29 @@ void JobRuntime::OnGranted(const pool::Lease& lease) {
   raw->thread = std::thread([this, raw] { LeaseWorker(raw); });
 }
 
+std::optional<std::string> JobRuntime::StopRun(const std::string& lease_id,
+                                               std::atomic<bool> LeaseRun::*flag) {
+  std::lock_guard<std::mutex> lock(leases_mu_);
+  auto it = runs_.find(lease_id);
+  if (it == runs_.end()) return std::nullopt;
+  LeaseRun& run = *it->second;
+  (run.*flag).store(true);
+  run.stop.store(true);
+  run.shape->queue->WakeAll();
+  return run.lease.request.team;
+}
+
 void JobRuntime::OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) {
-  std::string team;
-  {
-    std::lock_guard<std::mutex> lock(leases_mu_);
-    auto it = runs_.find(lease_id);
-    if (it == runs_.end()) return;
-    it->second->revoked.store(true);
-    it->second->stop.store(true);
-    team = it->second->lease.request.team;
-    it->second->shape->queue->WakeAll();
+  if (std::optional<std::string> team = StopRun(lease_id, &LeaseRun::revoked)) {
+    Emit("lease-revoked", *team, lease_id,
+         absl::StrCat(pool::RevokeCauseName(cause), ", stop by pool time ", deadline_s, " s"));
   }
-  Emit("lease-revoked", team, lease_id,
-       absl::StrCat(pool::RevokeCauseName(cause), ", stop by pool time ", deadline_s, " s"));
 }
 
 void JobRuntime::OnLost(const std::string& lease_id, const std::string& why) {
-  std::string team;
-  {
-    std::lock_guard<std::mutex> lock(leases_mu_);
-    auto it = runs_.find(lease_id);
-    if (it == runs_.end()) return;
-    it->second->lost.store(true);
-    it->second->stop.store(true);
-    team = it->second->lease.request.team;
-    it->second->shape->queue->WakeAll();
+  if (std::optional<std::string> team = StopRun(lease_id, &LeaseRun::lost)) {
+    Emit("lease-lost", *team, lease_id, why);
   }
-  Emit("lease-lost", team, lease_id, why);
 }
 
 void JobRuntime::CpuWorker() {
@@ -499,7 +487,7 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   bool threw = call.result == nullptr;
   if (lease != nullptr) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    CountersFor(task->shape).busy_gpu_micros.fetch_add(
+    task->shape->counters.busy_gpu_micros.fetch_add(
         static_cast<int64_t>(took.count() * options_.clock_speed * lease->gpus * 1e6),
         std::memory_order_relaxed);
   }
@@ -521,14 +509,14 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   } else if (threw) {
     FailTask(task, code, location, message);
   } else {
-    CountersFor(task->shape).tasks_run.fetch_add(1, std::memory_order_relaxed);
+    task->shape->counters.tasks_run.fetch_add(1, std::memory_order_relaxed);
     Finish(task, std::move(call.result), nullptr);
   }
 }
 
 void JobRuntime::FailTask(Task* task, ErrorCode code, const std::string& location,
                           const std::string& message) {
-  if (code != ErrorCode::kCancelled) CountersFor(task->shape).tasks_failed.fetch_add(1, std::memory_order_relaxed);
+  if (code != ErrorCode::kCancelled) task->shape->counters.tasks_failed.fetch_add(1, std::memory_order_relaxed);
   Finish(task, nullptr,
          MakeTaskError(code, task->name(), task->id, task->attempt, location, message));
 }
@@ -582,12 +570,13 @@ RuntimeStats JobRuntime::Stats() const {
     u.leases = ledger.leases;
   }
   {
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(shapes_mu_));
-    for (const auto& [shape, c] : counters_) {
+    std::lock_guard<std::mutex> lock(shapes_mu_);
+    for (const auto& shape : shapes_) {
+      const ShapeCounters& c = shape->counters;
       TeamUsage& u = teams[shape->team];
-      u.tasks_run += c->tasks_run.load();
-      u.tasks_failed += c->tasks_failed.load();
-      u.busy_gpu_hours += static_cast<double>(c->busy_gpu_micros.load()) / 1e6 / 3600;
+      u.tasks_run += c.tasks_run.load();
+      u.tasks_failed += c.tasks_failed.load();
+      u.busy_gpu_hours += static_cast<double>(c.busy_gpu_micros.load()) / 1e6 / 3600;
     }
     for (const auto& q : queues_) stats.queued_tasks += q->size();
   }

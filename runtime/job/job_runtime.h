@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "runtime/head/embedded_pool.h"
 #include "runtime/job/lease_run.h"
 #include "runtime/objects/object_store.h"
+#include "runtime/tasks/shape_queue.h"
 #include "runtime/tasks/task.h"
 
 namespace gpupool::runtime {
@@ -78,7 +80,9 @@ class JobRuntime final : public LeaseListener {
   void RefuseShape(TaskShape* shape, const absl::Status& why);
   void Emit(const std::string& kind, const std::string& team, const std::string& lease,
             const std::string& detail);
-  ShapeCounters& CountersFor(const TaskShape* shape);
+  // Marks the run of `lease_id` stopped (`flag` says why) and wakes its worker; returns its team,
+  // or nothing when the lease is not this job's (any more).
+  std::optional<std::string> StopRun(const std::string& lease_id, std::atomic<bool> LeaseRun::*flag);
 
   RuntimeOptions options_;
   std::string job_id_;
@@ -89,12 +93,11 @@ class JobRuntime final : public LeaseListener {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
 
-  std::mutex shapes_mu_;
+  mutable std::mutex shapes_mu_;
   TaskShape* default_shape_ = nullptr;
   std::vector<std::unique_ptr<TaskShape>> shapes_;             // guarded by shapes_mu_
   std::vector<std::unique_ptr<ShapeQueue>> queues_;            // guarded by shapes_mu_
   std::map<std::string, TaskShape*> shape_index_;              // guarded by shapes_mu_
-  std::map<const TaskShape*, std::unique_ptr<ShapeCounters>> counters_;  // guarded by shapes_mu_
   ShapeQueue cpu_queue_;
   std::vector<std::thread> cpu_threads_;
 

@@ -35,13 +35,6 @@ struct LeaseRun {
   std::thread thread;
 };
 
-// Per shape, for Stats(). Atomics: updated by workers without locks.
-struct ShapeCounters {
-  std::atomic<uint64_t> tasks_run{0};
-  std::atomic<uint64_t> tasks_failed{0};
-  std::atomic<int64_t> busy_gpu_micros{0};  // pool microseconds x GPUs
-};
-
 }  // namespace gpupool::runtime
 
 namespace gpupool::detail {

@@ -1,4 +1,4 @@
-#include "runtime/tasks/task.h"
+#include "runtime/tasks/shape_queue.h"
 
 namespace gpupool::runtime {
 
@@ -37,19 +37,6 @@ size_t ShapeQueue::PopBatch(Task** out, size_t max, std::chrono::steady_clock::t
   if (head_ == nullptr) tail_ = nullptr;
   size_.fetch_sub(n, std::memory_order_relaxed);
   return n;
-}
-
-bool ShapeQueue::Remove(Task* task) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Task* prev = nullptr;
-  for (Task* t = head_; t != nullptr; prev = t, t = t->next) {
-    if (t != task) continue;
-    (prev == nullptr ? head_ : prev->next) = t->next;
-    if (tail_ == t) tail_ = prev;
-    size_.fetch_sub(1, std::memory_order_relaxed);
-    return true;
-  }
-  return false;
 }
 
 void ShapeQueue::WakeAll() {

@@ -102,10 +102,18 @@ TEST(Leases, IdleLeaseGoesBackAndAnotherTeamGetsScrubbedMemory) {
   EXPECT_EQ(rt.Stats().scrubbed_bytes, scrubbed);
 }
 
-gpupool::pool::GpuRef FailedGpuOf(const std::string& detail) {
-  // detail: "node-0/GPU 1 whole"
+// Waits until LoseMyGpu has started on `team`'s lease, then makes that GPU fall off the bus and
+// has the pool notice at once. Returns the failed GPU.
+gpupool::pool::GpuRef FailTheGpuUnderTheTask(gpupool::Runtime& rt, EventLog& log,
+                                             const std::string& team) {
+  while (started_attempts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string detail = log.LeaseDetail(team);  // "node-0/GPU 1 whole"
   size_t slash = detail.find("/GPU ");
-  return gpupool::pool::GpuRef{detail.substr(0, slash), std::stoi(detail.substr(slash + 5))};
+  gpupool::pool::GpuRef failed{detail.substr(0, slash), std::stoi(detail.substr(slash + 5))};
+  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(rt.internals().pool().driver());
+  EXPECT_TRUE(driver.FallOffBus(failed).ok());
+  rt.internals().pool().PollHealthNow();
+  return failed;
 }
 
 TEST(Leases, LostGpuMakesTheTaskRunAgainElsewhere) {
@@ -116,11 +124,7 @@ TEST(Leases, LostGpuMakesTheTaskRunAgainElsewhere) {
   gpupool::Runtime rt = gpupool::Init(o);
   started_attempts = 0;
   auto ref = gpupool::Task(LoseMyGpu).Gpus(1).Team("alpha").MaxRetries(1).Submit();
-  while (started_attempts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  gpupool::pool::GpuRef failed = FailedGpuOf(log.LeaseDetail("alpha"));
-  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(rt.internals().pool().driver());
-  ASSERT_TRUE(driver.FallOffBus(failed).ok());
-  rt.internals().pool().PollHealthNow();
+  gpupool::pool::GpuRef failed = FailTheGpuUnderTheTask(rt, log, "alpha");
   std::string where = *gpupool::Get(ref, std::chrono::seconds(30));
   EXPECT_THAT(where, HasSubstr("attempt 1"));
   EXPECT_THAT(where, ::testing::Not(HasSubstr(failed.node + "/" + std::to_string(failed.index) + " ")));
@@ -135,11 +139,7 @@ TEST(Leases, RetriesUsedUpFailWithUnavailable) {
   gpupool::Runtime rt = gpupool::Init(o);
   started_attempts = 0;
   auto ref = gpupool::Task(LoseMyGpu).Gpus(1).MaxRetries(0).Submit();
-  while (started_attempts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  gpupool::pool::GpuRef failed = FailedGpuOf(log.LeaseDetail("default"));
-  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(rt.internals().pool().driver());
-  ASSERT_TRUE(driver.FallOffBus(failed).ok());
-  rt.internals().pool().PollHealthNow();
+  gpupool::pool::GpuRef failed = FailTheGpuUnderTheTask(rt, log, "default");
   try {
     gpupool::Get(ref, std::chrono::seconds(30));
     FAIL();

@@ -60,8 +60,6 @@ GPUPOOL_API const FunctionInfo* RegisterFunction(const char* name, const void* a
                                                  Invoker invoke);
 // The registered entry for a function address; throws kNotFound when it was never registered.
 GPUPOOL_API const FunctionInfo* FunctionFor(const void* address);
-// The registered entry for a name, or nullptr.
-GPUPOOL_API const FunctionInfo* FindFunctionByName(std::string_view name);
 
 template <typename F>
 struct FunctionTraits;

@@ -1,0 +1,48 @@
+// File: runtime/tasks/shape_queue.h
+//
+// A FIFO of runnable tasks of one shape, and the workers serving it. Workers wait on it when it is
+// empty; pushes wake one only when somebody waits, so a busy queue costs no system calls.
+#ifndef GPUPOOL_RUNTIME_TASKS_SHAPE_QUEUE_H_
+#define GPUPOOL_RUNTIME_TASKS_SHAPE_QUEUE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "runtime/tasks/task.h"
+
+namespace gpupool::runtime {
+
+class ShapeQueue {
+ public:
+  void Push(Task* task);
+  // Up to `max` tasks, or none once `deadline` passes or `stop` is set while empty.
+  // `stop` is read under the queue's mutex; set it with WakeAll.
+  size_t PopBatch(Task** out, size_t max, std::chrono::steady_clock::time_point deadline,
+                  const std::atomic<bool>& stop);
+  void WakeAll();
+  size_t size() const { return size_.load(std::memory_order_relaxed); }
+  // Drains everything queued (shutdown, refusal).
+  std::vector<Task*> TakeAll();
+
+  // Lease bookkeeping for GPU shapes, guarded by the runtime's lease mutex.
+  int leases_held = 0;
+  int leases_requested = 0;
+  uint64_t next_request = 0;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Task* head_ = nullptr;  // guarded by mu_
+  Task* tail_ = nullptr;  // guarded by mu_
+  int idle_ = 0;          // guarded by mu_: workers waiting
+  std::atomic<size_t> size_{0};
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_TASKS_SHAPE_QUEUE_H_
