@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "checkpoint/durable_file.h"
 
 #include <fcntl.h>
@@ -9,21 +8,10 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/errno_status.h"
 
 namespace gpupool::checkpoint {
 namespace {
-
-absl::Status ErrnoError(absl::string_view call, const std::string& path, int err) {
-  std::string message = absl::StrCat(call, "(", path, "): ", std::strerror(err));
-  switch (err) {
-    case ENOSPC:
-    case EDQUOT: return absl::ResourceExhaustedError(message);
-    case ENOENT: return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM: return absl::PermissionDeniedError(message);
-    default: return absl::InternalError(message);
-  }
-}
 
 // Closes the descriptor on every path out of WriteFileDurably.
 class FileDescriptor {
@@ -51,7 +39,7 @@ absl::Status WriteAll(int fd, std::span<const std::byte> data, const std::string
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError("write", path, errno);
+      return ErrnoStatus("write", path, errno);
     }
     data = data.subspan(static_cast<size_t>(n));
   }
@@ -66,33 +54,33 @@ absl::Status WriteFileDurably(const std::string& path, std::span<const std::byte
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
 
   FileDescriptor file(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (file.get() < 0) return ErrnoError("open", tmp, errno);
+  if (file.get() < 0) return ErrnoStatus("open", tmp, errno);
   absl::Status written = WriteAll(file.get(), data, tmp);
-  if (written.ok() && ::fsync(file.get()) != 0) written = ErrnoError("fsync", tmp, errno);
-  if (written.ok() && file.Close() != 0) written = ErrnoError("close", tmp, errno);
+  if (written.ok() && ::fsync(file.get()) != 0) written = ErrnoStatus("fsync", tmp, errno);
+  if (written.ok() && file.Close() != 0) written = ErrnoStatus("close", tmp, errno);
   if (written.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    written = ErrnoError("rename", path, errno);
+    written = ErrnoStatus("rename", path, errno);
   }
   if (!written.ok()) {
     ::unlink(tmp.c_str());  // the old file, if any, is untouched
     return written;
   }
   FileDescriptor directory(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (directory.get() < 0) return ErrnoError("open", dir.string(), errno);
-  if (::fsync(directory.get()) != 0) return ErrnoError("fsync", dir.string(), errno);
+  if (directory.get() < 0) return ErrnoStatus("open", dir.string(), errno);
+  if (::fsync(directory.get()) != 0) return ErrnoStatus("fsync", dir.string(), errno);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) return ErrnoError("open", path, errno);
+  if (file.get() < 0) return ErrnoStatus("open", path, errno);
   std::string out;
   char buffer[1 << 16];
   while (true) {
     ssize_t n = ::read(file.get(), buffer, sizeof(buffer));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError("read", path, errno);
+      return ErrnoStatus("read", path, errno);
     }
     if (n == 0) break;
     out.append(buffer, static_cast<size_t>(n));
