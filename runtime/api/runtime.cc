@@ -89,7 +89,7 @@ Runtime Init(RuntimeOptions options) {
   return Runtime(std::move(rt));
 }
 
-Runtime Init(int& argc, char** argv) {
+RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
   RuntimeOptions o;
   const std::pair<const char*, const char*> env[] = {
       {"GPUPOOL_CONFIG", "--gpupool-config"}, {"GPUPOOL_SIMULATE", "--gpupool-simulate"},
@@ -125,8 +125,10 @@ Runtime Init(int& argc, char** argv) {
     argv[kept] = nullptr;
     argc = kept;
   }
-  return Init(std::move(o));
+  return o;
 }
+
+Runtime Init(int& argc, char** argv) { return Init(OptionsFromFlags(argc, argv)); }
 
 namespace detail {
 

@@ -33,10 +33,10 @@ std::string ShapeKey(const TaskOptions& o, const std::string& team) {
 
 std::exception_ptr MakeTaskError(ErrorCode code, const std::string& task_name, uint64_t task_id,
                                  int attempt, const std::string& location,
-                                 const std::string& message) {
+                                 const std::string& message, const std::string& cause = {}) {
   std::string what = absl::StrCat("task '", task_name, "' (task ", task_id, ", attempt ",
                                   attempt + 1, ") on ", location, ": ", message);
-  return std::make_exception_ptr(TaskError(code, what, task_name, location, message));
+  return std::make_exception_ptr(TaskError(code, what, task_name, location, message, cause));
 }
 
 }  // namespace
@@ -48,13 +48,14 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
     return absl::InvalidArgumentError("max leases per shape must be at least 1");
   }
   std::unique_ptr<JobRuntime> rt(new JobRuntime(std::move(options)));
+  // The store first: the destructor (run when a step below fails) hands it over to live refs.
+  rt->store_ = std::make_unique<ObjectStore>();
   const RuntimeOptions& o = rt->options_;
   absl::StatusOr<std::unique_ptr<EmbeddedPool>> pool = EmbeddedPool::Start(EmbeddedPoolOptions{
       .driver = o.driver, .simulate = o.simulate, .node_count = o.node_count,
       .config_path = o.config_path, .config_text = o.config_text, .clock_speed = o.clock_speed});
   if (!pool.ok()) return pool.status();
   rt->pool_ = *std::move(pool);
-  rt->store_ = std::make_unique<ObjectStore>();
   rt->job_id_ = absl::StrCat("job-", getpid());
   bool real = rt->pool_->driver().name() == "nvidia";
   for (const pool::InventoryGpu& gpu : rt->pool_->inventory().gpus()) {
@@ -245,13 +246,17 @@ void JobRuntime::DependencyResolved(Task* task, ObjectEntry* dependency) {
 void JobRuntime::MakeRunnable(Task* task) {
   if (task->dependency_failed.load(std::memory_order_acquire)) {
     std::string why = "a dependency failed";
+    std::string cause;  // the original exception travels on, as Ray's dependants re-raise it
     try {
       std::rethrow_exception(task->dependency_failure);
+    } catch (const TaskError& e) {
+      why = absl::StrCat("a dependency failed: ", e.what());
+      cause = e.cause();
     } catch (const std::exception& e) {
       why = absl::StrCat("a dependency failed: ", e.what());
     } catch (...) {
     }
-    FailTask(task, ErrorCode::kAborted, "submit", why);
+    FailTask(task, ErrorCode::kAborted, "submit", why, cause);
     return;
   }
   Enqueue(task);
@@ -470,9 +475,14 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   std::exception_ptr failure;
   ErrorCode code = ErrorCode::kUnknown;
   std::string message;
+  std::string cause;
   auto started = std::chrono::steady_clock::now();
   try {
     task->function->invoke(call);
+  } catch (const ErrorWithCause& e) {
+    code = e.code();
+    message = e.what();
+    cause = e.cause();
   } catch (const TaskError& e) {
     code = e.code();
     message = e.what();  // a nested Get failed: keep the whole chain
@@ -507,7 +517,7 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   if (task->cancelled.load()) {
     FailTask(task, ErrorCode::kCancelled, location, "cancelled while running");
   } else if (threw) {
-    FailTask(task, code, location, message);
+    FailTask(task, code, location, message, cause);
   } else {
     task->shape->counters.tasks_run.fetch_add(1, std::memory_order_relaxed);
     Finish(task, std::move(call.result), nullptr);
@@ -515,10 +525,10 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
 }
 
 void JobRuntime::FailTask(Task* task, ErrorCode code, const std::string& location,
-                          const std::string& message) {
+                          const std::string& message, const std::string& cause) {
   if (code != ErrorCode::kCancelled) task->shape->counters.tasks_failed.fetch_add(1, std::memory_order_relaxed);
   Finish(task, nullptr,
-         MakeTaskError(code, task->name(), task->id, task->attempt, location, message));
+         MakeTaskError(code, task->name(), task->id, task->attempt, location, message, cause));
 }
 
 void JobRuntime::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {

@@ -72,7 +72,8 @@ class JobRuntime final : public LeaseListener {
   void DependencyResolved(Task* task, ObjectEntry* dependency);
   // Resolves the task's result and frees the task; schedules whoever waited for the result.
   void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
-  void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message);
+  void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
+                const std::string& cause = {});
   void Execute(Task* task, LeaseRun* lease);
   void CpuWorker();
   void LeaseWorker(LeaseRun* run);

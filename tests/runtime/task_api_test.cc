@@ -316,4 +316,18 @@ TEST(TaskApi, InitTwiceIsRefusedAndFlagsAreParsed) {
   EXPECT_THROW(gpupool::Init(bad_argc, bad), gpupool::Error);
 }
 
+TEST(TaskApi, BadConfigFailsInitCleanlyAndInitWorksAfter) {
+  gpupool::RuntimeOptions bad = TestPool();
+  bad.config_text = "teams:\n  - name: x\n    quota: 3\n";
+  try {
+    gpupool::Init(bad);
+    FAIL() << "a bad configuration was accepted";
+  } catch (const gpupool::Error& e) {
+    EXPECT_EQ(e.code(), gpupool::ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("unknown key 'quota'"));
+  }
+  gpupool::Runtime rt = gpupool::Init(TestPool());
+  EXPECT_EQ(*gpupool::Get(gpupool::Submit(Square, 5)), 25);
+}
+
 }  // namespace

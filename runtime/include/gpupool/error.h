@@ -51,19 +51,36 @@ class GPUPOOL_API Error : public std::runtime_error {
 class GPUPOOL_API TaskError : public Error {
  public:
   TaskError(ErrorCode code, const std::string& message, std::string task_name, std::string location,
-            std::string original_message)
+            std::string original_message, std::string cause = {})
       : Error(code, message),
         task_name_(std::move(task_name)),
         location_(std::move(location)),
-        original_message_(std::move(original_message)) {}
+        original_message_(std::move(original_message)),
+        cause_(std::move(cause)) {}
   const std::string& task_name() const { return task_name_; }
   const std::string& location() const { return location_; }  // "node-0/GPU 3", "cpu", ...
   const std::string& original_message() const { return original_message_; }
+  // The original exception as its language binding serialised it (a pickled Python exception, so
+  // Python's get() re-raises the task's own exception type); empty for C++ tasks.
+  const std::string& cause() const { return cause_; }
 
  private:
   std::string task_name_;
   std::string location_;
   std::string original_message_;
+  std::string cause_;
+};
+
+// Thrown by a language binding's task (Python) to hand the runtime its serialised exception,
+// which the failed result's TaskError then carries in cause().
+class GPUPOOL_API ErrorWithCause : public Error {
+ public:
+  ErrorWithCause(ErrorCode code, const std::string& message, std::string cause)
+      : Error(code, message), cause_(std::move(cause)) {}
+  const std::string& cause() const { return cause_; }
+
+ private:
+  std::string cause_;
 };
 
 }  // namespace gpupool

@@ -116,6 +116,9 @@ class GPUPOOL_API Runtime {
 // GPUPOOL_NODES, GPUPOOL_TEAM); flags win. Bad flags throw kInvalidArgument naming the flag.
 GPUPOOL_API Runtime Init(int& argc, char** argv);
 GPUPOOL_API Runtime Init(RuntimeOptions options = {});
+// The options Init(argc, argv) would start with (environment, then flags), without starting: for
+// callers that adjust them first, as the Python binding does with init()'s keywords.
+GPUPOOL_API RuntimeOptions OptionsFromFlags(int& argc, char** argv);
 
 namespace detail {
 GPUPOOL_API ObjectHeader* SubmitTask(const FunctionInfo* function, EncodedArgs args,

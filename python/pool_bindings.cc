@@ -1,12 +1,12 @@
-// The `gpupool._gpupool_core` extension: the public C++ API, nothing internal (DESIGN §4:
-// python/ uses only the public API). gpupool::Error becomes gpupool.GpupoolError with the
-// status code name in `code`.
+// gpupool.describe_pool: the pool's nodes and GPUs as plain dicts (what `gpupool devices --json`
+// prints).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "gpupool/gpupool.h"
+#include "python/bindings.h"
 
-namespace py = pybind11;
+namespace gpupool::python {
 
 namespace {
 
@@ -42,35 +42,9 @@ py::dict GpuToDict(const gpupool::GpuInfo& g) {
   return d;
 }
 
-const char* CodeName(gpupool::ErrorCode code) {
-  switch (code) {
-    case gpupool::ErrorCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case gpupool::ErrorCode::kNotFound: return "NOT_FOUND";
-    case gpupool::ErrorCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case gpupool::ErrorCode::kUnavailable: return "UNAVAILABLE";
-    case gpupool::ErrorCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case gpupool::ErrorCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case gpupool::ErrorCode::kDataLoss: return "DATA_LOSS";
-    default: return "INTERNAL";
-  }
-}
-
 }  // namespace
 
-PYBIND11_MODULE(_gpupool_core, m) {
-  m.doc() = "gpupool's C++ core (use the `gpupool` package, not this module)";
-  static py::exception<gpupool::Error> error_type(m, "GpupoolError");
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const gpupool::Error& e) {
-      py::object instance = py::handle(error_type.ptr())(e.what());
-      instance.attr("code") = CodeName(e.code());
-      PyErr_SetObject(error_type.ptr(), instance.ptr());
-    }
-  });
-
-  m.def("version", &gpupool::Version, "The version of libgpupool_runtime");
+void BindPool(py::module_& m) {
   m.def(
       "describe_pool",
       [](const std::string& driver, const std::string& simulate, int node_count,
@@ -95,3 +69,5 @@ PYBIND11_MODULE(_gpupool_core, m) {
       py::arg("config") = "",
       "Discover the pool: real GPUs when present, else simulated. Returns a dict.");
 }
+
+}  // namespace gpupool::python

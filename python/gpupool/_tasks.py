@@ -1,0 +1,218 @@
+"""The Python task API: remote functions, ObjectRefs, get/wait/put/cancel, the runtime's lifetime.
+
+Everything here is a thin layer over the C++ runtime (`_gpupool_core`): tasks are queued, leased
+and run by the same job runtime and embedded pool as C++ tasks.
+"""
+
+import atexit
+import functools
+import threading
+
+from . import _gpupool_core as _core
+from ._gpupool_core import GpupoolError, ObjectRef, TaskContext, TaskError
+
+_init_lock = threading.Lock()
+
+
+def init(*, driver=None, simulate=None, nodes=None, config=None, config_text=None, team=None,
+         clock_speed=None, cpu_workers=None, lease_linger_ms=None):
+    """Start gpupool in this process: an embedded pool over this machine's GPUs (simulated when it
+    has none). Unset arguments come from the environment (GPUPOOL_CONFIG, GPUPOOL_SIMULATE,
+    GPUPOOL_NODES, GPUPOOL_TEAM, GPUPOOL_DRIVER, GPUPOOL_CLOCK_SPEED), then the defaults.
+
+    simulate: GPUs of each simulated node, e.g. "4xH100-80GB"; nodes: how many such nodes.
+    config / config_text: a YAML pool configuration (teams, quotas, priority classes), as a path or
+    inline. team: the team of tasks that name none. clock_speed: pool seconds per real second.
+    Returns the pool's notice (e.g. that it is simulated) or "". Calling submit() or put() first
+    initialises with the defaults, as Ray does.
+    """
+    with _init_lock:
+        return _core._init(driver=driver, simulate=simulate, nodes=nodes, config=config,
+                           config_text=config_text, team=team, clock_speed=clock_speed,
+                           cpu_workers=cpu_workers, lease_linger_ms=lease_linger_ms)
+
+
+def shutdown():
+    """Stop the runtime: pending tasks fail with CANCELLED, running ones finish, leases go back."""
+    with _init_lock:
+        _core._shutdown()
+
+
+def is_initialized():
+    return _core._initialized()
+
+
+atexit.register(shutdown)
+
+
+def _ensure_initialized():
+    with _init_lock:
+        if not _core._initialized():
+            _core._init(driver=None, simulate=None, nodes=None, config=None, config_text=None,
+                        team=None, clock_speed=None, cpu_workers=None, lease_linger_ms=None)
+
+
+def _with_runtime(call, *args):
+    try:
+        return call(*args)
+    except GpupoolError as e:
+        if getattr(e, "code", "") != "FAILED_PRECONDITION" or _core._initialized():
+            raise
+    _ensure_initialized()
+    return call(*args)
+
+
+_OPTION_DEFAULTS = dict(gpus=0.0, gpu_memory_mib=0, models=(), labels=None, avoid_labels=None,
+                        isolation=False, team="", project="", workload_class="",
+                        priority_class="", max_retries=3, name="")
+
+
+def _make_options(settings):
+    unknown = set(settings) - set(_OPTION_DEFAULTS)
+    if unknown:
+        raise TypeError("unknown task option(s) %s; known: %s"
+                        % (", ".join(sorted(unknown)), ", ".join(_OPTION_DEFAULTS)))
+    merged = dict(_OPTION_DEFAULTS)
+    merged.update(settings)
+    merged["models"] = list(merged["models"] or ())
+    merged["labels"] = dict(merged["labels"] or {})
+    merged["avoid_labels"] = dict(merged["avoid_labels"] or {})
+    return _core._make_options(**merged)
+
+
+class RemoteFunction:
+    """A function that runs as a gpupool task: `f.submit(*args, **kwargs)` returns an ObjectRef.
+
+    ObjectRef arguments (top level, positional or keyword) are dependencies: the task starts when
+    they exist and receives their values. `f.options(gpus=..., ...)` returns a copy with other
+    options. Calling `f(...)` directly runs it here, as a plain function.
+    """
+
+    def __init__(self, fn, settings):
+        self._fn = fn
+        self._key = "%s.%s" % (fn.__module__, fn.__qualname__)
+        self._settings = dict(settings)
+        self._settings.setdefault("name", fn.__qualname__)
+        self._options = _make_options(self._settings)
+        _core._register(self._key, fn)
+        functools.update_wrapper(self, fn)
+
+    def submit(self, *args, **kwargs):
+        return _with_runtime(_core._submit, self._key, args, kwargs, self._options)
+
+    # Ray's spelling, for code moving over.
+    remote = submit
+
+    def options(self, **settings):
+        merged = dict(self._settings)
+        merged.update(settings)
+        return RemoteFunction(self._fn, merged)
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+
+def remote(fn=None, **settings):
+    """Make a function a gpupool task, with or without options:
+
+        @gpupool.remote
+        def square(x): ...
+
+        @gpupool.remote(gpus=0.25, gpu_memory_mib=8192, team="search")
+        def score(batch): ...
+
+    Options: gpus (0 = CPU, a fraction below 1 = a share of one GPU, n = n whole GPUs on one node),
+    gpu_memory_mib, models (catalogue names), labels / avoid_labels (dicts), isolation (MIG or
+    whole GPUs only), team, project, workload_class, priority_class, max_retries, name.
+    Decorate at module level: tasks find their function by module and qualified name.
+    """
+    if fn is None:
+        return lambda f: RemoteFunction(f, settings)
+    if settings:
+        raise TypeError("use @gpupool.remote(option=...) with keyword options only")
+    return RemoteFunction(fn, {})
+
+
+def _ref_from_id(object_id):
+    """How a pickled ObjectRef comes back (ObjectRef.__reduce__ names this function)."""
+    return _core._ref_from_id(object_id)
+
+
+def _as_cause_type(error):
+    """A TaskError whose task raised a picklable exception becomes an instance of both TaskError
+    and the original exception's class, so `except ValueError:` catches it, as with Ray."""
+    import pickle
+    cause = None
+    if getattr(error, "cause", b""):
+        try:
+            cause = pickle.loads(error.cause)
+        except Exception:  # the class may not exist here; the message still has everything
+            cause = None
+    error.cause = cause
+    if cause is None or isinstance(cause, TaskError):
+        return error
+    cause_type = type(cause)
+    try:
+        both = type("TaskError(%s)" % cause_type.__name__, (TaskError, cause_type), {})
+        combined = both.__new__(both)
+        combined.args = error.args
+        combined.__dict__.update(error.__dict__)
+        combined.__dict__.update(getattr(cause, "__dict__", {}))
+        combined.cause = cause
+        return combined
+    except TypeError:  # incompatible layouts (some built-in exceptions): keep the plain TaskError
+        return error
+
+
+def get(refs, *, timeout=None):
+    """The value of an ObjectRef (waiting for it), or a list of values for a list of refs.
+
+    A task that failed raises TaskError (also an instance of the task's own exception type when it
+    could travel); timeout (seconds) raises GpupoolError with code DEADLINE_EXCEEDED.
+    """
+    try:
+        if isinstance(refs, ObjectRef):
+            return _core._get(refs, timeout)
+        if isinstance(refs, (list, tuple)):
+            if timeout is None:
+                return [_core._get(r, None) for r in refs]
+            import time
+            deadline = time.monotonic() + timeout
+            return [_core._get(r, max(0.0, deadline - time.monotonic())) for r in refs]
+    except TaskError as e:
+        raise _as_cause_type(e) from None
+    raise TypeError("get takes an ObjectRef or a list of them, not %s" % type(refs).__name__)
+
+
+def wait(refs, *, num_returns=1, timeout=None):
+    """Return (ready, not_ready) once num_returns of the refs are ready (or failed), or at the
+    timeout, as Ray's wait. Order is kept within each list."""
+    refs = list(refs)
+    if not 0 <= num_returns <= len(refs):
+        raise ValueError("num_returns must be between 0 and %d, got %d" % (len(refs), num_returns))
+    flags = _core._wait(refs, num_returns, timeout)
+    ready = [r for r, f in zip(refs, flags) if f]
+    not_ready = [r for r, f in zip(refs, flags) if not f]
+    return ready, not_ready
+
+
+def put(value):
+    """Store a value (pickled once) and return its ObjectRef."""
+    return _with_runtime(_core._put, value)
+
+
+def cancel(ref):
+    """Drop a pending task (its result fails with CANCELLED) or flag a running one
+    (context().cancelled, and context().step() raises)."""
+    _core._cancel(ref)
+
+
+def context():
+    """The running task's TaskContext (slots, memory budget, cancellation, step()), or None outside
+    a task."""
+    return _core._context()
+
+
+def stats():
+    """Pool time, GPUs, per-team usage (GPU-hours leased/borrowed/busy, tasks), live objects."""
+    return _core._stats()

@@ -1,0 +1,502 @@
+// gpupool's task API for Python, over the same runtime as the C++ API.
+//
+// A Python remote function is registered under "module.qualname". All Python tasks go through one
+// C++ remote function, registered here with its own invoker: its encoded arguments are the
+// function's name, where the top-level ObjectRef arguments go, and the pickled (args, kwargs). Those
+// ObjectRefs are the task's dependencies, so the task starts when they exist and receives their
+// values, as in Ray; refs nested deeper travel as refs and are kept alive until the task ran.
+//
+// Values are stored pickled (protocol 5) as PyValue, together with the refs pickled inside them
+// (an ObjectRef pickles as its id and notes itself in the runtime's nested-ref sink), so a stored
+// list of refs keeps its objects alive. Storing bytes, not live Python objects, means no runtime
+// thread ever needs the GIL to free a value, and the same bytes can leave the process later.
+//
+// The GIL: a task's invoker takes it to run the function; get, wait, shutdown and sleeps release
+// it while they block. Python tasks of one process therefore take turns on the interpreter except
+// where they release it (NumPy, PyTorch kernels, I/O), as with Python threads.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpupool/gpupool.h"
+#include "python/bindings.h"
+
+namespace gpupool::python {
+
+// A Python value in the object store.
+struct PyValue {
+  std::string pickled;
+  std::vector<ObjectRef<PyValue>> refs;  // refs pickled inside it, kept alive with it
+};
+using PyRef = ObjectRef<PyValue>;
+
+}  // namespace gpupool::python
+
+// How a PyValue leaves the process (later: to another rank): its pickle and its refs' ids.
+template <>
+struct gpupool::Codec<gpupool::python::PyValue> {
+  static void Encode(Writer& w, const python::PyValue& v) {
+    gpupool::Encode(w, v.pickled);
+    gpupool::Encode(w, v.refs);
+  }
+  static python::PyValue Decode(Reader& r) {
+    python::PyValue v;
+    v.pickled = gpupool::Decode<std::string>(r);
+    v.refs = gpupool::Decode<std::vector<python::PyRef>>(r);
+    return v;
+  }
+};
+
+namespace gpupool::python {
+namespace {
+
+// Python objects the module needs on every task. Deliberately leaked: destroying them after the
+// interpreter finalised would crash, and the process is ending anyway.
+struct ModuleState {
+  py::object dumps;             // pickle.dumps
+  py::object loads;             // pickle.loads
+  py::object format_exception_only;
+  py::object format_tb;
+  py::object error_type;        // gpupool.GpupoolError
+  py::dict functions;           // "module.qualname" -> callable
+  py::object ref_from_id;       // gpupool._tasks._ref_from_id, for ObjectRef.__reduce__ (a
+                                // Python function, so pickle can name it)
+};
+ModuleState* state = nullptr;
+
+// The process's runtime, when Python started it. Leaked for the same reason as ModuleState; the
+// package's atexit hook shuts it down while the interpreter is still alive.
+std::unique_ptr<Runtime>* runtime_holder = new std::unique_ptr<Runtime>();
+
+thread_local TaskContext* current_context = nullptr;
+
+class ContextScope {
+ public:
+  explicit ContextScope(TaskContext* context) : previous_(current_context) { current_context = context; }
+  ~ContextScope() { current_context = previous_; }
+
+ private:
+  TaskContext* previous_;
+};
+
+// Pickles `obj`; refs met inside are retained and appended to `refs`.
+py::bytes Pickle(py::handle obj, std::vector<detail::ObjectHeader*>* refs) {
+  std::vector<detail::ObjectHeader*>* previous = detail::nested_refs_sink;
+  detail::nested_refs_sink = refs;
+  try {
+    py::bytes out = state->dumps(obj, 5);
+    detail::nested_refs_sink = previous;
+    return out;
+  } catch (...) {
+    detail::nested_refs_sink = previous;
+    throw;
+  }
+}
+
+PyValue MakeValue(py::handle obj) {
+  std::vector<detail::ObjectHeader*> refs;
+  PyValue value;
+  try {
+    py::bytes bytes = Pickle(obj, &refs);
+    value.pickled = static_cast<std::string_view>(bytes);
+  } catch (...) {
+    for (detail::ObjectHeader* h : refs) detail::Release(h);
+    throw;
+  }
+  value.refs.reserve(refs.size());
+  for (detail::ObjectHeader* h : refs) value.refs.push_back(PyRef::Adopt(h));
+  return value;
+}
+
+py::object Unpickle(std::string_view bytes) {
+  return state->loads(py::memoryview::from_memory(bytes.data(), static_cast<py::ssize_t>(bytes.size())));
+}
+
+const PyValue& ValueOf(detail::ObjectHeader* h) {
+  return detail::ValueAs<PyValue>(h->id, detail::AwaitValue(h, std::chrono::steady_clock::time_point::max()));
+}
+
+// Where a dependency's value goes: the index-th positional argument or the keyword `name`.
+constexpr uint64_t kPositional = 0;
+constexpr uint64_t kKeyword = 1;
+
+void InvokePython(detail::TaskCall& call);
+const detail::FunctionInfo* python_function = nullptr;
+
+// A task whose Python function raised: the message names the exception and carries the traceback;
+// the exception itself travels pickled (when it can be) so get() re-raises its type.
+[[noreturn]] void ThrowPythonFailure(py::error_already_set& e) {
+  std::string message;
+  std::string cause;
+  ErrorCode code = ErrorCode::kUnknown;
+  try {
+    py::object value = e.value();
+    for (py::handle line : state->format_exception_only(e.type(), value)) message += py::str(line).cast<std::string>();
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    std::string trace;
+    if (e.trace()) {
+      for (py::handle line : state->format_tb(e.trace())) trace += py::str(line).cast<std::string>();
+    }
+    if (!trace.empty()) message += "\nTraceback of the task (most recent call last):\n" + trace;
+    if (py::isinstance(value, state->error_type) && py::hasattr(value, "code")) {
+      code = CodeFromName(py::str(value.attr("code")).cast<std::string>());
+    }
+    try {
+      cause = static_cast<std::string_view>(py::bytes(state->dumps(value, 5)));
+    } catch (py::error_already_set&) {
+      // Not picklable: the caller gets TaskError with the message and traceback only.
+    }
+  } catch (py::error_already_set& inner) {
+    message = std::string("a Python exception that could not be formatted: ") + inner.what();
+  }
+  throw ErrorWithCause(code, message, std::move(cause));
+}
+
+void InvokePython(detail::TaskCall& call) {
+  if (!Py_IsInitialized()) throw Error(ErrorCode::kUnavailable, "the Python interpreter has shut down");
+  py::gil_scoped_acquire gil;
+  Reader r(call.args);
+  std::string key = Decode<std::string>(r);
+  size_t n = r.Count("the dependency positions");
+  struct Position {
+    uint64_t kind;
+    uint64_t index;
+    std::string name;
+  };
+  std::vector<Position> positions(n);
+  for (Position& p : positions) {
+    p.kind = r.Varint("a dependency position");
+    if (p.kind == kPositional) {
+      p.index = r.Varint("a positional index");
+    } else if (p.kind == kKeyword) {
+      p.name = Decode<std::string>(r);
+    } else {
+      throw Error(ErrorCode::kDataLoss, "unknown dependency position kind " + std::to_string(p.kind));
+    }
+  }
+  if (n != call.dep_count) throw Error(ErrorCode::kDataLoss, "dependency count does not match the arguments");
+  std::string_view payload = r.Take(r.remaining(), "the pickled arguments");
+  ContextScope scope(call.context);
+  try {
+    py::object fn = state->functions.attr("get")(key);
+    if (fn.is_none()) {
+      throw Error(ErrorCode::kNotFound,
+                  "Python function '" + key + "' is not registered in this process: decorate it with "
+                  "@gpupool.remote at module level");
+    }
+    py::tuple args_kwargs = Unpickle(payload);
+    py::list args(args_kwargs[0]);
+    py::dict kwargs = args_kwargs[1];
+    for (size_t i = 0; i < n; ++i) {
+      py::object value = Unpickle(ValueOf(call.deps[i]).pickled);
+      if (positions[i].kind == kPositional) {
+        args[positions[i].index] = value;
+      } else {
+        kwargs[py::str(positions[i].name)] = value;
+      }
+    }
+    py::object result = fn(*py::tuple(args), **kwargs);
+    call.result = std::make_unique<detail::TypedBox<PyValue>>(MakeValue(result));
+  } catch (py::error_already_set& e) {
+    ThrowPythonFailure(e);
+  }
+}
+
+// The top-level ObjectRefs of (args, kwargs) become dependencies; None holds their place.
+detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py::dict kwargs) {
+  detail::EncodedArgs out;
+  Writer w(out.bytes);
+  Encode(w, key);
+  std::string positions;
+  Writer pw(positions);
+  py::object call_args = args;
+  py::object call_kwargs = kwargs;
+  try {
+    py::list replaced_args;
+    bool args_changed = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (py::isinstance<PyRef>(args[i])) {
+        detail::ObjectHeader* header = args[i].cast<const PyRef&>().header();
+        if (header == nullptr) throw Error(ErrorCode::kInvalidArgument, "an empty ObjectRef was passed as an argument");
+        detail::Retain(header);
+        out.deps.push_back(header);
+        if (!args_changed) {
+          replaced_args = py::list(args);  // a new list: args is a tuple
+          args_changed = true;
+        }
+        replaced_args[i] = py::none();
+        pw.Varint(kPositional);
+        pw.Varint(i);
+      }
+    }
+    if (args_changed) call_args = py::tuple(replaced_args);
+    py::dict replaced_kwargs;
+    bool kwargs_changed = false;
+    for (auto [name, value] : kwargs) {
+      if (!py::isinstance<PyRef>(value)) continue;
+      detail::ObjectHeader* header = value.cast<const PyRef&>().header();
+      if (header == nullptr) throw Error(ErrorCode::kInvalidArgument, "an empty ObjectRef was passed as an argument");
+      detail::Retain(header);
+      out.deps.push_back(header);
+      if (!kwargs_changed) {
+        // A copy: py::dict(kwargs) would alias the caller's dict, and replacing the ref in it could
+        // drop the ref's last Python owner.
+        replaced_kwargs = kwargs.attr("copy")();
+        kwargs_changed = true;
+      }
+      replaced_kwargs[name] = py::none();
+      pw.Varint(kKeyword);
+      Encode(pw, py::str(name).cast<std::string>());
+    }
+    if (kwargs_changed) call_kwargs = replaced_kwargs;
+    w.Varint(out.deps.size());
+    w.Bytes(positions.data(), positions.size());
+    py::bytes payload = Pickle(py::make_tuple(call_args, call_kwargs), &out.nested);
+    std::string_view bytes = payload;
+    w.Bytes(bytes.data(), bytes.size());
+  } catch (...) {
+    for (detail::ObjectHeader* h : out.deps) detail::Release(h);
+    for (detail::ObjectHeader* h : out.nested) detail::Release(h);
+    throw;
+  }
+  return out;
+}
+
+// A TaskContext as Python sees it: usable only inside its task, on the task's thread.
+class PyTaskContext {
+ public:
+  explicit PyTaskContext(TaskContext* context) : context_(context) {}
+  TaskContext& get() const {
+    if (current_context != context_) {
+      throw Error(ErrorCode::kFailedPrecondition,
+                  "this TaskContext belongs to a task that has finished or runs on another thread");
+    }
+    return *context_;
+  }
+
+ private:
+  TaskContext* context_;
+};
+
+py::dict SlotToDict(const SlotInfo& s) {
+  py::dict d;
+  d["node"] = s.node;
+  d["gpu_index"] = s.gpu_index;
+  d["model"] = s.model;
+  d["cuda_device"] = s.cuda_device;
+  d["kind"] = s.kind;
+  d["compute_share"] = s.compute_milli / 1000.0;
+  d["memory_budget_bytes"] = s.memory_budget_bytes;
+  return d;
+}
+
+py::dict StatsToDict(const RuntimeStats& s) {
+  py::list teams;
+  for (const TeamUsage& t : s.teams) {
+    py::dict d;
+    d["team"] = t.team;
+    d["leased_gpu_hours"] = t.leased_gpu_hours;
+    d["borrowed_gpu_hours"] = t.borrowed_gpu_hours;
+    d["busy_gpu_hours"] = t.busy_gpu_hours;
+    d["leases"] = t.leases;
+    d["tasks_run"] = t.tasks_run;
+    d["tasks_failed"] = t.tasks_failed;
+    teams.append(d);
+  }
+  py::dict d;
+  d["pool_time_s"] = s.pool_time_s;
+  d["pool_gpus"] = s.pool_gpus;
+  d["teams"] = teams;
+  d["scrubbed_bytes"] = s.scrubbed_bytes;
+  d["live_objects"] = s.live_objects;
+  d["queued_tasks"] = s.queued_tasks;
+  return d;
+}
+
+std::chrono::steady_clock::time_point DeadlineAfter(std::optional<double> timeout_s) {
+  if (!timeout_s) return std::chrono::steady_clock::time_point::max();
+  if (*timeout_s < 0) throw Error(ErrorCode::kInvalidArgument, "timeout must not be negative");
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*timeout_s));
+}
+
+}  // namespace
+
+void BindTasks(py::module_& m) {
+  state = new ModuleState();
+  py::module_ pickle = py::module_::import("pickle");
+  py::module_ traceback = py::module_::import("traceback");
+  state->dumps = pickle.attr("dumps");
+  state->loads = pickle.attr("loads");
+  state->format_exception_only = traceback.attr("format_exception_only");
+  state->format_tb = traceback.attr("format_tb");
+  state->error_type = m.attr("GpupoolError");
+  state->functions = py::dict();
+  m.attr("_functions") = state->functions;
+  static int python_function_marker = 0;
+  python_function = detail::RegisterFunction("gpupool.python", &python_function_marker, &InvokePython);
+
+  py::class_<PyRef>(m, "ObjectRef", "A value in the object store: a task's future result or a put() value.")
+      .def_property_readonly("id", &PyRef::id, "The object's id, unique in the job")
+      .def("ready", &PyRef::ready, "Whether the value (or its failure) is there, without waiting")
+      .def("__repr__", [](const PyRef& r) { return "ObjectRef(" + std::to_string(r.id()) + ")"; })
+      .def("__eq__", [](const PyRef& a, py::object b) {
+        return py::isinstance<PyRef>(b) && a.header() == b.cast<const PyRef&>().header();
+      })
+      .def("__hash__", [](const PyRef& r) { return std::hash<uint64_t>()(r.id()); })
+      .def("__reduce__", [](const PyRef& r) {
+        if (r.empty()) throw Error(ErrorCode::kInvalidArgument, "an empty ObjectRef cannot be pickled");
+        if (!state->ref_from_id) state->ref_from_id = py::module_::import("gpupool._tasks").attr("_ref_from_id");
+        detail::NoteNestedRef(r.header());  // keeps it alive with whatever it is pickled into
+        return py::make_tuple(state->ref_from_id, py::make_tuple(r.id()));
+      });
+  m.def("_ref_from_id", [](uint64_t id) { return PyRef::Adopt(detail::LookupObject(id)); });
+
+  py::class_<TaskOptions>(m, "_TaskOptions");
+  m.def(
+      "_make_options",
+      [](double gpus, int64_t gpu_memory_mib, std::vector<std::string> models,
+         std::map<std::string, std::string> labels, std::map<std::string, std::string> avoid_labels,
+         bool isolation, std::string team, std::string project, std::string workload_class,
+         std::string priority_class, int max_retries, std::string name) {
+        if (!(gpus >= 0)) throw Error(ErrorCode::kInvalidArgument, "gpus must be 0 (CPU), a fraction below 1, or a whole number; got " + std::to_string(gpus));
+        if (gpu_memory_mib < 0) throw Error(ErrorCode::kInvalidArgument, "gpu_memory_mib must not be negative");
+        if (max_retries < 0) throw Error(ErrorCode::kInvalidArgument, "max_retries must not be negative");
+        TaskOptions o;
+        o.gpus = gpus;
+        o.gpu_memory_mib = gpu_memory_mib;
+        o.models = std::move(models);
+        o.labels = std::move(labels);
+        o.avoid_labels = std::move(avoid_labels);
+        o.hardware_isolation = isolation;
+        o.team = std::move(team);
+        o.project = std::move(project);
+        o.workload_class = std::move(workload_class);
+        o.priority_class = std::move(priority_class);
+        o.max_retries = max_retries;
+        o.name = std::move(name);
+        return o;
+      },
+      py::arg("gpus"), py::arg("gpu_memory_mib"), py::arg("models"), py::arg("labels"),
+      py::arg("avoid_labels"), py::arg("isolation"), py::arg("team"), py::arg("project"),
+      py::arg("workload_class"), py::arg("priority_class"), py::arg("max_retries"), py::arg("name"));
+
+  m.def("_register", [](const std::string& key, py::object fn) { state->functions[py::str(key)] = fn; });
+  m.def("_submit", [](const std::string& key, py::tuple args, py::dict kwargs, const TaskOptions& options) {
+    return PyRef::Adopt(detail::SubmitTask(python_function, EncodePythonCall(key, args, kwargs), &options));
+  });
+  m.def("_get", [](const PyRef& ref, std::optional<double> timeout_s) {
+    if (ref.empty()) throw Error(ErrorCode::kFailedPrecondition, "get on an empty ObjectRef");
+    std::optional<View<PyValue>> view;
+    {
+      py::gil_scoped_release release;
+      view.emplace(ref.GetView(DeadlineAfter(timeout_s)));
+    }
+    return Unpickle((*view)->pickled);
+  });
+  m.def("_wait", [](const std::vector<PyRef>& refs, size_t num_returns, std::optional<double> timeout_s) {
+    std::vector<detail::ObjectHeader*> headers;
+    for (const PyRef& r : refs) {
+      if (r.empty()) throw Error(ErrorCode::kFailedPrecondition, "wait on an empty ObjectRef");
+      headers.push_back(r.header());
+    }
+    std::unique_ptr<bool[]> ready(new bool[refs.size() + 1]());
+    {
+      py::gil_scoped_release release;
+      detail::WaitObjects(headers.data(), headers.size(), num_returns, DeadlineAfter(timeout_s), ready.get());
+    }
+    return std::vector<bool>(ready.get(), ready.get() + refs.size());
+  });
+  m.def("_put", [](py::object value) {
+    return PyRef::Adopt(detail::PutValue(std::make_unique<detail::TypedBox<PyValue>>(MakeValue(value))));
+  });
+  m.def("_cancel", [](const PyRef& ref) { Cancel(ref); });
+
+  m.def(
+      "_init",
+      [](std::optional<std::string> driver, std::optional<std::string> simulate, std::optional<int> nodes,
+         std::optional<std::string> config, std::optional<std::string> config_text,
+         std::optional<std::string> team, std::optional<double> clock_speed,
+         std::optional<int> cpu_workers, std::optional<int> lease_linger_ms) {
+        if (*runtime_holder) {
+          throw Error(ErrorCode::kFailedPrecondition,
+                      "gpupool is already initialised in this process: call gpupool.shutdown() first");
+        }
+        char program[] = "python";
+        char* argv[] = {program, nullptr};
+        int argc = 1;
+        RuntimeOptions o = OptionsFromFlags(argc, argv);  // GPUPOOL_* environment
+        if (driver) o.driver = *driver;
+        if (simulate) o.simulate = *simulate;
+        if (nodes) {
+          if (*nodes < 1) throw Error(ErrorCode::kInvalidArgument, "nodes must be at least 1");
+          o.node_count = *nodes;
+        }
+        if (config) o.config_path = *config;
+        if (config_text) o.config_text = *config_text;
+        if (team) o.team = *team;
+        if (clock_speed) {
+          if (!(*clock_speed > 0)) throw Error(ErrorCode::kInvalidArgument, "clock_speed must be positive");
+          o.clock_speed = *clock_speed;
+        }
+        if (cpu_workers) {
+          if (*cpu_workers < 0) throw Error(ErrorCode::kInvalidArgument, "cpu_workers must not be negative");
+          o.cpu_workers = *cpu_workers;
+        }
+        if (lease_linger_ms) {
+          if (*lease_linger_ms < 0) throw Error(ErrorCode::kInvalidArgument, "lease_linger_ms must not be negative");
+          o.lease_linger_ms = *lease_linger_ms;
+        }
+        py::gil_scoped_release release;  // starting may probe the driver
+        *runtime_holder = std::make_unique<Runtime>(Init(std::move(o)));
+        return (*runtime_holder)->notice();
+      },
+      py::arg("driver"), py::arg("simulate"), py::arg("nodes"), py::arg("config"),
+      py::arg("config_text"), py::arg("team"), py::arg("clock_speed"), py::arg("cpu_workers"),
+      py::arg("lease_linger_ms"));
+  m.def("_shutdown", []() {
+    std::unique_ptr<Runtime> rt = std::move(*runtime_holder);
+    py::gil_scoped_release release;  // running Python tasks need the GIL to finish
+    rt.reset();
+  });
+  m.def("_initialized", []() { return static_cast<bool>(*runtime_holder); });
+  m.def("_stats", []() {
+    if (!*runtime_holder) throw Error(ErrorCode::kFailedPrecondition, "gpupool is not initialised");
+    return StatsToDict((*runtime_holder)->Stats());
+  });
+
+  py::class_<PyTaskContext>(m, "TaskContext", "Where a running task runs; see gpupool.context()")
+      .def_property_readonly("task_name", [](const PyTaskContext& c) { return c.get().task_name(); })
+      .def_property_readonly("task_id", [](const PyTaskContext& c) { return c.get().task_id(); })
+      .def_property_readonly("team", [](const PyTaskContext& c) { return c.get().team(); })
+      .def_property_readonly("attempt", [](const PyTaskContext& c) { return c.get().attempt(); })
+      .def_property_readonly("slots", [](const PyTaskContext& c) {
+        py::list slots;
+        for (const SlotInfo& s : c.get().slots()) slots.append(SlotToDict(s));
+        return slots;
+      })
+      .def_property_readonly("cuda_device", [](const PyTaskContext& c) { return c.get().cuda_device(); })
+      .def_property_readonly("memory_budget_bytes", [](const PyTaskContext& c) { return c.get().memory_budget_bytes(); })
+      .def_property_readonly("memory_used_bytes", [](const PyTaskContext& c) { return c.get().memory_used_bytes(); })
+      .def_property_readonly("cancelled", [](const PyTaskContext& c) { return c.get().cancelled(); })
+      .def_property_readonly("pool_time_s", [](const PyTaskContext& c) { return c.get().pool_time_s(); })
+      .def("step", [](const PyTaskContext& c) { c.get().Step(); },
+           "A safe point: raises GpupoolError (code CANCELLED) when the task was cancelled or its lease revoked")
+      .def("sleep_pool_time", [](const PyTaskContext& c, double seconds) {
+        TaskContext& context = c.get();
+        py::gil_scoped_release release;
+        context.SleepPoolTime(seconds);
+      });
+  m.def("_context", []() -> py::object {
+    if (current_context == nullptr) return py::none();
+    return py::cast(PyTaskContext(current_context));
+  });
+}
+
+}  // namespace gpupool::python

@@ -1,0 +1,223 @@
+"""The Python task API on a simulated embedded pool (2 nodes x 4 H100), in this process."""
+import gc
+import threading
+import time
+
+import pytest
+
+import gpupool
+
+TEAMS = """
+teams:
+  - name: search
+    quotas: [{gpus: H100-80GB, nominal: 2}]
+  - name: nlp
+    quotas: [{gpus: H100-80GB, nominal: 2}]
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runtime():
+    if gpupool.is_initialized():
+        gpupool.shutdown()
+    gpupool.init(simulate="4xH100-80GB", nodes=2, lease_linger_ms=50)
+    yield
+    gpupool.shutdown()
+
+
+@gpupool.remote
+def square(x):
+    return x * x
+
+
+@gpupool.remote
+def add(a, b=0):
+    return a + b
+
+
+@gpupool.remote(gpus=0.25, gpu_memory_mib=8192, team="search")
+def where_am_i(tag):
+    ctx = gpupool.context()
+    ctx.step()
+    return {"tag": tag, "slots": ctx.slots, "budget": ctx.memory_budget_bytes, "team": ctx.team}
+
+
+@gpupool.remote
+def fail(message):
+    raise ValueError(message)
+
+
+gate = threading.Event()
+
+
+@gpupool.remote
+def wait_for_gate():
+    while not gate.wait(0.01):
+        gpupool.context().step()
+    return "through"
+
+
+@gpupool.remote
+def spin_until_cancelled():
+    ctx = gpupool.context()
+    for _ in range(2000):
+        ctx.step()   # raises GpupoolError(CANCELLED) once cancelled
+        time.sleep(0.005)
+    return "never cancelled"
+
+
+@gpupool.remote
+def leak_context():
+    return gpupool.context()
+
+
+class Unpicklable(Exception):
+    def __init__(self):
+        super().__init__("holds a lock")
+        self.lock = threading.Lock()
+
+
+@gpupool.remote
+def fail_unpicklably():
+    raise Unpicklable()
+
+
+def test_submit_and_dependencies():
+    a = square.submit(3)
+    b = square.submit(a)                   # positional ref: a dependency, receives 9
+    c = add.submit(1, b=square.submit(4))  # keyword ref too
+    assert gpupool.get(b) == 81
+    assert gpupool.get(c) == 17
+    assert gpupool.get([a, b]) == [9, 81]
+    assert square.remote(5) is not None    # Ray's spelling works
+    assert square(6) == 36                 # a direct call runs locally
+
+
+def test_fractional_gpu_task_sees_its_slot_and_budget():
+    result = gpupool.get(where_am_i.submit("x"), timeout=30)
+    assert result["tag"] == "x"
+    assert result["team"] == "search"
+    (slot,) = result["slots"]
+    assert slot["kind"] == "fraction"
+    assert slot["model"] == "H100-80GB"
+    assert slot["compute_share"] == pytest.approx(0.25)
+    assert result["budget"] == 8192 << 20
+    assert gpupool.context() is None       # outside a task
+
+
+def test_several_fractions_share_the_pool():
+    refs = [where_am_i.submit(i) for i in range(16)]
+    results = gpupool.get(refs, timeout=30)
+    assert [r["tag"] for r in results] == list(range(16))
+
+
+def test_task_exception_keeps_its_type_message_and_traceback():
+    ref = fail.submit("bad input 7")
+    with pytest.raises(ValueError) as info:
+        gpupool.get(ref)
+    err = info.value
+    assert isinstance(err, gpupool.TaskError)
+    assert err.task_name == "fail"
+    assert err.location == "cpu"
+    assert err.original_message.startswith("ValueError: bad input 7")
+    assert "in fail" in err.original_message          # the task's traceback
+    assert isinstance(err.cause, ValueError)
+    # A dependant fails too, and re-raises the original type.
+    with pytest.raises(ValueError):
+        gpupool.get(square.submit(ref))
+
+
+def test_unpicklable_exception_still_reports():
+    with pytest.raises(gpupool.TaskError) as info:
+        gpupool.get(fail_unpicklably.submit())
+    assert "Unpicklable: holds a lock" in str(info.value)
+    assert info.value.cause is None
+
+
+def test_put_get_and_nested_refs_stay_alive():
+    assert gpupool.get(gpupool.put({"a": [1, 2.5, "x"]})) == {"a": [1, 2.5, "x"]}
+    inner = square.submit(7)
+    outer = gpupool.put({"inner": [inner]})
+    inner_id = inner.id
+    del inner
+    gc.collect()
+    (ref,) = gpupool.get(outer)["inner"]
+    assert ref.id == inner_id
+    assert gpupool.get(ref) == 49
+
+
+def test_wait_and_timeouts():
+    gate.clear()
+    slow = wait_for_gate.submit()
+    fast = square.submit(2)
+    ready, not_ready = gpupool.wait([slow, fast], num_returns=1, timeout=10)
+    assert ready == [fast] and not_ready == [slow]
+    with pytest.raises(gpupool.GpupoolError) as info:
+        gpupool.get(slow, timeout=0.05)
+    assert info.value.code == "DEADLINE_EXCEEDED"
+    gate.set()
+    assert gpupool.get(slow, timeout=10) == "through"
+    with pytest.raises(ValueError):
+        gpupool.wait([fast], num_returns=2)
+
+
+def test_cancel_running_task():
+    ref = spin_until_cancelled.submit()
+    time.sleep(0.05)
+    gpupool.cancel(ref)
+    with pytest.raises(gpupool.TaskError) as info:
+        gpupool.get(ref, timeout=20)
+    assert info.value.code == "CANCELLED"
+
+
+def test_context_cannot_leave_its_task():
+    with pytest.raises(gpupool.TaskError) as info:   # a TaskContext is not a value
+        gpupool.get(leak_context.submit())
+    assert "pickle" in str(info.value)
+
+
+def test_bad_requests_name_what_is_wrong():
+    with pytest.raises(TypeError, match="unknown task option"):
+        square.options(gpu=1)
+    with pytest.raises(gpupool.GpupoolError) as info:
+        square.options(gpus=-1)
+    assert info.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(gpupool.TaskError) as info:
+        gpupool.get(square.options(gpus=64).submit(1), timeout=30)
+    assert "does not fit" in str(info.value)
+    with pytest.raises(gpupool.TaskError) as info:
+        gpupool.get(square.options(models=["L4"], gpus=1).submit(1), timeout=30)
+    assert "matches no GPU" in str(info.value)
+    with pytest.raises(TypeError):
+        gpupool.get(42)
+    assert gpupool.get(square.submit(3)) == 9      # still serving
+
+
+def test_objects_are_freed():
+    gc.collect()
+    before = gpupool.stats()["live_objects"]
+    refs = [square.submit(i) for i in range(5000)]
+    assert sum(gpupool.get(refs)) == sum(i * i for i in range(5000))
+    del refs
+    gc.collect()
+    deadline = time.time() + 10
+    while gpupool.stats()["live_objects"] > before and time.time() < deadline:
+        time.sleep(0.01)
+    assert gpupool.stats()["live_objects"] <= before
+
+
+def test_one_runtime_per_process_and_restart():
+    with pytest.raises(gpupool.GpupoolError) as info:
+        gpupool.init()
+    assert info.value.code == "FAILED_PRECONDITION"
+    gpupool.shutdown()
+    assert not gpupool.is_initialized()
+    with pytest.raises(gpupool.GpupoolError, match="unknown key 'quota'"):
+        gpupool.init(config_text="teams:\n  - name: x\n    quota: 3\n")
+    assert not gpupool.is_initialized()
+    gpupool.init(simulate="4xH100-80GB", config_text=TEAMS, lease_linger_ms=50)
+    ref = where_am_i.submit("after restart")
+    assert gpupool.get(ref, timeout=30)["team"] == "search"
+    usage = {t["team"]: t for t in gpupool.stats()["teams"]}
+    assert usage["search"]["tasks_run"] == 1
+    assert usage["search"]["leases"] >= 1
