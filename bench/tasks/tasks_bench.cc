@@ -241,12 +241,15 @@ int main(int argc, char** argv) {
       sink += dst[bytes - 1 - r];
       best_memcpy = std::min(best_memcpy, Seconds(t0, t1));
     }
+    // A plain std::vector copy. The first one in the process gets new memory and pays the page
+    // faults; later ones reuse the freed block, as Put does (RuntimeOptions::host_memory_reuse_mib).
+    double first_vector_copy = 0;
     for (int r = 0; r < put_reps; ++r) {
-      // memcpy into a fresh allocation (what any copy into new memory pays: page faults)
       auto t0 = Clock::now();
       std::vector<char> fresh(src);
       auto t1 = Clock::now();
       sink += fresh[r];
+      if (r == 0) first_vector_copy = Seconds(t0, t1);
       best_memcpy_fresh = std::min(best_memcpy_fresh, Seconds(t0, t1));
     }
     for (int r = 0; r < put_reps; ++r) {
@@ -282,12 +285,12 @@ int main(int argc, char** argv) {
     Report("put_get_copy_100mib_gib_per_s", copy_bw, "GiB/s", "memcpy_touched_100mib_gib_per_s",
            memcpy_bw,
            "target >= 80% of memcpy; " + std::to_string(100 * copy_bw / memcpy_bw).substr(0, 5) +
-               "% (vs copy into fresh memory " + std::to_string(fresh_bw).substr(0, 5) + " GiB/s: " +
-               std::to_string(100 * copy_bw / fresh_bw).substr(0, 5) + "%)");
+               "%, best of " + std::to_string(put_reps) + " (freed blocks reused)");
     Report("put_get_move_100mib_gib_per_s", move_bw, "GiB/s", "memcpy_touched_100mib_gib_per_s",
            memcpy_bw, "no copy; " + std::to_string(best_move * 1e6).substr(0, 6) + " us per Put+Get");
-    Report("memcpy_fresh_100mib_gib_per_s", fresh_bw, "GiB/s", "memcpy_touched_100mib_gib_per_s",
-           memcpy_bw, "baseline detail: copy into a new allocation");
+    Report("vector_copy_100mib_gib_per_s", fresh_bw, "GiB/s", "memcpy_touched_100mib_gib_per_s",
+           memcpy_bw, "baseline detail: std::vector copy; the process's first, into new memory, ran at " +
+                          std::to_string(mib / first_vector_copy / 1024.0).substr(0, 5) + " GiB/s (page faults)");
     if (sink == 42) std::printf("#\n");
   }
 

@@ -41,6 +41,14 @@ double ParsePositiveDouble(const std::string& flag, const std::string& value) {
   return x;
 }
 
+uint64_t ParseWholeNumber(const std::string& flag, const std::string& value) {
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(value, &n)) {
+    throw Error(ErrorCode::kInvalidArgument, flag + " wants a whole number >= 0, got '" + value + "'");
+  }
+  return n;
+}
+
 // Applies one setting by its flag name; false when the name is not gpupool's.
 bool ApplySetting(RuntimeOptions& o, const std::string& flag, const std::string& value) {
   if (flag == "--gpupool-config") o.config_path = value;
@@ -49,6 +57,7 @@ bool ApplySetting(RuntimeOptions& o, const std::string& flag, const std::string&
   else if (flag == "--gpupool-nodes") o.node_count = ParsePositiveInt(flag, value);
   else if (flag == "--gpupool-team") o.team = value;
   else if (flag == "--gpupool-clock-speed") o.clock_speed = ParsePositiveDouble(flag, value);
+  else if (flag == "--gpupool-host-memory-reuse-mib") o.host_memory_reuse_mib = ParseWholeNumber(flag, value);
   else return false;
   return true;
 }
@@ -94,7 +103,8 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
   const std::pair<const char*, const char*> env[] = {
       {"GPUPOOL_CONFIG", "--gpupool-config"}, {"GPUPOOL_SIMULATE", "--gpupool-simulate"},
       {"GPUPOOL_DRIVER", "--gpupool-driver"}, {"GPUPOOL_NODES", "--gpupool-nodes"},
-      {"GPUPOOL_TEAM", "--gpupool-team"},     {"GPUPOOL_CLOCK_SPEED", "--gpupool-clock-speed"}};
+      {"GPUPOOL_TEAM", "--gpupool-team"},     {"GPUPOOL_CLOCK_SPEED", "--gpupool-clock-speed"},
+      {"GPUPOOL_HOST_MEMORY_REUSE_MIB", "--gpupool-host-memory-reuse-mib"}};
   for (const auto& [var, flag] : env) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') ApplySetting(o, flag, v);
   }
@@ -118,7 +128,8 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
     if (!ApplySetting(o, flag, value)) {
       throw Error(ErrorCode::kInvalidArgument,
                   "unknown flag " + flag + " (gpupool's: --gpupool-config, --gpupool-simulate, "
-                  "--gpupool-driver, --gpupool-nodes, --gpupool-team, --gpupool-clock-speed)");
+                  "--gpupool-driver, --gpupool-nodes, --gpupool-team, --gpupool-clock-speed, "
+                  "--gpupool-host-memory-reuse-mib)");
     }
   }
   if (argc > 0) {

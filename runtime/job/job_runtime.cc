@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/job/lease_run.h"
+#include "runtime/objects/host_memory.h"
 
 namespace gpupool::runtime {
 
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   if (options.max_leases_per_shape < 1) {
     return absl::InvalidArgumentError("max leases per shape must be at least 1");
   }
+  if (options.host_memory_reuse_mib > 0) ReuseLargeHostAllocations(options.host_memory_reuse_mib << 20);
   std::unique_ptr<JobRuntime> rt(new JobRuntime(std::move(options)));
   // The store first: the destructor (run when a step below fails) hands it over to live refs.
   rt->store_ = std::make_unique<ObjectStore>();

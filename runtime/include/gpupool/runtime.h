@@ -66,6 +66,10 @@ struct RuntimeOptions {
   int cpu_workers = 0;       // threads for CPU tasks; 0: one per hardware thread
   int lease_linger_ms = 200; // an idle lease goes back to the pool after this long
   int max_leases_per_shape = 64;  // leases one shape of task may hold at once
+  // Freed large host blocks kept for reuse, so a Put of a big value copies at memcpy speed
+  // instead of paying page faults; sets glibc malloc options process-wide (see
+  // runtime/objects/host_memory.h). 0: leave malloc's defaults.
+  uint64_t host_memory_reuse_mib = 1024;
   std::function<void(const RuntimeEvent&)> on_event;  // called from the runtime's threads
 };
 
@@ -112,8 +116,9 @@ class GPUPOOL_API Runtime {
 
 // Starts the runtime. The argv form reads and removes gpupool's own flags (`--gpupool-config
 // FILE`, `--gpupool-simulate SPEC`, `--gpupool-nodes N`, `--gpupool-team NAME`,
-// `--gpupool-clock-speed X`), then the environment (GPUPOOL_CONFIG, GPUPOOL_SIMULATE,
-// GPUPOOL_NODES, GPUPOOL_TEAM); flags win. Bad flags throw kInvalidArgument naming the flag.
+// `--gpupool-clock-speed X`, `--gpupool-host-memory-reuse-mib N`), then the environment
+// (GPUPOOL_CONFIG, GPUPOOL_SIMULATE, GPUPOOL_NODES, GPUPOOL_TEAM, GPUPOOL_DRIVER,
+// GPUPOOL_CLOCK_SPEED, GPUPOOL_HOST_MEMORY_REUSE_MIB); flags win. Bad flags throw kInvalidArgument naming the flag.
 GPUPOOL_API Runtime Init(int& argc, char** argv);
 GPUPOOL_API Runtime Init(RuntimeOptions options = {});
 // The options Init(argc, argv) would start with (environment, then flags), without starting: for
