@@ -7,7 +7,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "checkpoint/backend.h"
@@ -22,6 +25,49 @@ struct Faults {
   std::atomic<bool> fail_sync{false};
   std::atomic<bool> fail_rename{false};
   std::atomic<int64_t> appended{0};
+
+  // A gate that holds every Append until opened, so a test can keep a write "in flight".
+  void CloseGate() {
+    std::lock_guard<std::mutex> lock(mu);
+    gate_closed = true;
+  }
+  void OpenGate() {
+    std::lock_guard<std::mutex> lock(mu);
+    gate_closed = false;
+    cv.notify_all();
+  }
+  void WaitUntilBlocked(int writers) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return blocked >= writers; });
+  }
+  void PassGate() {
+    std::unique_lock<std::mutex> lock(mu);
+    ++blocked;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !gate_closed; });
+    --blocked;
+  }
+  // Snapshot files open for writing per task directory, now and at most, to prove that a task
+  // never has two writers.
+  void Opened(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu);
+    int now = ++open_writers[dir];
+    if (now > max_open_writers[dir]) max_open_writers[dir] = now;
+  }
+  void Closed(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu);
+    --open_writers[dir];
+  }
+  int MaxWriters(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu);
+    return max_open_writers[dir];
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool gate_closed = false;
+  int blocked = 0;
+  std::map<std::string, int> open_writers, max_open_writers;
 };
 
 class FaultInjectingBackend final : public Backend {
@@ -38,7 +84,8 @@ class FaultInjectingBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
     auto file = base_->NewWritableFile(p);
     if (!file.ok()) return file.status();
-    return std::unique_ptr<WritableFile>(new File(std::move(*file), faults_, FullPath(p)));
+    std::string dir = p.substr(0, p.rfind('/'));
+    return std::unique_ptr<WritableFile>(new File(std::move(*file), faults_, FullPath(p), dir));
   }
   absl::StatusOr<std::unique_ptr<ReadableFile>> NewReadableFile(const std::string& p) override {
     return base_->NewReadableFile(p);
@@ -58,9 +105,15 @@ class FaultInjectingBackend final : public Backend {
  private:
   class File final : public WritableFile {
    public:
-    File(std::unique_ptr<WritableFile> base, Faults* faults, std::string path)
-        : base_(std::move(base)), faults_(faults), path_(std::move(path)) {}
+    File(std::unique_ptr<WritableFile> base, Faults* faults, std::string path, std::string dir)
+        : base_(std::move(base)), faults_(faults), path_(std::move(path)), dir_(std::move(dir)) {
+      faults_->Opened(dir_);
+    }
+    ~File() override {
+      if (!closed_) faults_->Closed(dir_);
+    }
     absl::Status Append(std::span<const std::byte> data) override {
+      faults_->PassGate();
       const int64_t limit = faults_->enospc_after_bytes;
       if (limit >= 0) {
         const int64_t room = std::max<int64_t>(0, limit - faults_->appended);
@@ -79,12 +132,18 @@ class FaultInjectingBackend final : public Backend {
       if (faults_->fail_sync) return ErrnoStatus("fsync", path_, EIO);
       return base_->Sync();
     }
-    absl::Status Close() override { return base_->Close(); }
+    absl::Status Close() override {
+      closed_ = true;
+      faults_->Closed(dir_);
+      return base_->Close();
+    }
 
    private:
     std::unique_ptr<WritableFile> base_;
     Faults* faults_;
     std::string path_;
+    std::string dir_;
+    bool closed_ = false;
   };
 
   std::unique_ptr<Backend> base_;
