@@ -316,6 +316,7 @@ py::dict StatsToDict(const RuntimeStats& s) {
   d["scrubbed_bytes"] = s.scrubbed_bytes;
   d["live_objects"] = s.live_objects;
   d["queued_tasks"] = s.queued_tasks;
+  d["waiting_for_dependencies"] = s.waiting_for_dependencies;
   return d;
 }
 

@@ -309,7 +309,8 @@ int main(int argc, char** argv) {
     }
     auto t1 = Clock::now();
     long rss_queued = RssBytes();
-    uint64_t queued_stat = runtime.Stats().queued_tasks;
+    gpupool::RuntimeStats queued_stats = runtime.Stats();
+    uint64_t queued_stat = queued_stats.queued_tasks + queued_stats.waiting_for_dependencies;
     double per_task = double(rss_queued - rss_reserved) / n_queued;
     gate_open = true;
     long ok = 0;
@@ -323,7 +324,7 @@ int main(int argc, char** argv) {
     long rss_trimmed = RssBytes();
     uint64_t live = runtime.Stats().live_objects;
     Report("queued_task_rss_bytes", per_task, "B/task", "target_bytes_per_task", 1024,
-           std::to_string(n_queued) + " queued (Stats.queued_tasks " + std::to_string(queued_stat) +
+           std::to_string(n_queued) + " queued (Stats: queued + waiting for dependencies " + std::to_string(queued_stat) +
                "), submitted in " + std::to_string(Seconds(t0, t1)).substr(0, 5) +
                " s; includes the caller's 8 B ObjectRef per task");
     Report("queued_tasks_completed", double(ok), "tasks", "queued_tasks_submitted", double(n_queued),

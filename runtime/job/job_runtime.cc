@@ -227,6 +227,7 @@ detail::ObjectHeader* JobRuntime::Submit(const detail::FunctionInfo* function,
     return result;
   }
   t->unresolved.store(static_cast<int>(t->deps.size()) + 1, std::memory_order_relaxed);
+  if (!t->deps.empty()) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
   for (detail::ObjectHeader* h : t->deps) {
     auto* dep = static_cast<ObjectEntry*>(h);
     if (!store_->AddDependent(dep, t)) DependencyResolved(t, dep);
@@ -246,6 +247,7 @@ void JobRuntime::DependencyResolved(Task* task, ObjectEntry* dependency) {
 }
 
 void JobRuntime::MakeRunnable(Task* task) {
+  if (!task->deps.empty()) waiting_for_dependencies_.fetch_sub(1, std::memory_order_relaxed);
   if (task->dependency_failed.load(std::memory_order_acquire)) {
     std::string why = "a dependency failed";
     std::string cause;  // the original exception travels on, as Ray's dependants re-raise it
@@ -591,6 +593,8 @@ RuntimeStats JobRuntime::Stats() const {
       u.busy_gpu_hours += static_cast<double>(c.busy_gpu_micros.load()) / 1e6 / 3600;
     }
     for (const auto& q : queues_) stats.queued_tasks += q->size();
+    stats.waiting_for_dependencies = static_cast<uint64_t>(
+        std::max<int64_t>(0, waiting_for_dependencies_.load(std::memory_order_relaxed)));
   }
   stats.queued_tasks += cpu_queue_.size();
   for (auto& [team, u] : teams) {

@@ -91,6 +91,7 @@ class JobRuntime final : public LeaseListener {
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
   std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed
   std::atomic<uint64_t> next_task_id_{1};
+  std::atomic<int64_t> waiting_for_dependencies_{0};  // submitted, inputs not all there yet
   std::atomic<bool> stopping_{false};
   std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
 

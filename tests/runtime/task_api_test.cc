@@ -271,6 +271,7 @@ TEST(TaskApi, CancelAPendingTask) {
   release_gate = false;
   gpupool::ObjectRef<int> blocker = gpupool::Submit(Gate, 1);
   gpupool::ObjectRef<int> victim = gpupool::Submit(Add, blocker, 1);
+  EXPECT_EQ(rt.Stats().waiting_for_dependencies, 1u);  // counted while its input is missing
   gpupool::Cancel(victim);
   try {
     gpupool::Get(victim);

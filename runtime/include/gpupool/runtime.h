@@ -89,7 +89,8 @@ struct RuntimeStats {
   std::vector<TeamUsage> teams;   // sorted by name
   uint64_t scrubbed_bytes = 0;    // device memory zeroed before changing team
   uint64_t live_objects = 0;
-  uint64_t queued_tasks = 0;
+  uint64_t queued_tasks = 0;              // runnable, waiting for a worker or a lease
+  uint64_t waiting_for_dependencies = 0;  // submitted, some input not there yet
 };
 
 namespace runtime {
