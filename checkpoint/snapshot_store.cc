@@ -280,11 +280,7 @@ absl::StatusOr<LoadResult> SnapshotStore::LoadNewest(
         ParseManifest(*text, task, backend_->FullPath(manifest_path));
     if (entries.ok()) {
       for (const ManifestEntry& e : *entries) {
-        if (!present.contains(e.version)) {
-          warn(absl::StrCat("snapshot ", backend_->FullPath(Join(task, e.file)),
-                            " listed in the manifest is missing; using an older one"));
-          continue;
-        }
+        if (!present.contains(e.version)) candidates[e.version].first = e.file;  // missing
         candidates[e.version].second = e.checksum;
       }
     } else {
@@ -299,6 +295,10 @@ absl::StatusOr<LoadResult> SnapshotStore::LoadNewest(
     const auto& [name, expected_checksum] = candidate;
     const std::string path = Join(task, name);
     const std::string full = backend_->FullPath(path);
+    if (!present.contains(version)) {
+      warn(absl::StrCat("snapshot ", full, " listed in the manifest is missing; using an older one"));
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<ReadableFile>> file = backend_->NewReadableFile(path);
     if (!file.ok()) {
       warn(absl::StrCat("snapshot ", full, " skipped: ", file.status().message()));
