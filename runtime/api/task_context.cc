@@ -43,7 +43,8 @@ int TaskContext::cuda_device() const {
   return state_->lease != nullptr && state_->lease->memory != nullptr ? state_->lease->memory->cuda_device() : -1;
 }
 void* TaskContext::stream() const {
-  return state_->lease != nullptr && state_->lease->memory != nullptr ? state_->lease->memory->stream() : nullptr;
+  if (state_->lease == nullptr || state_->lease->memory == nullptr) return nullptr;
+  return state_->lease->stream != nullptr ? state_->lease->stream : state_->lease->memory->stream();
 }
 uint64_t TaskContext::memory_budget_bytes() const {
   return state_->lease != nullptr && state_->lease->budget ? state_->lease->budget->limit_bytes : 0;

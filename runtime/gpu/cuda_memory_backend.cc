@@ -42,6 +42,23 @@ class CudaMemoryBackend final : public MemoryBackend {
   }
   int cuda_device() const override { return device_; }
   void* stream() const override { return stream_; }
+  absl::StatusOr<void*> CreateStream() override {
+    cudaSetDevice(device_);
+    cudaStream_t s = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return CudaError(e, "cudaStreamCreateWithFlags");
+    return static_cast<void*>(s);
+  }
+  void DestroyStream(void* stream) override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  }
+  absl::Status Synchronize(void* stream) override {
+    cudaSetDevice(device_);
+    cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? absl::OkStatus() : CudaError(e, "cudaStreamSynchronize");
+  }
 
  private:
   int device_;

@@ -27,6 +27,9 @@ class HostMemoryBackend final : public MemoryBackend {
   }
   int cuda_device() const override { return -1; }
   void* stream() const override { return nullptr; }
+  absl::StatusOr<void*> CreateStream() override { return nullptr; }
+  void DestroyStream(void*) override {}
+  absl::Status Synchronize(void*) override { return absl::OkStatus(); }
 };
 
 }  // namespace
@@ -40,6 +43,40 @@ GpuMemoryPool::GpuMemoryPool(std::string name, uint64_t physical_bytes,
 GpuMemoryPool::~GpuMemoryPool() {
   std::lock_guard<std::mutex> lock(mu_);
   TrimCache();
+  for (void* s : all_streams_) backend_->DestroyStream(s);
+}
+
+absl::StatusOr<void*> GpuMemoryPool::AcquireStream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_streams_.empty()) {
+      void* s = idle_streams_.back();
+      idle_streams_.pop_back();
+      return s;
+    }
+  }
+  absl::StatusOr<void*> created = backend_->CreateStream();
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat(name_, ": creating a stream: ", created.status().message()));
+  }
+  if (*created != nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    all_streams_.push_back(*created);
+  }
+  return *created;
+}
+
+void GpuMemoryPool::ReleaseStream(void* stream) {
+  if (stream == nullptr) return;
+  (void)backend_->Synchronize(stream);  // the next lease starts on an idle stream
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_streams_.push_back(stream);
+}
+
+size_t GpuMemoryPool::streams_created() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return all_streams_.size();
 }
 
 uint64_t GpuMemoryPool::SizeClass(uint64_t bytes) {
@@ -123,10 +160,14 @@ absl::StatusOr<MemoryBlock*> GpuMemoryPool::Allocate(const std::shared_ptr<Memor
     }
     scrubbed_.fetch_add(capacity, std::memory_order_relaxed);
   }
-  return new MemoryBlock{this, ptr, bytes, capacity, budget};
+  return new MemoryBlock{this, ptr, bytes, capacity, budget, budget->stream};
 }
 
 void GpuMemoryPool::Free(MemoryBlock* block) {
+  // Kernels on the lease's stream may still read or write the block: wait for them before it can
+  // go to another task. (An event per block would let the freeing thread go on; this is simpler
+  // and costs only when work is still queued.)
+  if (block->stream != nullptr) (void)backend_->Synchronize(block->stream);
   block->budget->used_bytes.fetch_sub(block->capacity, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -11,6 +11,12 @@
 // Where the bytes come from is a MemoryBackend: stream-ordered CUDA allocation on a real GPU, host
 // memory with the same accounting on a simulated one.
 //
+// Streams: each lease runs its tasks on a stream of its own, taken from the pool's stream pool
+// (created on demand, reused after the lease), so fractional tasks sharing a GPU run concurrently
+// instead of queueing behind one another on a single stream. A block remembers the stream of the
+// lease that allocated it; freeing it waits for that stream, so a block is never handed to
+// another task (or scrubbed) while a kernel may still be using it.
+//
 // Thread-safe.
 #ifndef GPUPOOL_RUNTIME_GPU_MEMORY_POOL_H_
 #define GPUPOOL_RUNTIME_GPU_MEMORY_POOL_H_
@@ -36,6 +42,11 @@ class MemoryBackend {
   virtual absl::Status Zero(void* ptr, uint64_t bytes) = 0;
   virtual int cuda_device() const = 0;  // -1: host stand-in
   virtual void* stream() const = 0;     // cudaStream_t the pool orders its work on; nullptr: host
+  // Streams for leases. The host stand-in has none: CreateStream returns nullptr, and
+  // Synchronize(nullptr) returns at once.
+  virtual absl::StatusOr<void*> CreateStream() = 0;
+  virtual void DestroyStream(void* stream) = 0;
+  virtual absl::Status Synchronize(void* stream) = 0;
 };
 
 // Host memory standing in for a simulated GPU's.
@@ -56,6 +67,7 @@ struct MemoryBudget {
   std::string lease;
   uint64_t limit_bytes = 0;
   std::atomic<uint64_t> used_bytes{0};
+  void* stream = nullptr;  // the lease's stream: blocks allocated under this budget are used on it
 };
 
 struct MemoryBlock {
@@ -64,6 +76,7 @@ struct MemoryBlock {
   uint64_t size = 0;       // as asked
   uint64_t capacity = 0;   // its size class
   std::shared_ptr<MemoryBudget> budget;  // shared: see MemoryBudget
+  void* stream = nullptr;  // its lease's stream, waited for before the block is reused
 };
 
 class GpuMemoryPool {
@@ -75,6 +88,12 @@ class GpuMemoryPool {
   // ResourceExhausted when the budget or the GPU itself has no room; names both figures.
   absl::StatusOr<MemoryBlock*> Allocate(const std::shared_ptr<MemoryBudget>& budget, uint64_t bytes);
   void Free(MemoryBlock* block);
+
+  // A stream for one lease: an idle one, or a new one. Give it back with ReleaseStream, which
+  // waits for the work queued on it. nullptr on the host stand-in.
+  absl::StatusOr<void*> AcquireStream();
+  void ReleaseStream(void* stream);
+  size_t streams_created() const;
 
   uint64_t scrubbed_bytes() const { return scrubbed_.load(std::memory_order_relaxed); }
   uint64_t reserved_bytes() const;  // held from the backend, cached or in use
@@ -99,6 +118,8 @@ class GpuMemoryPool {
   mutable std::mutex mu_;
   uint64_t reserved_ = 0;                                   // guarded by mu_
   std::map<uint64_t, std::vector<CachedBlock>> cache_;      // guarded by mu_: by size class
+  std::vector<void*> idle_streams_;                         // guarded by mu_
+  std::vector<void*> all_streams_;                          // guarded by mu_: destroyed with the pool
 };
 
 }  // namespace gpupool::runtime

@@ -348,6 +348,12 @@ void JobRuntime::OnGranted(const pool::Lease& lease) {
     run->budget->team = lease.request.team;
     run->budget->lease = lease.id;
     run->budget->limit_bytes = run->slots.front().memory_budget_bytes;
+    if (run->memory != nullptr) {
+      absl::StatusOr<void*> stream = run->memory->AcquireStream();
+      // Without a stream of its own the lease shares the pool's: slower, never wrong.
+      run->stream = stream.ok() ? *stream : nullptr;
+      run->budget->stream = run->stream;
+    }
   }
   LeaseRun* raw = run.get();
   bool keep = false;
@@ -435,6 +441,7 @@ void JobRuntime::LeaseWorker(LeaseRun* run) {
   // was returned.
   Emit(lost ? "lease-ended" : "lease-returned", run->lease.request.team, run->lease.id,
        run->revoked.load() ? "after revocation" : (lost ? "lost" : "idle"));
+  if (run->memory != nullptr) run->memory->ReleaseStream(run->stream);
   if (!lost) (void)pool_->Release(run->lease.id);
   {
     std::lock_guard<std::mutex> lock(leases_mu_);

@@ -27,6 +27,7 @@ struct LeaseRun {
   std::string location;                   // "node-0/GPU 3"
   GpuMemoryPool* memory = nullptr;        // the first slot's GPU
   std::shared_ptr<MemoryBudget> budget;   // shared with the blocks allocated under it
+  void* stream = nullptr;                 // this lease's stream on the first slot's GPU
   double gpus = 0;                        // compute share in GPUs, for busy-time accounting
   std::atomic<bool> stop{false};          // revoked, lost or shutting down: take no more tasks
   std::atomic<bool> revoked{false};
