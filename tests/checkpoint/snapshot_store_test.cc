@@ -199,6 +199,23 @@ TEST_F(SnapshotStoreTest, BadOptionsAreRefusedNamingWhatIsWrong) {
   EXPECT_TRUE(fs::is_directory(dir_ / "new" / "deep"));
 }
 
+TEST_F(SnapshotStoreTest, ForeignEntriesInTheDirectoriesAreLeftAlone) {
+  std::ofstream((dir_ / "notes.txt").string()) << "not a task";
+  fs::create_directories(dir_ / ".hidden");
+  std::ofstream((dir_ / ".hidden" / "x.tmp.1.0").string()) << "not ours either";
+  auto store = OpenStore();
+  std::vector<std::byte> p = Pattern(10, 1);
+  std::span<const std::byte> pieces[] = {p};
+  ASSERT_TRUE(store->Write("t", 1, "", pieces).ok());
+  std::ofstream((dir_ / "t" / "README").string()) << "a stray file in a task directory";
+  ASSERT_TRUE(store->Write("t", 2, "", pieces).ok());
+  EXPECT_EQ(store->Load("t")->result.info.step, 2);
+  EXPECT_TRUE(fs::exists(dir_ / "notes.txt"));
+  EXPECT_TRUE(fs::exists(dir_ / ".hidden" / "x.tmp.1.0"));
+  EXPECT_TRUE(fs::exists(dir_ / "t" / "README"));
+  EXPECT_TRUE(warnings_->Take().empty());
+}
+
 TEST_F(SnapshotStoreTest, OversizedMetadataIsInvalidArgument) {
   auto store = OpenStore();
   std::string metadata(kMaxMetadataBytes + 1, 'm');
