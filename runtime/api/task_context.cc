@@ -67,9 +67,29 @@ bool TaskContext::cancelled() const {
          (state_->lease != nullptr && state_->lease->stop.load(std::memory_order_relaxed));
 }
 
-void TaskContext::Step() {
-  if (cancelled()) throw Error(ErrorCode::kCancelled, "task '" + task_name() + "' was stopped at a safe point");
+void TaskContext::Step() { state_->runtime->SafePoint(*state_); }
+
+int64_t TaskContext::Checkpointable(std::vector<StateRegion> state) {
+  for (const StateRegion& r : state) {
+    if (r.data == nullptr && r.bytes > 0) {
+      throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': a StateRegion has no memory");
+    }
+  }
+  state_->regions = std::move(state);
+  return state_->runtime->MakeCheckpointable(*state_);
 }
+
+int64_t TaskContext::Checkpointable(std::function<std::string()> save, std::function<void(std::string_view)> load) {
+  if (!save || !load) {
+    throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Checkpointable needs both save and load");
+  }
+  state_->save = std::move(save);
+  state_->load = std::move(load);
+  return state_->runtime->MakeCheckpointable(*state_);
+}
+
+bool TaskContext::resumed() const { return state_->resumed; }
+int64_t TaskContext::step() const { return state_->step; }
 
 double TaskContext::pool_time_s() const { return state_->runtime->pool().Now(); }
 

@@ -58,6 +58,9 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
       .config_path = o.config_path, .config_text = o.config_text, .clock_speed = o.clock_speed});
   if (!pool.ok()) return pool.status();
   rt->pool_ = *std::move(pool);
+  rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{
+      .dir = o.checkpoint_dir, .keep_last = o.checkpoint_keep_last,
+      .staging_bytes = o.checkpoint_staging_mib << 20});
   rt->job_id_ = absl::StrCat("job-", getpid());
   bool real = rt->pool_->driver().name() == "nvidia";
   for (const pool::InventoryGpu& gpu : rt->pool_->inventory().gpus()) {
@@ -135,6 +138,11 @@ absl::Status JobRuntime::ResolveShape(TaskShape& shape) const {
   }
   if (o.max_retries < 0) return absl::InvalidArgumentError("MaxRetries cannot be negative");
   if (o.gpu_memory_mib < 0) return absl::InvalidArgumentError("GpuMemoryMib cannot be negative");
+  {
+    const std::string& name = o.priority_class.empty() ? std::string("training") : o.priority_class;
+    const pool::PriorityClass* c = pool_->config().scheduling.FindClass(name);
+    shape.checkpoint_interval_s = c != nullptr ? static_cast<double>(c->checkpoint_interval_s) : 0;
+  }
   shape.cpu = o.gpus == 0;
   if (shape.cpu) {
     if (o.gpu_memory_mib > 0 || !o.models.empty() || o.hardware_isolation) {
@@ -402,6 +410,10 @@ std::optional<std::string> JobRuntime::StopRun(const std::string& lease_id,
 }
 
 void JobRuntime::OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) {
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    if (auto it = runs_.find(lease_id); it != runs_.end()) it->second->revoke_deadline_s.store(deadline_s);
+  }
   if (std::optional<std::string> team = StopRun(lease_id, &LeaseRun::revoked)) {
     Emit("lease-revoked", *team, lease_id,
          absl::StrCat(pool::RevokeCauseName(cause), ", stop by pool time ", deadline_s, " s"));
@@ -477,6 +489,7 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
     return;
   }
   detail::TaskState state{this, task, lease};
+  state.started_pool_s = pool_->Now();
   TaskContext context(&state);
   detail::TaskCall call;
   call.args = task->args;
@@ -512,16 +525,18 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
         static_cast<int64_t>(took.count() * options_.clock_speed * lease->gpus * 1e6),
         std::memory_order_relaxed);
   }
-  // A lease taken away mid-task is a system failure: run it again elsewhere while retries last.
+  // A lease taken away mid-task: the task runs again on another lease, resuming from its last
+  // snapshot. A revocation (preemption) is not a failure; a lost lease counts against max_retries.
   if (lease != nullptr && (lease->lost.load() || lease->revoked.load()) && !task->cancelled.load()) {
-    if (task->attempt < task->shape->options.max_retries) {
+    Preempted(task, lease, state);
+    bool lost = lease->lost.load();
+    if (!lost || ++task->system_failures <= task->shape->options.max_retries) {
       ++task->attempt;
       Enqueue(task);
       return;
     }
     FailTask(task, ErrorCode::kUnavailable, location,
-             absl::StrCat("its lease ", lease->lease.id, " was ",
-                          lease->lost.load() ? "lost" : "revoked", " and its ",
+             absl::StrCat("its lease ", lease->lease.id, " was lost and its ",
                           task->shape->options.max_retries, " retries are used up"));
     return;
   }
@@ -543,6 +558,7 @@ void JobRuntime::FailTask(Task* task, ErrorCode code, const std::string& locatio
 }
 
 void JobRuntime::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {
+  if (task->checkpoint_key != nullptr) checkpoints_->Forget(*task->checkpoint_key);  // done with them
   std::vector<Task*> waiting = failure ? store_->Fail(task->result, std::move(failure))
                                        : store_->Complete(task->result, std::move(value));
   ObjectEntry* result = task->result;
@@ -598,6 +614,9 @@ RuntimeStats JobRuntime::Stats() const {
       u.tasks_run += c.tasks_run.load();
       u.tasks_failed += c.tasks_failed.load();
       u.busy_gpu_hours += static_cast<double>(c.busy_gpu_micros.load()) / 1e6 / 3600;
+      u.lost_gpu_hours += static_cast<double>(c.lost_gpu_micros.load()) / 1e6 / 3600;
+      u.preemptions += c.preemptions.load();
+      u.snapshots += c.snapshots.load();
     }
     for (const auto& q : queues_) stats.queued_tasks += q->size();
     stats.waiting_for_dependencies = static_cast<uint64_t>(

@@ -33,6 +33,7 @@
 #include "gpupool/runtime.h"
 #include "runtime/gpu/memory_pool.h"
 #include "runtime/head/embedded_pool.h"
+#include "runtime/job/checkpoint_service.h"
 #include "runtime/job/lease_run.h"
 #include "runtime/objects/object_store.h"
 #include "runtime/tasks/shape_queue.h"
@@ -58,6 +59,10 @@ class JobRuntime final : public LeaseListener {
   double clock_speed() const { return options_.clock_speed; }
   GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu);
 
+  // TaskContext's checkpoint calls (runtime/job/safe_points.cc).
+  int64_t MakeCheckpointable(detail::TaskState& state);
+  void SafePoint(detail::TaskState& state);
+
   // LeaseListener (called by the pool's thread).
   void OnGranted(const pool::Lease& lease) override;
   void OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) override;
@@ -75,6 +80,8 @@ class JobRuntime final : public LeaseListener {
   void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
                 const std::string& cause = {});
   void Execute(Task* task, LeaseRun* lease);
+  // Accounts for a run stopped by its lease going away: preemptions, GPU-seconds of lost work.
+  void Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state);
   void CpuWorker();
   void LeaseWorker(LeaseRun* run);
   void MaybeRequestLeases(TaskShape* shape);
@@ -89,6 +96,7 @@ class JobRuntime final : public LeaseListener {
   std::string job_id_;
   std::unique_ptr<EmbeddedPool> pool_;
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
+  std::unique_ptr<CheckpointService> checkpoints_;
   std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed
   std::atomic<uint64_t> next_task_id_{1};
   std::atomic<int64_t> waiting_for_dependencies_{0};  // submitted, inputs not all there yet

@@ -6,6 +6,8 @@
 #define GPUPOOL_RUNTIME_JOB_LEASE_RUN_H_
 
 #include <atomic>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,6 +33,7 @@ struct LeaseRun {
   double gpus = 0;                        // compute share in GPUs, for busy-time accounting
   std::atomic<bool> stop{false};          // revoked, lost or shutting down: take no more tasks
   std::atomic<bool> revoked{false};
+  std::atomic<double> revoke_deadline_s{0};  // pool time by which a revoked lease must be released
   std::atomic<bool> lost{false};
   std::atomic<bool> finished{false};      // the worker thread has exited (join it)
   std::thread thread;
@@ -44,6 +47,19 @@ struct TaskState {
   runtime::JobRuntime* runtime = nullptr;
   runtime::Task* task = nullptr;
   runtime::LeaseRun* lease = nullptr;  // nullptr for a CPU task
+  double started_pool_s = 0;           // when this run began
+
+  // Checkpointing, for this run (registered anew by each run; see TaskContext::Checkpointable).
+  bool checkpointable = false;
+  bool resumed = false;
+  int64_t step = 0;
+  std::vector<StateRegion> regions;
+  std::function<std::string()> save;
+  std::function<void(std::string_view)> load;
+  std::string saved;                            // save()'s bytes, kept while they are staged
+  std::vector<std::vector<std::byte>> mirrors;  // host copies of device regions
+  double last_snapshot_pool_s = -1;             // this run's last snapshot taken (staged)
+  bool snapshot_at_stop = false;                // a preemption snapshot was committed
 };
 
 }  // namespace gpupool::detail

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct ShapeCounters {
   std::atomic<uint64_t> tasks_run{0};
   std::atomic<uint64_t> tasks_failed{0};
   std::atomic<int64_t> busy_gpu_micros{0};  // pool microseconds x GPUs
+  std::atomic<int64_t> lost_gpu_micros{0};  // work done since the last snapshot, thrown away
+  std::atomic<uint64_t> preemptions{0};     // runs stopped by a revoked or lost lease
+  std::atomic<uint64_t> snapshots{0};       // snapshots committed
 };
 
 // Options interned once per distinct TaskOptions: what every task of that kind shares.
@@ -36,6 +40,7 @@ struct TaskShape {
   bool cpu = true;             // gpus == 0: no lease
   pool::LeaseRequest request;  // the lease a GPU shape asks for (id filled per request)
   absl::Status refused;        // set when the pool refused this shape for good
+  double checkpoint_interval_s = 0;  // the priority class's forced interval (pool s); 0: none
   ShapeQueue* queue = nullptr;
   ShapeCounters counters;
 };
@@ -49,6 +54,9 @@ struct Task {
   std::vector<detail::ObjectHeader*> nested;  // retained; kept alive only
   ObjectEntry* result = nullptr;              // retained by the task
   int attempt = 0;
+  int system_failures = 0;  // lost leases; preemptions are not failures (max_retries)
+  // Set once the task has committed a snapshot: "<job>.task-<id>", its key in the checkpoint store.
+  std::unique_ptr<std::string> checkpoint_key;
   // Dependencies still pending, plus one held by Submit until it has registered them all.
   std::atomic<int> unresolved{1};
   std::atomic<bool> cancelled{false};

@@ -70,6 +70,11 @@ struct RuntimeOptions {
   // instead of paying page faults; sets glibc malloc options process-wide (see
   // runtime/objects/host_memory.h). 0: leave malloc's defaults.
   uint64_t host_memory_reuse_mib = 1024;
+  // Where task snapshots go (a local or shared directory); empty: $GPUPOOL_CHECKPOINT_DIR, else
+  // <temp dir>/gpupool-checkpoints. Opened on the first Checkpointable task.
+  std::string checkpoint_dir;
+  int checkpoint_keep_last = 2;         // snapshots kept per task
+  uint64_t checkpoint_staging_mib = 2048;  // host memory for snapshots being written
   std::function<void(const RuntimeEvent&)> on_event;  // called from the runtime's threads
 };
 
@@ -81,6 +86,9 @@ struct TeamUsage {
   uint64_t leases = 0;
   uint64_t tasks_run = 0;
   uint64_t tasks_failed = 0;
+  uint64_t preemptions = 0;        // task runs stopped by revoked or lost leases
+  uint64_t snapshots = 0;          // checkpoints committed
+  double lost_gpu_hours = 0;       // work since the last snapshot that preemptions threw away
 };
 
 struct RuntimeStats {

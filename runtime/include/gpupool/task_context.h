@@ -6,9 +6,22 @@
 //   float Score(gpupool::TaskContext& ctx, int batch) {
 //     gpupool::DeviceBuffer scratch = ctx.Allocate(256 << 20);  // from this lease's budget
 //     launch_kernel(scratch.data(), ctx.stream(), ...);
-//     ctx.Step();   // a safe point: cancellation (and, later, checkpoints) happen here
+//     ctx.Step();   // a safe point: cancellation and checkpoints happen here
 //     ...
 //   }
+//
+// Checkpoints (DESIGN §5): a task that registers its state is snapshotted by the runtime at safe
+// points, every checkpoint_interval_s of pool time (its priority class's) and when its lease is
+// revoked, and resumes from its last committed snapshot when it runs again:
+//
+//   int Train(gpupool::TaskContext& ctx, int steps) {
+//     std::vector<float> weights(1 << 20);
+//     int64_t first = ctx.Checkpointable({gpupool::StateRegion::Of(weights)});  // 0, or resumed
+//     for (int64_t s = first; s < steps; ++s) {
+//       Update(weights, s);
+//       ctx.Step();   // counts steps; snapshots when due; on revocation: snapshot, then stop
+//     }
+//     ...
 //
 // Memory: each lease has a budget (the fraction's memory, or the whole GPU's). Allocate throws
 // gpupool::Error(kResourceExhausted) when the task would exceed it; only that task fails. Memory
@@ -19,7 +32,10 @@
 #define GPUPOOL_TASK_CONTEXT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "gpupool/export.h"
@@ -68,6 +84,28 @@ class GPUPOOL_API DeviceBuffer {
   runtime::MemoryBlock* block_ = nullptr;
 };
 
+// A piece of a task's state for checkpoints: host memory, or device memory (staged through host
+// memory when it is snapshotted or restored). The memory must stay where it is while the task runs.
+struct StateRegion {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  int cuda_device = -1;  // >= 0: device memory on that CUDA device
+
+  template <typename T>
+  static StateRegion Of(std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>, "gpupool: checkpointed vectors hold trivially copyable values");
+    return StateRegion{v.data(), v.size() * sizeof(T), -1};
+  }
+  template <typename T>
+  static StateRegion Of(T& value) {
+    static_assert(std::is_trivially_copyable_v<T>, "gpupool: checkpointed values are trivially copyable");
+    return StateRegion{&value, sizeof(T), -1};
+  }
+  static StateRegion Of(DeviceBuffer& buffer) {
+    return StateRegion{buffer.data(), buffer.size(), buffer.cuda_device()};
+  }
+};
+
 class GPUPOOL_API TaskContext {
  public:
   explicit TaskContext(detail::TaskState* state) : state_(state) {}
@@ -91,9 +129,22 @@ class GPUPOOL_API TaskContext {
 
   // Cancel() was called on the task's result, the lease was revoked, or the runtime is stopping.
   bool cancelled() const;
-  // A safe point: throws gpupool::Error(kCancelled) when cancelled, so a cooperative task stops
-  // here. The checkpoint protocol builds on it.
+  // A safe point; counts one step. Takes a snapshot when one is due (the priority class's
+  // checkpoint_interval_s of pool time since the last); when the lease was revoked, snapshots
+  // (checkpointable tasks) and stops; when cancelled, stops. Stopping throws gpupool::Error
+  // (kCancelled, or kAborted for a preemption, after which the runtime runs the task again).
   void Step();
+
+  // Makes the task checkpointable: `state` is everything its progress depends on. Returns the step
+  // to continue from: 0 on a fresh start, or the step of the last committed snapshot, whose bytes
+  // are then already in `state`. Call once, before the loop. Throws kFailedPrecondition if the
+  // state's size differs from the snapshot's (the task changed), kDataLoss if no snapshot verifies.
+  int64_t Checkpointable(std::vector<StateRegion> state);
+  // The same with callbacks, for state that is not a few flat buffers: `save` returns the bytes
+  // to keep, `load` receives them on resume.
+  int64_t Checkpointable(std::function<std::string()> save, std::function<void(std::string_view)> load);
+  bool resumed() const;   // Checkpointable restored a snapshot
+  int64_t step() const;   // steps counted so far, including those before a resume
 
   // The pool's clock, in seconds since the runtime started. The demo and simulations run it faster
   // than real time (RuntimeOptions::clock_speed); SleepPoolTime sleeps pool seconds accordingly.

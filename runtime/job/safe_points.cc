@@ -1,0 +1,166 @@
+// The checkpoint protocol at a task's safe points (DESIGN §5), as JobRuntime members:
+//
+//   - Checkpointable registers the task's state for this run and, when an earlier run of the same
+//     task left a snapshot, loads it into that state and returns its step.
+//   - Step (SafePoint) counts a step, then in this order: a lost lease stops the task with no
+//     snapshot (the GPU is gone, or the grace period ran out: the task resumes from its previous
+//     snapshot); a revoked lease snapshots synchronously, within the grace period, and stops; a
+//     cancelled task stops; otherwise a snapshot is staged when the priority class's interval has
+//     passed since the last one, and written in the background while the task goes on.
+//
+// Execute (job_runtime.cc) sees the stopped run, accounts for the work lost since the last snapshot
+// and queues the task again.
+#include <algorithm>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "runtime/api/status_to_error.h"
+#include "runtime/gpu/device_copy.h"
+#include "runtime/job/job_runtime.h"
+
+namespace gpupool::runtime {
+namespace {
+
+// The state as host byte ranges, copying device regions to their host mirrors first.
+std::vector<std::span<const std::byte>> StatePieces(detail::TaskState& state) {
+  std::vector<std::span<const std::byte>> pieces;
+  if (state.save) {
+    state.saved = state.save();
+    pieces.emplace_back(reinterpret_cast<const std::byte*>(state.saved.data()), state.saved.size());
+    return pieces;
+  }
+  state.mirrors.resize(state.regions.size());
+  for (size_t i = 0; i < state.regions.size(); ++i) {
+    const StateRegion& r = state.regions[i];
+    if (r.cuda_device < 0) {
+      pieces.emplace_back(static_cast<const std::byte*>(r.data), r.bytes);
+      continue;
+    }
+    state.mirrors[i].resize(r.bytes);
+    api::ThrowIfError(CopyDeviceToHost(state.mirrors[i].data(), r.data, r.bytes, r.cuda_device));
+    pieces.emplace_back(state.mirrors[i].data(), r.bytes);
+  }
+  return pieces;
+}
+
+}  // namespace
+
+int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
+  Task* task = state.task;
+  if (state.checkpointable) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                absl::StrCat("task '", task->name(), "' called Checkpointable twice in one run"));
+  }
+  state.checkpointable = true;
+  bool earlier_run = task->checkpoint_key != nullptr;
+  if (!earlier_run) {
+    task->checkpoint_key = std::make_unique<std::string>(absl::StrCat(job_id_, ".task-", task->id));
+    return 0;
+  }
+  const std::string& key = *task->checkpoint_key;
+  std::optional<checkpoint::SnapshotInfo> info;
+  if (state.load) {
+    std::optional<checkpoint::LoadedSnapshot> loaded = api::ValueOrThrow(checkpoints_->Restore(key));
+    if (loaded) {
+      state.load(std::string_view(reinterpret_cast<const char*>(loaded->payload.data()), loaded->payload.size()));
+      info = loaded->result.info;
+    }
+  } else {
+    std::vector<std::span<std::byte>> buffers;
+    state.mirrors.resize(state.regions.size());
+    for (size_t i = 0; i < state.regions.size(); ++i) {
+      const StateRegion& r = state.regions[i];
+      if (r.cuda_device >= 0) {
+        state.mirrors[i].resize(r.bytes);
+        buffers.emplace_back(state.mirrors[i].data(), r.bytes);
+      } else {
+        buffers.emplace_back(static_cast<std::byte*>(r.data), r.bytes);
+      }
+    }
+    std::optional<checkpoint::LoadResult> loaded = api::ValueOrThrow(checkpoints_->RestoreInto(key, buffers));
+    if (loaded) {
+      for (size_t i = 0; i < state.regions.size(); ++i) {
+        const StateRegion& r = state.regions[i];
+        if (r.cuda_device >= 0) {
+          api::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device));
+        }
+      }
+      info = loaded->info;
+    }
+  }
+  if (!info) return 0;  // stopped before its first snapshot committed: a fresh start
+  state.resumed = true;
+  state.step = info->step;
+  return info->step;
+}
+
+void JobRuntime::SafePoint(detail::TaskState& state) {
+  ++state.step;
+  Task* task = state.task;
+  LeaseRun* lease = state.lease;
+  if (lease != nullptr && lease->lost.load(std::memory_order_relaxed)) {
+    throw Error(ErrorCode::kAborted, absl::StrCat("task '", task->name(), "' stopped at step ", state.step,
+                                                  ": its lease was lost"));
+  }
+  if (lease != nullptr && lease->revoked.load(std::memory_order_relaxed)) {
+    if (state.checkpointable && !task->cancelled.load()) {
+      // The snapshot must be durable before the lease goes back: the next run, maybe on another
+      // GPU at once, loads it. Staging may wait for memory, but not past the grace period.
+      double left_pool_s = lease->revoke_deadline_s.load() - pool_->Now();
+      absl::Time deadline = absl::Now() + absl::Seconds(std::max(0.0, left_pool_s / options_.clock_speed));
+      absl::StatusOr<checkpoint::SnapshotInfo> s =
+          checkpoints_->SnapshotNow(*task->checkpoint_key, state.step, StatePieces(state), deadline);
+      if (s.ok()) {
+        state.snapshot_at_stop = true;
+        task->shape->counters.snapshots.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        Emit("checkpoint-failed", task->shape->team, lease->lease.id,
+             absl::StrCat("task '", task->name(), "' step ", state.step, ": ", s.status().message()));
+      }
+    }
+    throw Error(ErrorCode::kAborted, absl::StrCat("task '", task->name(), "' was preempted at step ", state.step));
+  }
+  if (task->cancelled.load(std::memory_order_relaxed) ||
+      (lease != nullptr && lease->stop.load(std::memory_order_relaxed))) {
+    throw Error(ErrorCode::kCancelled, "task '" + task->name() + "' was stopped at a safe point");
+  }
+  double interval = task->shape->checkpoint_interval_s;
+  if (!state.checkpointable || interval <= 0) return;
+  double now = pool_->Now();
+  double since = state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s : state.started_pool_s;
+  if (now - since < interval) return;
+  ShapeCounters* counters = &task->shape->counters;
+  absl::Status s = checkpoints_->SnapshotAsync(
+      *task->checkpoint_key, state.step, StatePieces(state),
+      [counters](const checkpoint::SnapshotInfo&) { counters->snapshots.fetch_add(1, std::memory_order_relaxed); });
+  if (s.ok()) {
+    state.last_snapshot_pool_s = now;
+  } else if (!absl::IsResourceExhausted(s)) {  // no staging room: still due at the next safe point
+    state.last_snapshot_pool_s = now;           // a failing disk: warn once per interval, not per step
+    Emit("checkpoint-failed", task->shape->team, lease != nullptr ? lease->lease.id : "",
+         absl::StrCat("task '", task->name(), "' step ", state.step, ": ", s.message()));
+  }
+}
+
+void JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {
+  double now = pool_->Now();
+  double since = state.snapshot_at_stop ? now
+                 : state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s
+                                                   : state.started_pool_s;
+  double lost_gpu_s = std::max(0.0, now - since) * lease->gpus;
+  ShapeCounters& c = task->shape->counters;
+  c.preemptions.fetch_add(1, std::memory_order_relaxed);
+  c.lost_gpu_micros.fetch_add(static_cast<int64_t>(lost_gpu_s * 1e6), std::memory_order_relaxed);
+  std::string how = state.snapshot_at_stop ? absl::StrCat("snapshot at step ", state.step, ", resumes there")
+                    : state.checkpointable ? "resumes from its previous snapshot"
+                                           : "not checkpointable: restarts";
+  Emit("task-preempted", task->shape->team, lease->lease.id,
+       absl::StrCat("task '", task->name(), "' (", lease->lost.load() ? "lease lost" : "revoked", "): ", how,
+                    "; lost ", absl::StrFormat("%.0f", lost_gpu_s), " GPU-s"));
+}
+
+}  // namespace gpupool::runtime

@@ -1,0 +1,272 @@
+// Checkpoints through the task API, end to end on the embedded pool: forced periodic snapshots,
+// a guaranteed team reclaiming its GPU from a borrower whose task snapshots at its safe point and
+// resumes on the next lease with exactly the result of an uninterrupted run, a grace period
+// missed (the task resumes from its previous snapshot and the lost work is counted), a task that is
+// not checkpointable (it restarts), and callback-style state.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpupool/gpupool.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct TrainResult {
+  uint64_t checksum = 0;
+  int64_t resumed_from = -1;  // -1: never resumed
+  int attempt = 0;
+};
+
+// A deterministic "training" state update: integer arithmetic, so an interrupted and resumed run
+// must end with exactly the same state as an uninterrupted one.
+void Update(std::vector<uint64_t>& state, int64_t step) {
+  for (size_t i = 0; i < state.size(); ++i) state[i] = state[i] * 6364136223846793005ull + uint64_t(step) + i;
+}
+uint64_t Checksum(const std::vector<uint64_t>& state) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t v : state) h = (h ^ v) * 1099511628211ull;
+  return h;
+}
+uint64_t Uninterrupted(int steps) {
+  std::vector<uint64_t> state(4096, 1);
+  for (int64_t s = 0; s < steps; ++s) Update(state, s);
+  return Checksum(state);
+}
+
+std::atomic<int64_t> progress{0};
+std::atomic<int> step_sleep_us{2000};
+std::atomic<int> first_run_stall_ms{0};  // > 0: the first run stops reaching safe points at step 150
+
+TrainResult Train(gpupool::TaskContext& ctx, int steps) {
+  std::vector<uint64_t> state(4096, 1);
+  int64_t first = ctx.Checkpointable({gpupool::StateRegion::Of(state)});
+  TrainResult r;
+  r.resumed_from = ctx.resumed() ? first : -1;
+  r.attempt = ctx.attempt();
+  for (int64_t s = first; s < steps; ++s) {
+    Update(state, s);
+    progress.store(s + 1);
+    std::this_thread::sleep_for(std::chrono::microseconds(step_sleep_us.load()));
+    if (ctx.attempt() == 0 && s == 150 && first_run_stall_ms.load() > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(first_run_stall_ms.load()));  // misses the grace period
+    }
+    ctx.Step();
+  }
+  r.checksum = Checksum(state);
+  return r;
+}
+
+// Not checkpointable: whatever it did is lost when it is stopped.
+TrainResult Unsaved(gpupool::TaskContext& ctx, int steps) {
+  std::vector<uint64_t> state(4096, 1);
+  for (int64_t s = 0; s < steps; ++s) {
+    Update(state, s);
+    progress.store(s + 1);
+    std::this_thread::sleep_for(std::chrono::microseconds(step_sleep_us.load()));
+    ctx.Step();
+  }
+  return TrainResult{Checksum(state), -1, ctx.attempt()};
+}
+
+int Hold(gpupool::TaskContext& ctx, int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  ctx.Step();
+  return ms;
+}
+
+// State kept as a string through save/load callbacks.
+std::string Words(gpupool::TaskContext& ctx, int steps) {
+  std::string text;
+  int64_t first = ctx.Checkpointable([&] { return text; }, [&](std::string_view saved) { text = saved; });
+  for (int64_t s = first; s < steps; ++s) {
+    text += std::to_string(s) + ",";
+    progress.store(s + 1);
+    std::this_thread::sleep_for(std::chrono::microseconds(step_sleep_us.load()));
+    ctx.Step();
+  }
+  return text + (ctx.resumed() ? " resumed" : "");
+}
+
+int TwiceCheckpointable(gpupool::TaskContext& ctx) {
+  int x = 0;
+  ctx.Checkpointable({gpupool::StateRegion::Of(x)});
+  ctx.Checkpointable({gpupool::StateRegion::Of(x)});
+  return x;
+}
+
+GPUPOOL_REMOTE(Train);
+GPUPOOL_REMOTE(Unsaved);
+GPUPOOL_REMOTE(Hold);
+GPUPOOL_REMOTE(Words);
+GPUPOOL_REMOTE(TwiceCheckpointable);
+
+// One GPU: `owner` is guaranteed it, `borrower` may borrow it while it is idle. `quick`
+// checkpoints every 20 pool seconds.
+constexpr char kConfig[] = R"(
+model_groups:
+  gpus: [H100-80GB]
+priority_classes:
+  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
+  - {name: quick, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 20}
+teams:
+  - name: owner
+    quotas: [{gpus: gpus, nominal: 1}]
+  - name: borrower
+    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
+)";
+
+struct EventLog {
+  std::mutex mu;
+  std::vector<gpupool::RuntimeEvent> events;
+  void Add(const gpupool::RuntimeEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(e);
+  }
+  std::string Find(const std::string& kind) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& e : events) {
+      if (e.kind == kind) return e.detail;
+    }
+    return "";
+  }
+};
+
+class Checkpointing : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpupool-ckpt-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    progress = 0;
+    step_sleep_us = 2000;
+    first_run_stall_ms = 0;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  gpupool::Runtime Start(double clock_speed) {
+    gpupool::RuntimeOptions o;
+    o.simulate = "1xH100-80GB";
+    o.config_text = kConfig;
+    o.clock_speed = clock_speed;
+    o.lease_linger_ms = 20;
+    o.checkpoint_dir = dir_.string();
+    o.on_event = [this](const gpupool::RuntimeEvent& e) { log_.Add(e); };
+    return gpupool::Init(o);
+  }
+  static void WaitForProgress(int64_t step) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (progress.load() < step && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GE(progress.load(), step);
+  }
+  static gpupool::TeamUsage Usage(const gpupool::Runtime& rt, const std::string& team) {
+    for (const gpupool::TeamUsage& u : rt.Stats().teams) {
+      if (u.team == team) return u;
+    }
+    return {};
+  }
+  bool DirectoryHasSnapshots() const {
+    if (!std::filesystem::exists(dir_)) return false;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+      if (e.is_regular_file()) return true;
+    }
+    return false;
+  }
+
+  std::filesystem::path dir_;
+  EventLog log_;
+};
+
+TEST_F(Checkpointing, PeriodicSnapshotsAreTakenAndRemovedWhenTheTaskFinishes) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/1000);  // 2 ms a step = 2 pool s; a snapshot every 10 steps
+  auto ref = gpupool::Task(Train).Gpus(1).Team("owner").PriorityClass("quick").Submit(300);
+  TrainResult r = *gpupool::Get(ref, std::chrono::seconds(60));
+  EXPECT_EQ(r.checksum, Uninterrupted(300));
+  EXPECT_EQ(r.resumed_from, -1);
+  EXPECT_GE(Usage(rt, "owner").snapshots, 5u);
+  EXPECT_FALSE(DirectoryHasSnapshots()) << "a finished task's snapshots are deleted";
+}
+
+TEST_F(Checkpointing, ReclaimedBorrowerSnapshotsAtItsSafePointAndResumesWithTheSameResult) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/100);  // grace 120 pool s = 1.2 s; steps take 2 ms
+  auto training = gpupool::Task(Train).Gpus(1).Team("borrower").Submit(1500);
+  WaitForProgress(200);
+  // The owner wants its GPU: the borrower's lease is revoked, its task snapshots and stops.
+  auto owner = gpupool::Task(Hold).Gpus(1).Team("owner").Submit(50);
+  EXPECT_EQ(*gpupool::Get(owner, std::chrono::seconds(30)), 50);
+  TrainResult r = *gpupool::Get(training, std::chrono::seconds(60));
+  EXPECT_EQ(r.checksum, Uninterrupted(1500)) << "resumed training must end with the same state";
+  EXPECT_GE(r.resumed_from, 200) << "it resumed from the snapshot taken at the revocation";
+  EXPECT_EQ(r.attempt, 1);
+  gpupool::TeamUsage b = Usage(rt, "borrower");
+  EXPECT_EQ(b.preemptions, 1u);
+  EXPECT_GE(b.snapshots, 1u);
+  EXPECT_LT(b.lost_gpu_hours * 3600, 2.0) << "a snapshot at the safe point loses (almost) nothing";
+  EXPECT_THAT(log_.Find("task-preempted"), HasSubstr("resumes there"));
+}
+
+TEST_F(Checkpointing, MissedGracePeriodResumesFromThePreviousSnapshotAndCountsTheLoss) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/100);
+  first_run_stall_ms = 3000;  // 300 pool s without a safe point: past the 120 s grace period
+  auto training = gpupool::Task(Train).Gpus(1).Team("borrower").PriorityClass("quick").Submit(400);
+  WaitForProgress(151);  // a periodic snapshot every 20 pool s (~100 steps); stalled now
+  auto owner = gpupool::Task(Hold).Gpus(1).Team("owner").Submit(50);
+  EXPECT_EQ(*gpupool::Get(owner, std::chrono::seconds(30)), 50);
+  TrainResult r = *gpupool::Get(training, std::chrono::seconds(60));
+  EXPECT_EQ(r.checksum, Uninterrupted(400));
+  EXPECT_GE(r.resumed_from, 1);
+  EXPECT_LE(r.resumed_from, 151) << "the revocation's snapshot was never taken";
+  gpupool::TeamUsage b = Usage(rt, "borrower");
+  EXPECT_EQ(b.preemptions, 1u);
+  EXPECT_GT(b.lost_gpu_hours * 3600, 120.0) << "the stalled run's work since its snapshot is lost";
+  EXPECT_THAT(log_.Find("task-preempted"), HasSubstr("lease lost"));
+}
+
+TEST_F(Checkpointing, TaskThatIsNotCheckpointableRestartsAndItsWholeRunIsLost) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/100);
+  auto job = gpupool::Task(Unsaved).Gpus(1).Team("borrower").Submit(600);
+  WaitForProgress(200);
+  auto owner = gpupool::Task(Hold).Gpus(1).Team("owner").Submit(20);
+  EXPECT_EQ(*gpupool::Get(owner, std::chrono::seconds(30)), 20);
+  TrainResult r = *gpupool::Get(job, std::chrono::seconds(60));
+  EXPECT_EQ(r.checksum, Uninterrupted(600));
+  EXPECT_EQ(r.attempt, 1);
+  gpupool::TeamUsage b = Usage(rt, "borrower");
+  EXPECT_EQ(b.preemptions, 1u);
+  EXPECT_GT(b.lost_gpu_hours * 3600, 30.0) << "200+ steps of 0.2 pool s were thrown away";
+  EXPECT_THAT(log_.Find("task-preempted"), HasSubstr("restarts"));
+}
+
+TEST_F(Checkpointing, CallbackStateResumes) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/100);
+  auto job = gpupool::Task(Words).Gpus(1).Team("borrower").Submit(800);
+  WaitForProgress(100);
+  EXPECT_EQ(*gpupool::Get(gpupool::Task(Hold).Gpus(1).Team("owner").Submit(20), std::chrono::seconds(30)), 20);
+  std::string expected;
+  for (int s = 0; s < 800; ++s) expected += std::to_string(s) + ",";
+  EXPECT_EQ(*gpupool::Get(job, std::chrono::seconds(60)), expected + " resumed");
+}
+
+TEST_F(Checkpointing, RegisteringTwiceIsAnError) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/1);
+  try {
+    gpupool::Get(gpupool::Submit(TwiceCheckpointable));
+    FAIL();
+  } catch (const gpupool::TaskError& e) {
+    EXPECT_EQ(e.code(), gpupool::ErrorCode::kFailedPrecondition);
+    EXPECT_THAT(e.what(), HasSubstr("Checkpointable twice"));
+  }
+}
+
+}  // namespace
