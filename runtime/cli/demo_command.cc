@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "examples/logistic_regression/logistic_regression.h"
 #include "gpupool/gpupool.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/text_table.h"
@@ -22,7 +23,13 @@ namespace gpupool::cli {
 namespace {
 
 // Every catalogue model in one quota group, so the demo's quotas apply to whatever GPUs it finds.
+// The experiment class's grace period is longer than the default 30 s: at 1800x, every real
+// millisecond of snapshot I/O is 1.8 pool seconds.
 constexpr char kDemoConfig[] = R"(
+priority_classes:
+  - {name: production-inference, value: 1000, preemptible: false, grace_period_s: 300}
+  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
+  - {name: experiment, value: 100, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
 model_groups:
   gpus: [H100-80GB, H200-141GB, A100-80GB, A100-40GB, A30-24GB, L40S, L4, A10, T4, V100-16GB, V100-32GB]
 teams:
@@ -45,14 +52,15 @@ int TrainModel(gpupool::TaskContext& ctx, double hours) {
   return steps;
 }
 
-// An experiment: `minutes` of pool time, stopping promptly when its borrowed GPU is reclaimed
-// (the runtime then runs it again on whatever it gets next).
-int RunExperiment(gpupool::TaskContext& ctx, int id, double minutes) {
-  for (int i = 0; i < static_cast<int>(minutes); ++i) {
-    ctx.SleepPoolTime(60);
-    ctx.Step();
-  }
-  return id;
+// An experiment is examples/logistic_regression: real training, a step every 10 pool seconds,
+// checkpointed. When vision reclaims a GPU nlp borrowed, the runtime snapshots the weights at the
+// next Step(), and the experiment resumes from there on whatever GPU it gets next.
+logistic_regression::Config ExperimentConfig(int id, double minutes) {
+  logistic_regression::Config c;
+  c.seed = 1000 + id;
+  c.steps = static_cast<int32_t>(minutes * 6);
+  c.pool_seconds_per_step = 10;
+  return c;
 }
 
 // One inference request on a GPU fraction: a few pool seconds, with scratch memory from the
@@ -64,7 +72,7 @@ float Infer(gpupool::TaskContext& ctx, int request) {
 }
 
 GPUPOOL_REMOTE(TrainModel);
-GPUPOOL_REMOTE(RunExperiment);
+GPUPOOL_REMOTE(logistic_regression::Train);
 GPUPOOL_REMOTE(Infer);
 
 std::string Clock(double pool_s) {
@@ -113,10 +121,12 @@ void RunDemo(double clock_speed, bool quiet) {
     return std::chrono::duration<double>(pool_s / clock_speed);
   };
   // nlp bursts first: a sprint of 6 one-hour experiments on an idle pool borrows beyond its 2.
-  std::vector<gpupool::ObjectRef<int>> experiments;
+  std::vector<gpupool::ObjectRef<std::vector<float>>> experiments;
+  std::vector<logistic_regression::Config> configs;
   for (int i = 0; i < 6; ++i) {
-    experiments.push_back(gpupool::Task(RunExperiment).Gpus(1).Team("nlp")
-                              .PriorityClass("experiment").MaxRetries(20).Submit(i, 60.0));
+    configs.push_back(ExperimentConfig(i, 60.0));
+    experiments.push_back(gpupool::Task(logistic_regression::Train).Gpus(1).Team("nlp")
+                              .PriorityClass("experiment").Submit(configs.back()));
   }
   // search fans out 400 inference requests on eighths of GPUs, packed within its 2 GPUs.
   std::vector<gpupool::ObjectRef<float>> answers;
@@ -131,20 +141,32 @@ void RunDemo(double clock_speed, bool quiet) {
   // A second nlp burst arrives while vision trains: it can only borrow what is still idle.
   std::this_thread::sleep_for(real_for_pool(60 * 60));
   for (int i = 6; i < 10; ++i) {
-    experiments.push_back(gpupool::Task(RunExperiment).Gpus(1).Team("nlp")
-                              .PriorityClass("experiment").MaxRetries(20).Submit(i, 45.0));
+    configs.push_back(ExperimentConfig(i, 45.0));
+    experiments.push_back(gpupool::Task(logistic_regression::Train).Gpus(1).Team("nlp")
+                              .PriorityClass("experiment").Submit(configs.back()));
   }
   int steps = *gpupool::Get(training);
-  int done = 0;
-  for (auto& e : experiments) done += (*gpupool::Get(e) >= 0);
+  int done = 0, identical = 0;
+  for (size_t i = 0; i < experiments.size(); ++i) {
+    gpupool::View<std::vector<float>> w = gpupool::Get(experiments[i]);
+    ++done;
+    identical += *w == logistic_regression::TrainUninterrupted(configs[i]);
+  }
   double answered = 0;
   for (auto& a : answers) answered += *gpupool::Get(a) >= 0;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let idle leases go back
 
   gpupool::RuntimeStats stats = runtime.Stats();
-  std::printf("\ntraining: %d steps; experiments: %d done; inference: %.0f answered\n\n", steps,
-              done, answered);
-  TextTable table({"TEAM", "TASKS", "FAILED", "LEASES", "GPU-HOURS", "BORROWED", "BUSY", "UTILISATION"});
+  gpupool::TeamUsage nlp;
+  for (const gpupool::TeamUsage& t : stats.teams) {
+    if (t.team == "nlp") nlp = t;
+  }
+  std::printf("\ntraining: %d steps; experiments: %d done (%llu preempted, %llu snapshots; final "
+              "weights identical to uninterrupted runs: %d of %d); inference: %.0f answered\n\n",
+              steps, done, static_cast<unsigned long long>(nlp.preemptions),
+              static_cast<unsigned long long>(nlp.snapshots), identical, done, answered);
+  TextTable table({"TEAM", "TASKS", "FAILED", "LEASES", "GPU-HOURS", "BORROWED", "BUSY", "UTILISATION",
+                   "PREEMPTED", "LOST GPU-H"});
   double leased = 0;
   for (const gpupool::TeamUsage& t : stats.teams) {
     if (t.tasks_run == 0 && t.tasks_failed == 0 && t.leases == 0) continue;
@@ -155,12 +177,14 @@ void RunDemo(double clock_speed, bool quiet) {
                   absl::StrFormat("%.2f", t.busy_gpu_hours),
                   t.leased_gpu_hours > 0
                       ? absl::StrFormat("%.0f%%", 100 * t.busy_gpu_hours / t.leased_gpu_hours)
-                      : "-"});
+                      : "-",
+                  absl::StrCat(t.preemptions), absl::StrFormat("%.2f", t.lost_gpu_hours)});
   }
   std::cout << table.Render();
   std::printf("\npool: %.1f pool hours, %.0f GPUs, %.1f%% of GPU-hours leased; %.0f MiB scrubbed "
               "between teams. GPU-HOURS counts fractions by their compute share; BUSY is time tasks "
-              "ran on those leases.\n",
+              "ran on those leases; LOST GPU-H is work since the last snapshot that preemptions "
+              "threw away.\n",
               stats.pool_time_s / 3600, stats.pool_gpus,
               100 * leased / (stats.pool_gpus * stats.pool_time_s / 3600),
               static_cast<double>(stats.scrubbed_bytes) / (1 << 20));

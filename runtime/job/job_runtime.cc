@@ -529,8 +529,10 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   // snapshot. A revocation (preemption) is not a failure; a lost lease counts against max_retries.
   if (lease != nullptr && (lease->lost.load() || lease->revoked.load()) && !task->cancelled.load()) {
     Preempted(task, lease, state);
-    bool lost = lease->lost.load();
-    if (!lost || ++task->system_failures <= task->shape->options.max_retries) {
+    // A lease that ran out its grace period after the task had stopped with a snapshot was a
+    // preemption handled in time, not a failure.
+    bool failed = lease->lost.load() && !state.snapshot_at_stop;
+    if (!failed || ++task->system_failures <= task->shape->options.max_retries) {
       ++task->attempt;
       Enqueue(task);
       return;

@@ -159,7 +159,8 @@ void JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState&
                     : state.checkpointable ? "resumes from its previous snapshot"
                                            : "not checkpointable: restarts";
   Emit("task-preempted", task->shape->team, lease->lease.id,
-       absl::StrCat("task '", task->name(), "' (", lease->lost.load() ? "lease lost" : "revoked", "): ", how,
+       absl::StrCat("task '", task->name(), "' (", lease->lost.load() && !state.snapshot_at_stop ? "lease lost" : "revoked",
+                    "): ", how,
                     "; lost ", absl::StrFormat("%.0f", lost_gpu_s), " GPU-s"));
 }
 

@@ -248,12 +248,15 @@ namespace {
 TEST(DemoCommand, ThreeTeamsShareThePoolAndEveryTaskCompletes) {
   Result r = RunCli("demo --quiet --clock-speed 7200");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("training: 180 steps; experiments: 10 done; inference: 400 answered"),
+  EXPECT_NE(r.out.find("training: 180 steps; experiments: 10 done ("), std::string::npos) << r.out;
+  // Preempted experiments resume from their snapshots with exactly the weights of an uninterrupted run.
+  EXPECT_NE(r.out.find("final weights identical to uninterrupted runs: 10 of 10); inference: 400 answered"),
             std::string::npos) << r.out;
   for (const char* team : {"vision", "nlp", "search"}) {
     EXPECT_NE(r.out.find(std::string("\n") + team + " "), std::string::npos) << team << "\n" << r.out;
   }
   EXPECT_NE(r.out.find("UTILISATION"), std::string::npos);
+  EXPECT_NE(r.out.find("LOST GPU-H"), std::string::npos);
 }
 
 }  // namespace
