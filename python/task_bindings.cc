@@ -307,6 +307,9 @@ py::dict StatsToDict(const RuntimeStats& s) {
     d["leases"] = t.leases;
     d["tasks_run"] = t.tasks_run;
     d["tasks_failed"] = t.tasks_failed;
+    d["preemptions"] = t.preemptions;
+    d["snapshots"] = t.snapshots;
+    d["lost_gpu_hours"] = t.lost_gpu_hours;
     teams.append(d);
   }
   py::dict d;
@@ -317,6 +320,12 @@ py::dict StatsToDict(const RuntimeStats& s) {
   d["live_objects"] = s.live_objects;
   d["queued_tasks"] = s.queued_tasks;
   d["waiting_for_dependencies"] = s.waiting_for_dependencies;
+  py::list overdue;
+  for (const OverdueTask& o : s.overdue) {
+    overdue.append(py::dict(py::arg("task") = o.task, py::arg("task_id") = o.task_id, py::arg("team") = o.team,
+                            py::arg("since_safe_point_s") = o.since_safe_point_s, py::arg("interval_s") = o.interval_s));
+  }
+  d["overdue"] = overdue;
   return d;
 }
 

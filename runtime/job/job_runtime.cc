@@ -518,6 +518,7 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   } catch (...) {
     message = "a non-standard exception";
   }
+  if (state.checkpointable) EndCheckpointableRun(state);
   bool threw = call.result == nullptr;
   if (lease != nullptr) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
@@ -621,6 +622,7 @@ RuntimeStats JobRuntime::Stats() const {
       u.snapshots += c.snapshots.load();
     }
     for (const auto& q : queues_) stats.queued_tasks += q->size();
+    stats.overdue = OverdueTasks();
     stats.waiting_for_dependencies = static_cast<uint64_t>(
         std::max<int64_t>(0, waiting_for_dependencies_.load(std::memory_order_relaxed)));
   }

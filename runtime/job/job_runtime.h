@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <thread>
@@ -62,6 +63,8 @@ class JobRuntime final : public LeaseListener {
   // TaskContext's checkpoint calls (runtime/job/safe_points.cc).
   int64_t MakeCheckpointable(detail::TaskState& state);
   void SafePoint(detail::TaskState& state);
+  void EndCheckpointableRun(detail::TaskState& state);  // the run is over (Execute)
+  std::vector<OverdueTask> OverdueTasks() const;
 
   // LeaseListener (called by the pool's thread).
   void OnGranted(const pool::Lease& lease) override;
@@ -100,6 +103,10 @@ class JobRuntime final : public LeaseListener {
   std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed
   std::atomic<uint64_t> next_task_id_{1};
   std::atomic<int64_t> waiting_for_dependencies_{0};  // submitted, inputs not all there yet
+  // Running checkpointable tasks, for the overdue-safe-point report. Only tasks that called
+  // Checkpointable pay for the lock.
+  mutable std::mutex checkpointable_mu_;
+  std::set<detail::TaskState*> checkpointable_runs_;  // guarded by checkpointable_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
 

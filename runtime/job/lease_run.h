@@ -59,6 +59,7 @@ struct TaskState {
   std::string saved;                            // save()'s bytes, kept while they are staged
   std::vector<std::vector<std::byte>> mirrors;  // host copies of device regions
   double last_snapshot_pool_s = -1;             // this run's last snapshot taken (staged)
+  std::atomic<double> last_safe_point_pool_s{0};  // read by Stats() for overdue tasks
   bool snapshot_at_stop = false;                // a preemption snapshot was committed
 };
 

@@ -56,6 +56,11 @@ int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
                 absl::StrCat("task '", task->name(), "' called Checkpointable twice in one run"));
   }
   state.checkpointable = true;
+  state.last_safe_point_pool_s.store(pool_->Now(), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(checkpointable_mu_);
+    checkpointable_runs_.insert(&state);
+  }
   bool earlier_run = task->checkpoint_key != nullptr;
   if (!earlier_run) {
     task->checkpoint_key = std::make_unique<std::string>(absl::StrCat(job_id_, ".task-", task->id));
@@ -100,6 +105,7 @@ int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
 
 void JobRuntime::SafePoint(detail::TaskState& state) {
   ++state.step;
+  if (state.checkpointable) state.last_safe_point_pool_s.store(pool_->Now(), std::memory_order_relaxed);
   Task* task = state.task;
   LeaseRun* lease = state.lease;
   if (lease != nullptr && lease->lost.load(std::memory_order_relaxed)) {
@@ -144,6 +150,25 @@ void JobRuntime::SafePoint(detail::TaskState& state) {
     Emit("checkpoint-failed", task->shape->team, lease != nullptr ? lease->lease.id : "",
          absl::StrCat("task '", task->name(), "' step ", state.step, ": ", s.message()));
   }
+}
+
+void JobRuntime::EndCheckpointableRun(detail::TaskState& state) {
+  std::lock_guard<std::mutex> lock(checkpointable_mu_);
+  checkpointable_runs_.erase(&state);
+}
+
+std::vector<OverdueTask> JobRuntime::OverdueTasks() const {
+  std::vector<OverdueTask> overdue;
+  double now = pool_->Now();
+  std::lock_guard<std::mutex> lock(checkpointable_mu_);
+  for (const detail::TaskState* s : checkpointable_runs_) {
+    double interval = s->task->shape->checkpoint_interval_s;
+    double since = now - s->last_safe_point_pool_s.load(std::memory_order_relaxed);
+    if (interval > 0 && since > 2 * interval) {
+      overdue.push_back(OverdueTask{s->task->name(), s->task->id, s->task->shape->team, since, interval});
+    }
+  }
+  return overdue;
 }
 
 void JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {

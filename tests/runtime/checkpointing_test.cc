@@ -96,6 +96,15 @@ std::string Words(gpupool::TaskContext& ctx, int steps) {
   return text + (ctx.resumed() ? " resumed" : "");
 }
 
+std::atomic<bool> release_stalled{false};
+int Stalled(gpupool::TaskContext& ctx) {
+  int x = 0;
+  ctx.Checkpointable({gpupool::StateRegion::Of(x)});
+  while (!release_stalled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // no safe point
+  ctx.Step();
+  return 7;
+}
+
 int TwiceCheckpointable(gpupool::TaskContext& ctx) {
   int x = 0;
   ctx.Checkpointable({gpupool::StateRegion::Of(x)});
@@ -108,6 +117,7 @@ GPUPOOL_REMOTE(Unsaved);
 GPUPOOL_REMOTE(Hold);
 GPUPOOL_REMOTE(Words);
 GPUPOOL_REMOTE(TwiceCheckpointable);
+GPUPOOL_REMOTE(Stalled);
 
 // One GPU: `owner` is guaranteed it, `borrower` may borrow it while it is idle. `quick`
 // checkpoints every 20 pool seconds.
@@ -256,6 +266,26 @@ TEST_F(Checkpointing, CallbackStateResumes) {
   std::string expected;
   for (int s = 0; s < 800; ++s) expected += std::to_string(s) + ",";
   EXPECT_EQ(*gpupool::Get(job, std::chrono::seconds(60)), expected + " resumed");
+}
+
+TEST_F(Checkpointing, TaskWithoutSafePointsForTwiceTheIntervalIsReportedOverdue) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/100);  // "quick": 20 pool s interval = 0.2 s real
+  release_stalled = false;
+  auto ref = gpupool::Task(Stalled).Gpus(1).Team("owner").PriorityClass("quick").Submit();
+  std::vector<gpupool::OverdueTask> overdue;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (overdue.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    overdue = rt.Stats().overdue;
+  }
+  release_stalled = true;
+  ASSERT_EQ(overdue.size(), 1u);
+  EXPECT_EQ(overdue[0].task, "Stalled");
+  EXPECT_EQ(overdue[0].team, "owner");
+  EXPECT_GT(overdue[0].since_safe_point_s, 40.0);
+  EXPECT_EQ(overdue[0].interval_s, 20.0);
+  EXPECT_EQ(*gpupool::Get(ref, std::chrono::seconds(30)), 7);
+  EXPECT_TRUE(rt.Stats().overdue.empty()) << "a finished task is no longer overdue";
 }
 
 TEST_F(Checkpointing, RegisteringTwiceIsAnError) {

@@ -91,6 +91,16 @@ struct TeamUsage {
   double lost_gpu_hours = 0;       // work since the last snapshot that preemptions threw away
 };
 
+// A checkpointable task that has not reached a safe point for more than twice its checkpoint
+// interval: it cannot be snapshotted or preempted cleanly, so operators should know.
+struct OverdueTask {
+  std::string task;      // name
+  uint64_t task_id = 0;
+  std::string team;
+  double since_safe_point_s = 0;  // pool seconds
+  double interval_s = 0;
+};
+
 struct RuntimeStats {
   double pool_time_s = 0;
   double pool_gpus = 0;
@@ -99,6 +109,7 @@ struct RuntimeStats {
   uint64_t live_objects = 0;
   uint64_t queued_tasks = 0;              // runnable, waiting for a worker or a lease
   uint64_t waiting_for_dependencies = 0;  // submitted, some input not there yet
+  std::vector<OverdueTask> overdue;       // see OverdueTask
 };
 
 namespace runtime {
