@@ -28,10 +28,11 @@ absl::Status WithContext(const absl::Status& s, absl::string_view context) {
 
 std::string Join(absl::string_view dir, absl::string_view name) { return absl::StrCat(dir, "/", name); }
 
-// Writes a small file through the backend with the same temporary/fsync/rename/fsync-dir steps as
-// a snapshot, so a manifest is never seen half written.
-absl::Status WriteSmallFileDurably(Backend& backend, const std::string& dir,
-                                   const std::string& name, absl::string_view content) {
+// Writes a small file through the backend with the same temporary/fsync/rename steps as a
+// snapshot, so a manifest is never seen half written. The caller fsyncs the directory (once for
+// the snapshot's rename and this one together).
+absl::Status WriteSmallFileAndRename(Backend& backend, const std::string& dir,
+                                     const std::string& name, absl::string_view content) {
   const std::string final_path = Join(dir, name);
   const std::string tmp = final_path + backend.TempSuffix();
   absl::StatusOr<std::unique_ptr<WritableFile>> file = backend.NewWritableFile(tmp);
@@ -41,11 +42,8 @@ absl::Status WriteSmallFileDurably(Backend& backend, const std::string& dir,
   absl::Status closed = (*file)->Close();
   if (s.ok()) s = closed;
   if (s.ok()) s = backend.Rename(tmp, final_path);
-  if (!s.ok()) {
-    backend.RemoveFile(tmp).IgnoreError();
-    return s;
-  }
-  return backend.SyncDir(dir);
+  if (!s.ok()) backend.RemoveFile(tmp).IgnoreError();
+  return s;
 }
 
 absl::StatusOr<std::string> ReadSmallFile(Backend& backend, const std::string& path) {
@@ -173,7 +171,8 @@ absl::Status SnapshotStore::LoadTaskState(const std::string& task, TaskState& st
 
 absl::Status SnapshotStore::CommitManifest(const std::string& task, TaskState& state)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
-  return WriteSmallFileDurably(*backend_, task, kManifestName, EncodeManifest(task, state.retained));
+  return WriteSmallFileAndRename(*backend_, task, kManifestName,
+                                 EncodeManifest(task, state.retained));
 }
 
 absl::StatusOr<SnapshotInfo> SnapshotStore::Write(
@@ -203,13 +202,11 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Write(
   }
   // Committed: the file is whole under its final name. From here on the version is used.
   state.next_version = version + 1;
-  if (absl::Status synced = backend_->SyncDir(task); !synced.ok()) {
-    // The snapshot is in place but its name may not survive a power loss.
-    return WithContext(synced, absl::StrCat(context, ": snapshot committed but not yet durable"));
-  }
-
   uint64_t payload_bytes = 0;
   for (const auto& piece : pieces) payload_bytes += piece.size();
+  SnapshotInfo info{.version = version, .step = step, .metadata = std::string(metadata),
+                    .payload_bytes = payload_bytes, .checksum = *checksum,
+                    .path = backend_->FullPath(final_path)};
   state.retained.insert(state.retained.begin(),
                         ManifestEntry{.version = version, .step = step,
                                       .payload_bytes = payload_bytes, .checksum = *checksum,
@@ -219,15 +216,21 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Write(
     dropped.assign(state.retained.begin() + keep_last_, state.retained.end());
     state.retained.resize(keep_last_);
   }
-  if (absl::Status m = CommitManifest(task, state); !m.ok()) {
+  absl::Status manifest = CommitManifest(task, state);
+  // One directory fsync makes both renames durable: the snapshot's (the commit) and the
+  // manifest's. Each fsync is a journal commit, a fixed cost that dominates small snapshots.
+  if (absl::Status synced = backend_->SyncDir(task); !synced.ok()) {
+    state.retained.insert(state.retained.end(), dropped.begin(), dropped.end());
+    // The snapshot is in place but its name may not survive a power loss.
+    return WithContext(synced, absl::StrCat(context, ": snapshot committed but not yet durable"));
+  }
+  if (!manifest.ok()) {
     // Loads list the directory, so the new snapshot is found anyway; keep the old files until a
     // manifest that no longer lists them is durable.
-    Warn(absl::StrCat(context, ": snapshot ", backend_->FullPath(final_path),
-                      " committed, but the manifest was not updated: ", m.message()));
+    Warn(absl::StrCat(context, ": snapshot ", info.path,
+                      " committed, but the manifest was not updated: ", manifest.message()));
     state.retained.insert(state.retained.end(), dropped.begin(), dropped.end());
-    return SnapshotInfo{.version = version, .step = step, .metadata = std::string(metadata),
-                        .payload_bytes = payload_bytes, .checksum = *checksum,
-                        .path = backend_->FullPath(final_path)};
+    return info;
   }
   // Retention: the dropped ones, and any older unlisted file (left by a crash before its
   // manifest update, or by a lower keep_last earlier).
@@ -243,9 +246,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Write(
       }
     }
   }
-  return SnapshotInfo{.version = version, .step = step, .metadata = std::string(metadata),
-                      .payload_bytes = payload_bytes, .checksum = *checksum,
-                      .path = backend_->FullPath(final_path)};
+  return info;
 }
 
 absl::StatusOr<LoadResult> SnapshotStore::LoadNewest(

@@ -13,10 +13,10 @@
 //
 // Layout: <root>/<task>/snap-<version>.ckpt (snapshot_file.h) and <root>/<task>/MANIFEST
 // (manifest.h). A write is: a uniquely named temporary file, the pieces streamed into it with
-// their checksum, fsync, close, rename to the snapshot's name (the commit point), fsync of the
-// directory, the manifest rewritten the same way, then snapshots beyond keep_last removed. A
-// failure at any step before the rename removes the temporary file and leaves every committed
-// snapshot as it was.
+// their checksum, fsync, close, rename to the snapshot's name (the commit point), the manifest
+// rewritten the same way (temporary, fsync, rename), one fsync of the directory that makes both
+// renames durable, then snapshots beyond keep_last removed. A failure at any step before the
+// snapshot's rename removes the temporary file and leaves every committed snapshot as it was.
 //
 // Loading takes the newest version whose file verifies. A snapshot that is truncated, bit-flipped,
 // missing though listed, or not the file the manifest recorded is skipped with a warning naming
