@@ -284,6 +284,15 @@ class PyTaskContext {
   TaskContext* context_;
 };
 
+// A Python object that may be released on a thread without the GIL.
+std::shared_ptr<py::object> HoldWithGil(py::object obj) {
+  return std::shared_ptr<py::object>(new py::object(std::move(obj)), [](py::object* o) {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone: leak rather than crash
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+}
+
 py::dict SlotToDict(const SlotInfo& s) {
   py::dict d;
   d["node"] = s.node;
@@ -498,6 +507,31 @@ void BindTasks(py::module_& m) {
       .def_property_readonly("pool_time_s", [](const PyTaskContext& c) { return c.get().pool_time_s(); })
       .def("step", [](const PyTaskContext& c) { c.get().Step(); },
            "A safe point: raises GpupoolError (code CANCELLED) when the task was cancelled or its lease revoked")
+      .def(
+          "checkpointable",
+          [](const PyTaskContext& c, py::object get_state, py::object set_state) {
+            // The state travels pickled; the callbacks run on the task's thread (which holds
+            // the GIL whenever it is in Python) when a snapshot is taken or restored.
+            // The runtime keeps the callbacks until the run ends, and drops them without the
+            // GIL: hold the Python callables where dropping takes the GIL first.
+            auto get = HoldWithGil(std::move(get_state));
+            auto set = HoldWithGil(std::move(set_state));
+            return c.get().Checkpointable(
+                [get]() -> std::string {
+                  py::gil_scoped_acquire gil;
+                  py::bytes b = state->dumps((*get)(), 5);
+                  return std::string(static_cast<std::string_view>(b));
+                },
+                [set](std::string_view bytes) {
+                  py::gil_scoped_acquire gil;
+                  (*set)(Unpickle(bytes));
+                });
+          },
+          py::arg("get_state"), py::arg("set_state"),
+          "Make the task checkpointable: get_state() returns a picklable object, set_state(obj) "
+          "restores it. Returns the step to continue from (0 on a fresh start).")
+      .def_property_readonly("resumed", [](const PyTaskContext& c) { return c.get().resumed(); })
+      .def_property_readonly("step_count", [](const PyTaskContext& c) { return c.get().step(); })
       .def("sleep_pool_time", [](const PyTaskContext& c, double seconds) {
         TaskContext& context = c.get();
         py::gil_scoped_release release;

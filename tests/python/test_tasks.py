@@ -221,3 +221,58 @@ def test_one_runtime_per_process_and_restart():
     usage = {t["team"]: t for t in gpupool.stats()["teams"]}
     assert usage["search"]["tasks_run"] == 1
     assert usage["search"]["leases"] >= 1
+
+
+CHECKPOINT_TEAMS = """
+model_groups:
+  gpus: [H100-80GB]
+teams:
+  - name: owner
+    quotas: [{gpus: gpus, nominal: 1}]
+  - name: borrower
+    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
+"""
+
+progress = {"step": 0}
+
+
+@gpupool.remote(gpus=1, team="borrower")
+def train(steps):
+    ctx = gpupool.context()
+    state = {"total": 0}
+
+    def restore(saved):
+        state.update(saved)
+
+    first = ctx.checkpointable(lambda: dict(state), restore)
+    for s in range(first, steps):
+        state["total"] += s
+        progress["step"] = s + 1
+        time.sleep(0.002)
+        ctx.step()
+    return state["total"], ctx.resumed
+
+
+@gpupool.remote(gpus=1, team="owner")
+def hold():
+    time.sleep(0.05)
+    return "held"
+
+
+def test_preempted_python_task_resumes_from_its_snapshot(tmp_path, monkeypatch):
+    gpupool.shutdown()
+    monkeypatch.setenv("GPUPOOL_CHECKPOINT_DIR", str(tmp_path))
+    gpupool.init(simulate="1xH100-80GB", config_text=CHECKPOINT_TEAMS, clock_speed=100,
+                 lease_linger_ms=20)
+    progress["step"] = 0
+    job = train.submit(1000)
+    deadline = time.time() + 30
+    while progress["step"] < 200 and time.time() < deadline:
+        time.sleep(0.005)
+    assert gpupool.get(hold.submit(), timeout=30) == "held"   # the owner reclaims its GPU
+    total, resumed = gpupool.get(job, timeout=60)
+    assert total == sum(range(1000))
+    assert resumed
+    usage = {t["team"]: t for t in gpupool.stats()["teams"]}
+    assert usage["borrower"]["preemptions"] == 1
+    assert usage["borrower"]["snapshots"] >= 1
