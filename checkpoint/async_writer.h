@@ -27,7 +27,7 @@
 // deadline instead. A snapshot larger than the whole budget can never be staged: Submit writes it
 // synchronously on the caller's thread (counted in stats), the one case where the caller waits.
 //
-// Completion: the returned future, and SubmitOptions::on_done (called on the writer thread; keep
+// Completion: the returned future, and SubmitOptions::on_done (usually on the writer thread; keep
 // it short). Shutdown (or the destructor) finishes every staged snapshot, or with a deadline
 // cancels those not yet started and says which.
 //
@@ -75,7 +75,9 @@ struct AsyncWriterOptions {
 struct SubmitOptions {
   // How long Submit may wait for staging room (see the file comment). InfinitePast: not at all.
   absl::Time wait_for_staging_until = absl::InfinitePast();
-  // Called once with the outcome, on the thread that finished the write.
+  // Called once with the outcome: on a writer thread after a background write; on the thread
+  // that caused it for a synchronous write, a supersede (the newer Submit) or a cancellation
+  // (Shutdown). Must not call Flush, FlushAll or Shutdown (they would wait for this callback).
   std::function<void(const absl::StatusOr<SnapshotInfo>&)> on_done;
 };
 

@@ -35,6 +35,16 @@ class PosixWritableFile final : public WritableFile {
         return ErrnoStatus("write", path_, errno);
       }
       data = data.subspan(static_cast<size_t>(n));
+      written_ += static_cast<uint64_t>(n);
+    }
+    // Start writeback of what is written so far without waiting for it, so the device works
+    // while later pieces are still being copied in, and the final fsync has little left to do
+    // (RocksDB's bytes_per_sync). Also keeps a large snapshot from piling up dirty pages that
+    // the kernel would otherwise flush all at once. Advisory: errors surface at fsync.
+    if (written_ - started_ >= kWritebackChunk) {
+      ::sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(written_ - started_),
+                        SYNC_FILE_RANGE_WRITE);
+      started_ = written_;
     }
     return absl::OkStatus();
   }
@@ -52,8 +62,11 @@ class PosixWritableFile final : public WritableFile {
   }
 
  private:
+  static constexpr uint64_t kWritebackChunk = 8 << 20;
   int fd_;
   const std::string path_;
+  uint64_t written_ = 0;  // bytes appended
+  uint64_t started_ = 0;  // bytes whose writeback has been started
 };
 
 class PosixReadableFile final : public ReadableFile {
