@@ -65,11 +65,17 @@ using SnapshotFuture = std::future<absl::StatusOr<SnapshotInfo>>;
 
 struct AsyncWriterOptions {
   // Upper bound on staging memory (in use and idle). Two snapshots' worth per concurrently
-  // checkpointing task lets one be written while the next is staged.
+  // checkpointing task lets one be written while the next is staged. 0 makes every Submit
+  // synchronous.
   uint64_t staging_budget_bytes = 2ull << 30;
   // Background writer threads. One suits one disk; more help only when several tasks write to
   // storage that parallelises (a shared file system).
   int writer_threads = 1;
+  // Nice value of the writer threads (0-19; higher yields more). The task's own threads should
+  // win the CPU when the two compete: a snapshot landing a little later costs nothing, a slower
+  // training step costs the overhead this writer exists to avoid. Kernel work done inside the
+  // writer's write() calls is charged to it too; the kernel's own writeback threads are not.
+  int writer_nice = 10;
 };
 
 struct SubmitOptions {

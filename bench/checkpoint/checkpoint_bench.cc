@@ -14,7 +14,7 @@
 //
 //   bench/run checkpoint [--json] [--dir=PATH] [--sizes=64,256,1024] [--reps=3]
 //                        [--state-mib=128] [--interval-s=7.5] [--duration-s=15] [--rounds=2]
-//                        [--no-throughput] [--no-loop]
+//                        [--writer-nice=10] [--no-throughput] [--no-loop]
 //
 // Flags take the --name=value form because bench/run forwards only arguments starting with --.
 // The directory defaults to $TMPDIR (or /tmp); its file system type is printed, since a tmpfs
@@ -61,6 +61,7 @@ struct Flags {
   double interval_s = 7.5;
   double duration_s = 15;
   int rounds = 2;
+  int writer_nice = AsyncWriterOptions{}.writer_nice;
   bool throughput = true;
   bool loop = true;
 };
@@ -68,7 +69,8 @@ struct Flags {
 [[noreturn]] void Usage(const std::string& bad) {
   std::fprintf(stderr,
                "checkpoint_bench: bad flag %s\n  flags: --json --dir=PATH --sizes=MiB,MiB,... "
-               "--reps=N --state-mib=N --interval-s=S --duration-s=S --rounds=N --no-throughput "
+               "--reps=N --state-mib=N --interval-s=S --duration-s=S --rounds=N --writer-nice=N "
+               "--no-throughput "
                "--no-loop\n",
                bad.c_str());
   std::exit(2);
@@ -94,6 +96,7 @@ Flags ParseFlags(int argc, char** argv) {
     else if (name == "--dir" && !value.empty()) f.dir = value;
     else if (name == "--reps") f.reps = static_cast<int>(number(1));
     else if (name == "--rounds") f.rounds = static_cast<int>(number(1));
+    else if (name == "--writer-nice") f.writer_nice = static_cast<int>(number(0));
     else if (name == "--state-mib") f.state_mib = static_cast<uint64_t>(number(1));
     else if (name == "--interval-s") f.interval_s = number(0.1);
     else if (name == "--duration-s") f.duration_s = number(0.1);
@@ -341,7 +344,8 @@ void TrainingLoop(const Flags& f, SnapshotStore& store) {
   const int64_t steps = std::max<int64_t>(
       steps_per_interval, std::llround(steps_per_interval * f.duration_s / f.interval_s));
 
-  AsyncSnapshotWriter writer(&store, {.staging_budget_bytes = 2 * state_bytes});
+  AsyncSnapshotWriter writer(&store, {.staging_budget_bytes = 2 * state_bytes,
+                                      .writer_nice = f.writer_nice});
   if (absl::Status s = writer.Prewarm(state_bytes); !s.ok()) Die(s);
 
   // Rounds of (none, sync, async), interleaved so that drift on a shared machine lands on every
