@@ -24,7 +24,8 @@ absl::Status CheckpointService::EnsureOpen() {
               : (std::filesystem::temp_directory_path() / "gpupool-checkpoints").string();
   }
   absl::StatusOr<std::unique_ptr<checkpoint::Backend>> backend =
-      checkpoint::NewLocalDirectoryBackend({.root = dir});
+      options_.shared ? checkpoint::NewSharedDirectoryBackend({.root = dir})
+                      : checkpoint::NewLocalDirectoryBackend({.root = dir});
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
                         absl::StrCat("checkpoint directory ", dir, ": ", backend.status().message()));

@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   if (!pool.ok()) return pool.status();
   rt->pool_ = *std::move(pool);
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{
-      .dir = o.checkpoint_dir, .keep_last = o.checkpoint_keep_last,
+      .dir = o.checkpoint_dir, .shared = o.checkpoint_dir_shared, .keep_last = o.checkpoint_keep_last,
       .staging_bytes = o.checkpoint_staging_mib << 20});
   rt->job_id_ = absl::StrCat("job-", getpid());
   bool real = rt->pool_->driver().name() == "nvidia";

@@ -163,8 +163,9 @@ class Checkpointing : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  gpupool::Runtime Start(double clock_speed) {
+  gpupool::Runtime Start(double clock_speed, bool shared_dir = false) {
     gpupool::RuntimeOptions o;
+    o.checkpoint_dir_shared = shared_dir;
     o.simulate = "1xH100-80GB";
     o.config_text = kConfig;
     o.clock_speed = clock_speed;
@@ -286,6 +287,16 @@ TEST_F(Checkpointing, TaskWithoutSafePointsForTwiceTheIntervalIsReportedOverdue)
   EXPECT_EQ(overdue[0].interval_s, 20.0);
   EXPECT_EQ(*gpupool::Get(ref, std::chrono::seconds(30)), 7);
   EXPECT_TRUE(rt.Stats().overdue.empty()) << "a finished task is no longer overdue";
+}
+
+TEST_F(Checkpointing, SharedDirectoryBackendResumesTheSame) {
+  gpupool::Runtime rt = Start(/*clock_speed=*/100, /*shared_dir=*/true);
+  auto training = gpupool::Task(Train).Gpus(1).Team("borrower").Submit(800);
+  WaitForProgress(150);
+  EXPECT_EQ(*gpupool::Get(gpupool::Task(Hold).Gpus(1).Team("owner").Submit(20), std::chrono::seconds(30)), 20);
+  TrainResult r = *gpupool::Get(training, std::chrono::seconds(60));
+  EXPECT_EQ(r.checksum, Uninterrupted(800));
+  EXPECT_GE(r.resumed_from, 150);
 }
 
 TEST_F(Checkpointing, RegisteringTwiceIsAnError) {

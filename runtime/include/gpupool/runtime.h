@@ -73,6 +73,8 @@ struct RuntimeOptions {
   // Where task snapshots go (a local or shared directory); empty: $GPUPOOL_CHECKPOINT_DIR, else
   // <temp dir>/gpupool-checkpoints. Opened on the first Checkpointable task.
   std::string checkpoint_dir;
+  bool checkpoint_dir_shared = false;   // the directory is shared by nodes (NFS...): see
+                                        // checkpoint/directory_backend.h for what changes
   int checkpoint_keep_last = 2;         // snapshots kept per task
   uint64_t checkpoint_staging_mib = 2048;  // host memory for snapshots being written
   std::function<void(const RuntimeEvent&)> on_event;  // called from the runtime's threads
