@@ -4,7 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -34,6 +36,39 @@ absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, in
 
 absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device) {
   return Copy(device, host, bytes, cuda_device, cudaMemcpyHostToDevice);
+}
+
+PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes) : size_(bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess) {
+    pinned_ = true;
+  } else {
+    cudaGetLastError();  // clear it: pinning is an optimisation
+    p = std::malloc(bytes);
+  }
+  data_ = static_cast<std::byte*>(p);
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() {
+  if (data_ == nullptr) return;
+  if (pinned_) {
+    cudaFreeHost(data_);
+  } else {
+    std::free(data_);
+  }
+}
+
+PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), pinned_(o.pinned_) {}
+
+PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& o) noexcept {
+  if (this != &o) {
+    PinnedHostBuffer dying(std::move(*this));
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    pinned_ = o.pinned_;
+  }
+  return *this;
 }
 
 }  // namespace gpupool::runtime

@@ -6,7 +6,10 @@
 #ifndef GPUPOOL_RUNTIME_GPU_DEVICE_COPY_H_
 #define GPUPOOL_RUNTIME_GPU_DEVICE_COPY_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "absl/status/status.h"
 
@@ -14,6 +17,25 @@ namespace gpupool::runtime {
 
 absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, int cuda_device);
 absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device);
+
+// Page-locked host memory for staging device state (copies at full PCIe/NVLink speed, which
+// pageable memory does not get); plain host memory when pinning is refused.
+class PinnedHostBuffer {
+ public:
+  PinnedHostBuffer() = default;
+  explicit PinnedHostBuffer(uint64_t bytes);
+  ~PinnedHostBuffer();
+  PinnedHostBuffer(PinnedHostBuffer&& o) noexcept;
+  PinnedHostBuffer& operator=(PinnedHostBuffer&& o) noexcept;
+  std::byte* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  bool pinned() const { return pinned_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+  bool pinned_ = false;
+};
 
 }  // namespace gpupool::runtime
 

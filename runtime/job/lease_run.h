@@ -15,6 +15,7 @@
 
 #include "gpupool/task_context.h"
 #include "pool/scheduler/scheduler.h"
+#include "runtime/gpu/device_copy.h"
 #include "runtime/gpu/memory_pool.h"
 #include "runtime/tasks/task.h"
 
@@ -57,7 +58,7 @@ struct TaskState {
   std::function<std::string()> save;
   std::function<void(std::string_view)> load;
   std::string saved;                            // save()'s bytes, kept while they are staged
-  std::vector<std::vector<std::byte>> mirrors;  // host copies of device regions
+  std::vector<runtime::PinnedHostBuffer> mirrors;  // pinned host copies of device regions
   double last_snapshot_pool_s = -1;             // this run's last snapshot taken (staged)
   std::atomic<double> last_safe_point_pool_s{0};  // read by Stats() for overdue tasks
   bool snapshot_at_stop = false;                // a preemption snapshot was committed

@@ -40,7 +40,7 @@ std::vector<std::span<const std::byte>> StatePieces(detail::TaskState& state) {
       pieces.emplace_back(static_cast<const std::byte*>(r.data), r.bytes);
       continue;
     }
-    state.mirrors[i].resize(r.bytes);
+    if (state.mirrors[i].size() != r.bytes) state.mirrors[i] = PinnedHostBuffer(r.bytes);
     api::ThrowIfError(CopyDeviceToHost(state.mirrors[i].data(), r.data, r.bytes, r.cuda_device));
     pieces.emplace_back(state.mirrors[i].data(), r.bytes);
   }
@@ -80,7 +80,7 @@ int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
     for (size_t i = 0; i < state.regions.size(); ++i) {
       const StateRegion& r = state.regions[i];
       if (r.cuda_device >= 0) {
-        state.mirrors[i].resize(r.bytes);
+        if (state.mirrors[i].size() != r.bytes) state.mirrors[i] = PinnedHostBuffer(r.bytes);
         buffers.emplace_back(state.mirrors[i].data(), r.bytes);
       } else {
         buffers.emplace_back(static_cast<std::byte*>(r.data), r.bytes);
