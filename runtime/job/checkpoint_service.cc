@@ -45,82 +45,69 @@ std::string CheckpointService::directory() const {
   return dir_;
 }
 
+absl::StatusOr<CheckpointService::Opened> CheckpointService::Open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = EnsureOpen(); !s.ok()) return s;
+  return Opened{store_.get(), writer_.get()};
+}
+
+namespace {
+// Not found is "no snapshot", not an error.
+template <typename T>
+absl::StatusOr<std::optional<T>> Optional(absl::StatusOr<T> r) {
+  if (absl::IsNotFound(r.status())) return std::optional<T>();
+  if (!r.ok()) return r.status();
+  return std::optional<T>(*std::move(r));
+}
+}  // namespace
+
 absl::Status CheckpointService::SnapshotAsync(
     const std::string& key, int64_t step, Pieces pieces,
     std::function<void(const checkpoint::SnapshotInfo&)> on_committed) {
-  checkpoint::AsyncSnapshotWriter* writer;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status s = EnsureOpen(); !s.ok()) return s;
-    writer = writer_.get();
-  }
+  absl::StatusOr<Opened> opened = Open();
+  if (!opened.ok()) return opened.status();
   checkpoint::SubmitOptions submit;
   submit.on_done = [done = std::move(on_committed)](const absl::StatusOr<checkpoint::SnapshotInfo>& r) {
     if (r.ok() && done) done(*r);
   };
-  absl::StatusOr<checkpoint::SnapshotFuture> f = writer->Submit(key, step, "", pieces, std::move(submit));
-  return f.status();
+  return opened->writer->Submit(key, step, "", pieces, std::move(submit)).status();
 }
 
 absl::StatusOr<checkpoint::SnapshotInfo> CheckpointService::SnapshotNow(const std::string& key, int64_t step,
                                                                         Pieces pieces, absl::Time deadline) {
-  checkpoint::AsyncSnapshotWriter* writer;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status s = EnsureOpen(); !s.ok()) return s;
-    writer = writer_.get();
-  }
+  absl::StatusOr<Opened> opened = Open();
+  if (!opened.ok()) return opened.status();
   checkpoint::SubmitOptions submit;
   submit.wait_for_staging_until = deadline;
-  absl::StatusOr<checkpoint::SnapshotFuture> f = writer->Submit(key, step, "", pieces, std::move(submit));
+  absl::StatusOr<checkpoint::SnapshotFuture> f = opened->writer->Submit(key, step, "", pieces, std::move(submit));
   if (!f.ok()) return f.status();
   return f->get();
 }
 
 absl::StatusOr<std::optional<checkpoint::LoadResult>> CheckpointService::RestoreInto(
     const std::string& key, std::span<const std::span<std::byte>> buffers) {
-  checkpoint::SnapshotStore* store;
-  checkpoint::AsyncSnapshotWriter* writer;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status s = EnsureOpen(); !s.ok()) return s;
-    store = store_.get();
-    writer = writer_.get();
-  }
-  (void)writer->Flush(key);  // a snapshot still being written is the newest
-  absl::StatusOr<checkpoint::LoadResult> r = store->LoadInto(key, buffers);
-  if (absl::IsNotFound(r.status())) return std::optional<checkpoint::LoadResult>();
-  if (!r.ok()) return r.status();
-  return std::optional<checkpoint::LoadResult>(*std::move(r));
+  absl::StatusOr<Opened> opened = Open();
+  if (!opened.ok()) return opened.status();
+  (void)opened->writer->Flush(key);  // a snapshot still being written is the newest
+  return Optional(opened->store->LoadInto(key, buffers));
 }
 
 absl::StatusOr<std::optional<checkpoint::LoadedSnapshot>> CheckpointService::Restore(const std::string& key) {
-  checkpoint::SnapshotStore* store;
-  checkpoint::AsyncSnapshotWriter* writer;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status s = EnsureOpen(); !s.ok()) return s;
-    store = store_.get();
-    writer = writer_.get();
-  }
-  (void)writer->Flush(key);
-  absl::StatusOr<checkpoint::LoadedSnapshot> r = store->Load(key);
-  if (absl::IsNotFound(r.status())) return std::optional<checkpoint::LoadedSnapshot>();
-  if (!r.ok()) return r.status();
-  return std::optional<checkpoint::LoadedSnapshot>(*std::move(r));
+  absl::StatusOr<Opened> opened = Open();
+  if (!opened.ok()) return opened.status();
+  (void)opened->writer->Flush(key);
+  return Optional(opened->store->Load(key));
 }
 
 void CheckpointService::Forget(const std::string& key) {
-  checkpoint::SnapshotStore* store;
-  checkpoint::AsyncSnapshotWriter* writer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (store_ == nullptr) return;
-    store = store_.get();
-    writer = writer_.get();
+    if (store_ == nullptr) return;  // never opened: nothing to forget
   }
-  (void)writer->Flush(key);
-  (void)store->Remove(key);
+  absl::StatusOr<Opened> opened = Open();
+  if (!opened.ok()) return;
+  (void)opened->writer->Flush(key);
+  (void)opened->store->Remove(key);
 }
 
 }  // namespace gpupool::runtime

@@ -57,7 +57,12 @@ class CheckpointService {
   std::string directory() const;
 
  private:
-  absl::Status EnsureOpen();  // holds mu_
+  struct Opened {  // both live as long as the service, once opened
+    checkpoint::SnapshotStore* store;
+    checkpoint::AsyncSnapshotWriter* writer;
+  };
+  absl::StatusOr<Opened> Open();  // opens on first use
+  absl::Status EnsureOpen();      // holds mu_
 
   const CheckpointServiceOptions options_;
   mutable std::mutex mu_;

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
+#include "tests/runtime/event_log.h"
 
 namespace {
 
@@ -134,21 +135,7 @@ teams:
     quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
 )";
 
-struct EventLog {
-  std::mutex mu;
-  std::vector<gpupool::RuntimeEvent> events;
-  void Add(const gpupool::RuntimeEvent& e) {
-    std::lock_guard<std::mutex> lock(mu);
-    events.push_back(e);
-  }
-  std::string Find(const std::string& kind) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& e : events) {
-      if (e.kind == kind) return e.detail;
-    }
-    return "";
-  }
-};
+using gpupool::testing::EventLog;
 
 class Checkpointing : public ::testing::Test {
  protected:
@@ -224,7 +211,7 @@ TEST_F(Checkpointing, ReclaimedBorrowerSnapshotsAtItsSafePointAndResumesWithTheS
   EXPECT_EQ(b.preemptions, 1u);
   EXPECT_GE(b.snapshots, 1u);
   EXPECT_LT(b.lost_gpu_hours * 3600, 2.0) << "a snapshot at the safe point loses (almost) nothing";
-  EXPECT_THAT(log_.Find("task-preempted"), HasSubstr("resumes there"));
+  EXPECT_THAT(log_.Detail("task-preempted"), HasSubstr("resumes there"));
 }
 
 TEST_F(Checkpointing, MissedGracePeriodResumesFromThePreviousSnapshotAndCountsTheLoss) {
@@ -241,7 +228,7 @@ TEST_F(Checkpointing, MissedGracePeriodResumesFromThePreviousSnapshotAndCountsTh
   gpupool::TeamUsage b = Usage(rt, "borrower");
   EXPECT_EQ(b.preemptions, 1u);
   EXPECT_GT(b.lost_gpu_hours * 3600, 120.0) << "the stalled run's work since its snapshot is lost";
-  EXPECT_THAT(log_.Find("task-preempted"), HasSubstr("lease lost"));
+  EXPECT_THAT(log_.Detail("task-preempted"), HasSubstr("lease lost"));
 }
 
 TEST_F(Checkpointing, TaskThatIsNotCheckpointableRestartsAndItsWholeRunIsLost) {
@@ -256,7 +243,7 @@ TEST_F(Checkpointing, TaskThatIsNotCheckpointableRestartsAndItsWholeRunIsLost) {
   gpupool::TeamUsage b = Usage(rt, "borrower");
   EXPECT_EQ(b.preemptions, 1u);
   EXPECT_GT(b.lost_gpu_hours * 3600, 30.0) << "200+ steps of 0.2 pool s were thrown away";
-  EXPECT_THAT(log_.Find("task-preempted"), HasSubstr("restarts"));
+  EXPECT_THAT(log_.Detail("task-preempted"), HasSubstr("restarts"));
 }
 
 TEST_F(Checkpointing, CallbackStateResumes) {

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "pool/devices/simulated_driver.h"
 #include "runtime/job/job_runtime.h"
+#include "tests/runtime/event_log.h"
 
 namespace {
 
@@ -53,28 +54,7 @@ GPUPOOL_REMOTE(WriteAndFree);
 GPUPOOL_REMOTE(AllocateFresh);
 GPUPOOL_REMOTE(LoseMyGpu);
 
-struct EventLog {
-  std::mutex mu;
-  std::vector<gpupool::RuntimeEvent> events;
-  void Add(const gpupool::RuntimeEvent& e) {
-    std::lock_guard<std::mutex> lock(mu);
-    events.push_back(e);
-  }
-  int IndexOf(const std::string& kind, const std::string& team) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (size_t i = 0; i < events.size(); ++i) {
-      if (events[i].kind == kind && events[i].team == team) return static_cast<int>(i);
-    }
-    return -1;
-  }
-  std::string LeaseDetail(const std::string& team) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& e : events) {
-      if (e.kind == "lease-granted" && e.team == team) return e.detail;
-    }
-    return "";
-  }
-};
+using gpupool::testing::EventLog;
 
 TEST(Leases, IdleLeaseGoesBackAndAnotherTeamGetsScrubbedMemory) {
   EventLog log;
