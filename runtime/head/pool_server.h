@@ -1,0 +1,58 @@
+// File: runtime/head/pool_server.h
+//
+// Serves an EmbeddedPool over Cap'n Proto RPC (runtime/rpc/pool_service.capnp), so that jobs in
+// other processes lease GPUs from it (DESIGN §3 "shared pool"). A job authenticates as a team
+// with the token from the head's configuration and gets a Session; a session sees only its own
+// requests and leases. When a session ends (the job dropped it or disconnected) its pending
+// requests are withdrawn and its leases released.
+//
+//   PoolServerOptions o;
+//   o.team_tokens = {{"vision", "s3cret"}};
+//   auto server = PoolServer::Start(std::move(pool), o);   // StatusOr
+//   (*server)->port();                                     // bound on 127.0.0.1
+//
+// Threads: the server runs its KJ event loop on a thread of its own; the pool's listener calls
+// are queued to that thread. Every public method is thread-safe. Destruction closes every
+// connection (clients see a disconnect), then stops the pool.
+#ifndef GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_
+#define GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/head/embedded_pool.h"
+
+namespace gpupool::runtime {
+
+struct PoolServerOptions {
+  std::string address = "127.0.0.1";  // loopback only, for now
+  uint16_t port = 0;                  // 0: the system picks one; see PoolServer::port()
+  std::map<std::string, std::string> team_tokens;  // team -> token; a team not here is refused
+};
+
+class PoolServer {
+ public:
+  // Takes the pool: the server must outlive its listener calls, so it stops the pool itself.
+  // Fails when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PoolServer>> Start(std::unique_ptr<EmbeddedPool> pool,
+                                                           const PoolServerOptions& options);
+  ~PoolServer();
+
+  uint16_t port() const;
+  EmbeddedPool& pool();
+  // Connections accepted so far (tests, operators).
+  uint64_t connections_accepted() const;
+
+  class Impl;
+
+ private:
+  explicit PoolServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_

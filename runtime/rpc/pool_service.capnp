@@ -1,0 +1,110 @@
+# The lease protocol between a job runtime and the pool service (head), DESIGN §3. A job
+# authenticates as a team and gets a Session capability; through it the job asks for leases and
+# gives them back, and the head calls the job's LeaseListener when a lease is granted, revoked or
+# lost. A session holds only its own requests and leases: naming another's is refused.
+# Field numbers are the wire contract: add fields at the end, never renumber.
+@0xd6c1a5e3b2f49a07;
+
+$import "/capnp/c++.capnp".namespace("gpupool::rpc");
+
+# The outcome of a call that can be refused. `code` is an absl::StatusCode (0 = OK); `message`
+# names what was wrong.
+struct Status {
+  code @0 :UInt32;
+  message @1 :Text;
+}
+
+enum SlotKind {
+  wholeGpu @0;
+  mig @1;
+  mps @2;
+  fraction @3;
+}
+
+struct SlotShape {
+  kind @0 :SlotKind;
+  migProfile @1 :Text;
+  mpsThreadPercentage @2 :Int32;
+  memoryMib @3 :Int64;
+  computeMilli @4 :Int32;
+}
+
+enum GangTopology {
+  any @0;
+  sameNode @1;
+  sameNvLinkIsland @2;
+}
+
+struct Label {
+  key @0 :Text;
+  value @1 :Text;
+}
+
+struct LeaseRequest {
+  id @0 :Text;                 # unique among this session's live requests
+  team @1 :Text;               # empty: the session's team; another team is refused
+  project @2 :Text;
+  workloadClass @3 :Text;
+  priorityClass @4 :Text;
+  slotCount @5 :Int32;
+  slot @6 :SlotShape;
+  allowedModels @7 :List(Text);
+  requiredLabels @8 :List(Label);
+  forbiddenLabels @9 :List(Label);
+  minGpuMemoryMib @10 :Int64;
+  nvlinkRequired @11 :Bool;
+  topology @12 :GangTopology;
+  hardwareIsolation @13 :Bool;
+  hasRuntimeEstimate @14 :Bool;
+  runtimeEstimateS @15 :Int64;
+}
+
+struct GpuRef {
+  node @0 :Text;
+  index @1 :Int32;
+}
+
+struct Lease {
+  id @0 :Text;                 # opaque to the job; what release() takes
+  request @1 :LeaseRequest;    # as the job sent it
+  gpus @2 :List(GpuRef);       # one per slot
+  group @3 :Text;
+  milli @4 :Int64;
+  borrowing @5 :Bool;
+  startedS @6 :Int64;
+  lastCheckpointS @7 :Int64;
+  hasRevokeDeadline @8 :Bool;
+  revokeDeadlineS @9 :Int64;
+  revokedFor @10 :Text;
+  hasGuaranteedWait @11 :Bool;
+  guaranteedWaitS @12 :Int64;
+}
+
+enum RevokeCause {
+  reclaim @0;
+  priority @1;
+  drain @2;
+}
+
+# Implemented by the job; the head calls it, in order, for the leases of one request.
+interface LeaseListener {
+  granted @0 (lease :Lease);
+  # Stop at a safe point before `deadlineS` (pool time), then release.
+  revoked @1 (leaseId :Text, cause :RevokeCause, deadlineS :Float64);
+  # The lease is gone (its GPU failed, or the deadline passed); do not release it.
+  lost @2 (leaseId :Text, why :Text);
+}
+
+# A team's authenticated connection. Dropping it (or disconnecting) withdraws its pending
+# requests and releases its leases.
+interface Session {
+  request @0 (request :LeaseRequest, listener :LeaseListener) -> (status :Status);
+  withdraw @1 (requestId :Text) -> (status :Status);
+  release @2 (leaseId :Text) -> (status :Status);
+}
+
+# The head's bootstrap capability.
+interface PoolService {
+  # `session` is null unless status.code is 0.
+  authenticate @0 (team :Text, token :Text) -> (status :Status, session :Session);
+}

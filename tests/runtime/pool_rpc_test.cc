@@ -1,0 +1,245 @@
+// The pool's lease protocol over Cap'n Proto RPC on 127.0.0.1: a PoolServer and RemotePool
+// clients in one process, each with its own threads, talking through real sockets.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/head/embedded_pool.h"
+#include "runtime/head/pool_server.h"
+#include "runtime/head/remote_pool.h"
+
+namespace gpupool::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kConfig[] = R"(
+model_groups:
+  gpus: [H100-80GB]
+priority_classes:
+  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
+teams:
+  - name: owner
+    quotas: [{gpus: gpus, nominal: 1}]
+  - name: borrower
+    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
+)";
+
+// Records what a listener heard; waits on a condition with a generous timeout.
+class Recorder : public LeaseListener {
+ public:
+  void OnGranted(const pool::Lease& lease) override { Add("granted " + lease.id, &lease); }
+  void OnRevoked(const std::string& id, pool::RevokeCause cause, double deadline_s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    revoke_deadline_s = deadline_s;
+    revoke_cause = cause;
+    events_.push_back("revoked " + id);
+    cv_.notify_all();
+  }
+  void OnLost(const std::string& id, const std::string& why) override { Add("lost " + id + ": " + why, nullptr); }
+
+  bool WaitFor(const std::string& prefix, int count = 1) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20), [&] {
+      int n = 0;
+      for (const auto& e : events_) n += e.rfind(prefix, 0) == 0;
+      return n >= count;
+    });
+  }
+  pool::Lease last_lease() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lease_;
+  }
+  std::vector<std::string> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  double revoke_deadline_s = -1;
+  pool::RevokeCause revoke_cause = pool::RevokeCause::kDrain;
+
+ private:
+  void Add(std::string e, const pool::Lease* lease) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lease) lease_ = *lease;
+    events_.push_back(std::move(e));
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> events_;
+  pool::Lease lease_;
+};
+
+pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
+  pool::LeaseRequest r;
+  r.id = id;
+  r.team = team;
+  return r;
+}
+
+class PoolRpc : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EmbeddedPoolOptions o;
+    o.simulate = "1xH100-80GB";
+    o.config_text = kConfig;
+    auto pool = EmbeddedPool::Start(o);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    PoolServerOptions so;
+    so.team_tokens = {{"owner", "owner-token"}, {"borrower", "borrower-token"}};
+    auto server = PoolServer::Start(*std::move(pool), so);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_NE(server_->port(), 0);
+  }
+  std::unique_ptr<RemotePool> Connect(const std::string& team, RemotePoolOptions o = {}) {
+    o.port = server_->port();
+    o.team = team;
+    o.token = team + "-token";
+    auto c = RemotePool::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  std::unique_ptr<PoolServer> server_;
+};
+
+TEST_F(PoolRpc, RequestIsGrantedThroughTheListener) {
+  auto job = Connect("owner");
+  Recorder r;
+  ASSERT_TRUE(job->Request(Req("train"), &r).ok());
+  ASSERT_TRUE(r.WaitFor("granted"));
+  pool::Lease lease = r.last_lease();
+  EXPECT_EQ(lease.request.id, "train");  // as the job named it
+  EXPECT_EQ(lease.request.team, "owner");
+  ASSERT_EQ(lease.gpus.size(), 1u);
+  EXPECT_TRUE(job->Release(lease.id).ok());
+  EXPECT_TRUE(absl::IsNotFound(job->Release(lease.id)));
+}
+
+TEST_F(PoolRpc, OwnerReclaimRevokesTheBorrowerWithADeadline) {
+  auto borrower = Connect("borrower");
+  auto owner = Connect("owner");
+  Recorder b, o;
+  ASSERT_TRUE(borrower->Request(Req("borrowed"), &b).ok());
+  ASSERT_TRUE(b.WaitFor("granted"));
+  EXPECT_TRUE(b.last_lease().borrowing);
+  ASSERT_TRUE(owner->Request(Req("mine"), &o).ok());
+  ASSERT_TRUE(b.WaitFor("revoked"));
+  EXPECT_EQ(b.revoke_cause, pool::RevokeCause::kReclaim);
+  EXPECT_GT(b.revoke_deadline_s, 0);
+  ASSERT_TRUE(borrower->Release(b.last_lease().id).ok());
+  ASSERT_TRUE(o.WaitFor("granted"));
+}
+
+TEST_F(PoolRpc, WithdrawAPendingRequest) {
+  auto job = Connect("owner");
+  Recorder first, second;
+  ASSERT_TRUE(job->Request(Req("first"), &first).ok());
+  ASSERT_TRUE(first.WaitFor("granted"));
+  ASSERT_TRUE(job->Request(Req("second"), &second).ok());  // no GPU left: pending
+  EXPECT_TRUE(job->Withdraw("second").ok());
+  EXPECT_TRUE(absl::IsNotFound(job->Withdraw("second")));
+  ASSERT_TRUE(job->Release(first.last_lease().id).ok());
+  // The withdrawn request is not granted the freed GPU: a third one is.
+  Recorder third;
+  ASSERT_TRUE(job->Request(Req("third"), &third).ok());
+  ASSERT_TRUE(third.WaitFor("granted"));
+  for (const auto& e : second.events()) ADD_FAILURE() << "withdrawn request heard: " << e;
+}
+
+TEST_F(PoolRpc, WrongTokenAndUnknownTeamAreRefused) {
+  RemotePoolOptions o;
+  o.port = server_->port();
+  o.team = "owner";
+  o.token = "guess";
+  auto c = RemotePool::Connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(c.status())) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("wrong token for team 'owner'"));
+  o.team = "nobody";
+  c = RemotePool::Connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("team 'nobody' is not known"));
+}
+
+TEST_F(PoolRpc, ASessionCannotTouchAnotherSessionsLeaseOrRequest) {
+  auto a = Connect("owner");
+  auto b = Connect("owner");  // the same team, another job
+  Recorder ra, rb;
+  ASSERT_TRUE(a->Request(Req("train"), &ra).ok());
+  ASSERT_TRUE(ra.WaitFor("granted"));
+  absl::Status st = b->Release(ra.last_lease().id);
+  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+  ASSERT_TRUE(b->Request(Req("waiting"), &rb).ok());
+  EXPECT_TRUE(absl::IsNotFound(a->Withdraw("waiting")));  // names only its own requests
+  // Requesting for another team is refused too.
+  st = b->Request(Req("x", "borrower"), &rb);
+  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+  EXPECT_TRUE(a->Release(ra.last_lease().id).ok());  // still a's to give back
+  ASSERT_TRUE(rb.WaitFor("granted"));
+}
+
+TEST_F(PoolRpc, GarbageBytesDoNotHurtTheServer) {
+  for (int round = 0; round < 20; ++round) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(server_->port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::string junk;
+    uint32_t x = 0x9e3779b9u * (round + 1);
+    for (int i = 0; i < 64 + round * 97; ++i) {
+      x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+      junk.push_back(static_cast<char>(x));
+    }
+    if (round == 0) junk = std::string("\0\0\0\0\xff\xff\xff\x7f", 8);  // claims a 16 GiB segment
+    (void)!::write(fd, junk.data(), junk.size());
+    ::close(fd);
+  }
+  auto job = Connect("owner");
+  Recorder r;
+  ASSERT_TRUE(job->Request(Req("after-garbage"), &r).ok());
+  ASSERT_TRUE(r.WaitFor("granted"));
+  EXPECT_GE(server_->connections_accepted(), 21u);
+}
+
+TEST_F(PoolRpc, ClientIsToldWhenTheServerGoesAway) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool told = false;
+  absl::Status why;
+  RemotePoolOptions o;
+  o.on_disconnected = [&](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    told = true;
+    why = s;
+    cv.notify_all();
+  };
+  auto job = Connect("owner", o);
+  Recorder r;
+  ASSERT_TRUE(job->Request(Req("train"), &r).ok());
+  ASSERT_TRUE(r.WaitFor("granted"));
+  server_.reset();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return told; }));
+  }
+  EXPECT_TRUE(absl::IsUnavailable(why)) << why;
+  EXPECT_TRUE(r.WaitFor("lost"));
+  EXPECT_FALSE(job->connected());
+  EXPECT_TRUE(absl::IsUnavailable(job->Release(r.last_lease().id)));
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
