@@ -88,18 +88,9 @@ absl::StatusOr<SnapshotFuture> AsyncSnapshotWriter::Submit(
   bool allocate = false;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "snapshot of task \"", task, "\" at step ", step, " refused: the writer is shut down"));
-    }
-    TaskSlot& slot = slots_[task];
-    if (slot.staging) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "snapshot of task \"", task, "\" at step ", step,
-          " refused: another Submit for the same task is staging (one thread per task)"));
-    }
-    slot.staging = true;
-    ++staging_;
+    absl::StatusOr<TaskSlot*> begun = BeginStagingLocked(task, step);
+    if (!begun.ok()) return begun.status();
+    TaskSlot& slot = **begun;
     // A pending snapshot of this task is about to be superseded: its buffer is ours, no budget
     // needed (this is what lets a task checkpoint again while its previous write is still going).
     if (slot.pending != nullptr && slot.pending->buffer->capacity() >= bytes) {
@@ -194,12 +185,32 @@ absl::StatusOr<SnapshotFuture> AsyncSnapshotWriter::Submit(
                              " not written: the writer was shut down while it was staged")));
   }
   if (replaced != nullptr) {
-    Complete(*replaced,
-             absl::CancelledError(absl::StrCat("snapshot of task \"", task, "\" at step ",
-                                               replaced->step,
-                                               " superseded before it was written by step ", step)));
+    CompleteSuperseded(*replaced, step);
   }
   return future;
+}
+
+absl::StatusOr<AsyncSnapshotWriter::TaskSlot*> AsyncSnapshotWriter::BeginStagingLocked(
+    const std::string& task, int64_t step) {
+  if (stopping_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "snapshot of task \"", task, "\" at step ", step, " refused: the writer is shut down"));
+  }
+  TaskSlot& slot = slots_[task];
+  if (slot.staging) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "snapshot of task \"", task, "\" at step ", step,
+        " refused: another Submit for the same task is staging (one thread per task)"));
+  }
+  slot.staging = true;
+  ++staging_;
+  return &slot;
+}
+
+void AsyncSnapshotWriter::CompleteSuperseded(Request& replaced, int64_t by_step) {
+  Complete(replaced, absl::CancelledError(absl::StrCat(
+                         "snapshot of task \"", replaced.task, "\" at step ", replaced.step,
+                         " superseded before it was written by step ", by_step)));
 }
 
 absl::StatusOr<SnapshotFuture> AsyncSnapshotWriter::WriteSynchronously(
@@ -208,18 +219,9 @@ absl::StatusOr<SnapshotFuture> AsyncSnapshotWriter::WriteSynchronously(
   std::unique_ptr<Request> replaced;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "snapshot of task \"", task, "\" at step ", step, " refused: the writer is shut down"));
-    }
-    TaskSlot& slot = slots_[task];
-    if (slot.staging) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "snapshot of task \"", task, "\" at step ", step,
-          " refused: another Submit for the same task is staging (one thread per task)"));
-    }
-    slot.staging = true;
-    ++staging_;
+    absl::StatusOr<TaskSlot*> begun = BeginStagingLocked(task, step);
+    if (!begun.ok()) return begun.status();
+    TaskSlot& slot = **begun;
     replaced = TakePendingLocked(slot);
     if (replaced != nullptr) {
       pool_.Return(std::move(replaced->buffer));
@@ -234,9 +236,7 @@ absl::StatusOr<SnapshotFuture> AsyncSnapshotWriter::WriteSynchronously(
     ++in_flight_;
   }
   if (replaced != nullptr) {
-    Complete(*replaced, absl::CancelledError(absl::StrCat(
-                            "snapshot of task \"", task, "\" at step ", replaced->step,
-                            " superseded before it was written by step ", step)));
+    CompleteSuperseded(*replaced, step);
   }
   Request request;
   request.on_done = std::move(options.on_done);

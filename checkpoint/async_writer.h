@@ -150,6 +150,11 @@ class AsyncSnapshotWriter {
                                                     SubmitOptions options)
       ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<Request> TakePendingLocked(TaskSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks that snapshots are taken and no other Submit for `task` is staging, then marks the
+  // task's slot as staging.
+  absl::StatusOr<TaskSlot*> BeginStagingLocked(const std::string& task, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void CompleteSuperseded(Request& replaced, int64_t by_step);
   static void Complete(Request& request, const absl::StatusOr<SnapshotInfo>& outcome);
 
   // Constant after construction.

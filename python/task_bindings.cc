@@ -476,9 +476,11 @@ void BindTasks(py::module_& m) {
         *runtime_holder = std::make_unique<Runtime>(Init(std::move(o)));
         return (*runtime_holder)->notice();
       },
-      py::arg("driver"), py::arg("simulate"), py::arg("nodes"), py::arg("config"),
-      py::arg("config_text"), py::arg("team"), py::arg("clock_speed"), py::arg("cpu_workers"),
-      py::arg("lease_linger_ms"));
+      // Unset (None): from the environment, else the defaults.
+      py::arg("driver") = py::none(), py::arg("simulate") = py::none(), py::arg("nodes") = py::none(),
+      py::arg("config") = py::none(), py::arg("config_text") = py::none(), py::arg("team") = py::none(),
+      py::arg("clock_speed") = py::none(), py::arg("cpu_workers") = py::none(),
+      py::arg("lease_linger_ms") = py::none());
   m.def("_shutdown", []() {
     std::unique_ptr<Runtime> rt = std::move(*runtime_holder);
     py::gil_scoped_release release;  // running Python tasks need the GIL to finish

@@ -149,19 +149,25 @@ void Die(const absl::Status& s) {
   std::exit(1);
 }
 
-double PlainWriteFsync(const std::string& path, std::span<const std::byte> data) {
-  ::sync();
-  auto t0 = Clock::now();
+void PlainWriteFsyncPieces(const std::string& path, std::span<const std::span<const std::byte>> pieces) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Die(absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno))));
-  for (size_t done = 0; done < data.size();) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) Die(absl::InternalError(absl::StrCat("write ", path, ": ", std::strerror(errno))));
-    done += static_cast<size_t>(n);
+  for (std::span<const std::byte> piece : pieces) {
+    for (size_t done = 0; done < piece.size();) {
+      ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
+      if (n < 0) Die(absl::InternalError(absl::StrCat("write ", path, ": ", std::strerror(errno))));
+      done += static_cast<size_t>(n);
+    }
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     Die(absl::InternalError(absl::StrCat("fsync ", path, ": ", std::strerror(errno))));
   }
+}
+
+double PlainWriteFsync(const std::string& path, std::span<const std::byte> data) {
+  ::sync();
+  auto t0 = Clock::now();
+  PlainWriteFsyncPieces(path, std::span<const std::span<const std::byte>>(&data, 1));
   double s = Seconds(t0, Clock::now());
   ::unlink(path.c_str());
   return s;
@@ -266,21 +272,6 @@ void TrainStep(State& state, int64_t step) {
     const float grad = wp[i] * 0.5f - target;
     mp[i] = 0.9f * mp[i] + grad;
     wp[i] -= lr * mp[i];
-  }
-}
-
-void PlainWriteFsyncPieces(const std::string& path, std::span<const std::span<const std::byte>> pieces) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) Die(absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno))));
-  for (std::span<const std::byte> piece : pieces) {
-    for (size_t done = 0; done < piece.size();) {
-      ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
-      if (n < 0) Die(absl::InternalError(absl::StrCat("write ", path, ": ", std::strerror(errno))));
-      done += static_cast<size_t>(n);
-    }
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    Die(absl::InternalError(absl::StrCat("fsync ", path, ": ", std::strerror(errno))));
   }
 }
 

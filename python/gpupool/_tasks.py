@@ -48,8 +48,7 @@ atexit.register(shutdown)
 def _ensure_initialized():
     with _init_lock:
         if not _core._initialized():
-            _core._init(driver=None, simulate=None, nodes=None, config=None, config_text=None,
-                        team=None, clock_speed=None, cpu_workers=None, lease_linger_ms=None)
+            _core._init()   # environment, then defaults
 
 
 def _with_runtime(call, *args):

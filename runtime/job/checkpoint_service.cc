@@ -100,14 +100,14 @@ absl::StatusOr<std::optional<checkpoint::LoadedSnapshot>> CheckpointService::Res
 }
 
 void CheckpointService::Forget(const std::string& key) {
+  Opened opened;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (store_ == nullptr) return;  // never opened: nothing to forget
+    opened = Opened{store_.get(), writer_.get()};
   }
-  absl::StatusOr<Opened> opened = Open();
-  if (!opened.ok()) return;
-  (void)opened->writer->Flush(key);
-  (void)opened->store->Remove(key);
+  (void)opened.writer->Flush(key);
+  (void)opened.store->Remove(key);
 }
 
 }  // namespace gpupool::runtime

@@ -58,8 +58,8 @@ class CheckpointService {
 
  private:
   struct Opened {  // both live as long as the service, once opened
-    checkpoint::SnapshotStore* store;
-    checkpoint::AsyncSnapshotWriter* writer;
+    checkpoint::SnapshotStore* store = nullptr;
+    checkpoint::AsyncSnapshotWriter* writer = nullptr;
   };
   absl::StatusOr<Opened> Open();  // opens on first use
   absl::Status EnsureOpen();      // holds mu_

@@ -529,10 +529,7 @@ void JobRuntime::Execute(Task* task, LeaseRun* lease) {
   // A lease taken away mid-task: the task runs again on another lease, resuming from its last
   // snapshot. A revocation (preemption) is not a failure; a lost lease counts against max_retries.
   if (lease != nullptr && (lease->lost.load() || lease->revoked.load()) && !task->cancelled.load()) {
-    Preempted(task, lease, state);
-    // A lease that ran out its grace period after the task had stopped with a snapshot was a
-    // preemption handled in time, not a failure.
-    bool failed = lease->lost.load() && !state.snapshot_at_stop;
+    bool failed = Preempted(task, lease, state);
     if (!failed || ++task->system_failures <= task->shape->options.max_retries) {
       ++task->attempt;
       Enqueue(task);
@@ -622,11 +619,11 @@ RuntimeStats JobRuntime::Stats() const {
       u.snapshots += c.snapshots.load();
     }
     for (const auto& q : queues_) stats.queued_tasks += q->size();
-    stats.overdue = OverdueTasks();
     stats.waiting_for_dependencies = static_cast<uint64_t>(
         std::max<int64_t>(0, waiting_for_dependencies_.load(std::memory_order_relaxed)));
   }
   stats.queued_tasks += cpu_queue_.size();
+  stats.overdue = OverdueTasks();
   for (auto& [team, u] : teams) {
     u.team = team;
     stats.teams.push_back(u);

@@ -84,7 +84,9 @@ class JobRuntime final : public LeaseListener {
                 const std::string& cause = {});
   void Execute(Task* task, LeaseRun* lease);
   // Accounts for a run stopped by its lease going away: preemptions, GPU-seconds of lost work.
-  void Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state);
+  // Returns whether it counts as a system failure (against max_retries): a lost lease, unless
+  // the task had already stopped with its snapshot before the grace period ran out.
+  bool Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state);
   void CpuWorker();
   void LeaseWorker(LeaseRun* run);
   void MaybeRequestLeases(TaskShape* shape);

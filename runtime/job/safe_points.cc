@@ -171,7 +171,8 @@ std::vector<OverdueTask> JobRuntime::OverdueTasks() const {
   return overdue;
 }
 
-void JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {
+bool JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {
+  const bool failed = lease->lost.load() && !state.snapshot_at_stop;
   double now = pool_->Now();
   double since = state.snapshot_at_stop ? now
                  : state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s
@@ -184,9 +185,9 @@ void JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState&
                     : state.checkpointable ? "resumes from its previous snapshot"
                                            : "not checkpointable: restarts";
   Emit("task-preempted", task->shape->team, lease->lease.id,
-       absl::StrCat("task '", task->name(), "' (", lease->lost.load() && !state.snapshot_at_stop ? "lease lost" : "revoked",
-                    "): ", how,
+       absl::StrCat("task '", task->name(), "' (", failed ? "lease lost" : "revoked", "): ", how,
                     "; lost ", absl::StrFormat("%.0f", lost_gpu_s), " GPU-s"));
+  return failed;
 }
 
 }  // namespace gpupool::runtime
