@@ -1,0 +1,100 @@
+#include "transport/fetch_wire.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpupool::transport {
+namespace {
+
+constexpr char kRequestMagic[4] = {'G', 'P', 'F', '1'};
+constexpr char kReplyMagic[4] = {'G', 'P', 'R', '1'};
+constexpr size_t kRequestFixed = 4 + 4 + 8;
+constexpr size_t kReplyFixed = 4 + 4 + 8 + 8 + 4;
+
+template <typename T>
+void Put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+template <typename T>
+T Get(absl::string_view in, size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof(value));
+  return value;
+}
+
+absl::Status Malformed(absl::string_view what, absl::string_view detail) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed ", what, ": ", detail));
+}
+
+}  // namespace
+
+std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id) {
+  std::string out(kRequestMagic, sizeof(kRequestMagic));
+  Put<uint32_t>(out, static_cast<uint32_t>(object_id.size()));
+  Put<uint64_t>(out, request_id);
+  out.append(object_id.data(), object_id.size());
+  return out;
+}
+
+absl::StatusOr<FetchRequest> DecodeFetchRequest(absl::string_view header, size_t max_id_bytes) {
+  if (header.size() < kRequestFixed) {
+    return Malformed("fetch request", absl::StrCat(header.size(), " bytes, need at least ",
+                                                   kRequestFixed));
+  }
+  if (std::memcmp(header.data(), kRequestMagic, sizeof(kRequestMagic)) != 0) {
+    return Malformed("fetch request", "bad magic");
+  }
+  uint32_t id_size = Get<uint32_t>(header, 4);
+  if (id_size > max_id_bytes) {
+    return Malformed("fetch request", absl::StrCat("object id of ", id_size,
+                                                   " bytes, at most ", max_id_bytes));
+  }
+  if (header.size() != kRequestFixed + id_size) {
+    return Malformed("fetch request", absl::StrCat(header.size(), " bytes for an id of ",
+                                                   id_size));
+  }
+  return FetchRequest{Get<uint64_t>(header, 8), header.substr(kRequestFixed)};
+}
+
+std::string EncodeFetchReply(uint64_t request_id, const absl::Status& status,
+                             uint64_t object_size) {
+  absl::string_view message = status.message().substr(0, kMaxReplyMessageBytes);
+  std::string out(kReplyMagic, sizeof(kReplyMagic));
+  Put<uint32_t>(out, static_cast<uint32_t>(status.code()));
+  Put<uint64_t>(out, request_id);
+  Put<uint64_t>(out, object_size);
+  Put<uint32_t>(out, static_cast<uint32_t>(message.size()));
+  out.append(message.data(), message.size());
+  return out;
+}
+
+absl::StatusOr<FetchReply> DecodeFetchReply(absl::string_view header) {
+  if (header.size() < kReplyFixed) {
+    return Malformed("fetch reply", absl::StrCat(header.size(), " bytes, need at least ",
+                                                 kReplyFixed));
+  }
+  if (std::memcmp(header.data(), kReplyMagic, sizeof(kReplyMagic)) != 0) {
+    return Malformed("fetch reply", "bad magic");
+  }
+  uint32_t code = Get<uint32_t>(header, 4);
+  uint32_t message_size = Get<uint32_t>(header, 24);
+  if (code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return Malformed("fetch reply", absl::StrCat("status code ", code));
+  }
+  if (message_size > kMaxReplyMessageBytes || header.size() != kReplyFixed + message_size) {
+    return Malformed("fetch reply", absl::StrCat(header.size(), " bytes for a message of ",
+                                                 message_size));
+  }
+  FetchReply reply;
+  reply.request_id = Get<uint64_t>(header, 8);
+  reply.object_size = Get<uint64_t>(header, 16);
+  if (code != 0) {
+    reply.status = absl::Status(static_cast<absl::StatusCode>(code),
+                                header.substr(kReplyFixed, message_size));
+  }
+  return reply;
+}
+
+}  // namespace gpupool::transport

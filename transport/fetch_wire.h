@@ -1,0 +1,49 @@
+// File: transport/fetch_wire.h
+//
+// The two active-message headers of object transfer (object_transfer.h), and their strict
+// decoding. A header comes from another process, so decoding trusts nothing: sizes are checked
+// against the bytes present and against bounds, and anything else is InvalidArgument saying what
+// was wrong. Fields are fixed-width in the host's byte order (every platform gpupool targets,
+// x86-64 and aarch64, is little-endian); a magic word carries the format's version.
+//
+//   request  "GPF1" | u32 id_size | u64 request_id | id bytes
+//   reply    "GPR1" | u32 status code | u64 request_id | u64 object_size | u32 message_size |
+//            message bytes            (the object itself is the AM payload, not in the header)
+#ifndef GPUPOOL_TRANSPORT_FETCH_WIRE_H_
+#define GPUPOOL_TRANSPORT_FETCH_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gpupool::transport {
+
+// Longest error message a reply carries (longer ones are cut).
+inline constexpr size_t kMaxReplyMessageBytes = 512;
+
+struct FetchRequest {
+  uint64_t request_id = 0;
+  absl::string_view object_id;  // points into the decoded header
+};
+
+struct FetchReply {
+  uint64_t request_id = 0;
+  absl::Status status;  // the owner's answer: OK, or why it does not serve the object
+  uint64_t object_size = 0;
+};
+
+std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id);
+// InvalidArgument unless `header` is exactly one request with an id of at most `max_id_bytes`.
+absl::StatusOr<FetchRequest> DecodeFetchRequest(absl::string_view header, size_t max_id_bytes);
+
+std::string EncodeFetchReply(uint64_t request_id, const absl::Status& status,
+                             uint64_t object_size);
+absl::StatusOr<FetchReply> DecodeFetchReply(absl::string_view header);
+
+}  // namespace gpupool::transport
+
+#endif  // GPUPOOL_TRANSPORT_FETCH_WIRE_H_
