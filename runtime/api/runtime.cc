@@ -58,6 +58,10 @@ bool ApplySetting(RuntimeOptions& o, const std::string& flag, const std::string&
   else if (flag == "--gpupool-team") o.team = value;
   else if (flag == "--gpupool-clock-speed") o.clock_speed = ParsePositiveDouble(flag, value);
   else if (flag == "--gpupool-host-memory-reuse-mib") o.host_memory_reuse_mib = ParseWholeNumber(flag, value);
+  else if (flag == "--gpupool-pool") o.pool_address = value;
+  else if (flag == "--gpupool-token") o.pool_token = value;
+  else if (flag == "--gpupool-node") o.node_name = value;
+  else if (flag == "--gpupool-head-listen") o.head_listen = value;
   else return false;
   return true;
 }
@@ -104,7 +108,9 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
       {"GPUPOOL_CONFIG", "--gpupool-config"}, {"GPUPOOL_SIMULATE", "--gpupool-simulate"},
       {"GPUPOOL_DRIVER", "--gpupool-driver"}, {"GPUPOOL_NODES", "--gpupool-nodes"},
       {"GPUPOOL_TEAM", "--gpupool-team"},     {"GPUPOOL_CLOCK_SPEED", "--gpupool-clock-speed"},
-      {"GPUPOOL_HOST_MEMORY_REUSE_MIB", "--gpupool-host-memory-reuse-mib"}};
+      {"GPUPOOL_HOST_MEMORY_REUSE_MIB", "--gpupool-host-memory-reuse-mib"},
+      {"GPUPOOL_ADDRESS", "--gpupool-pool"},  {"GPUPOOL_TOKEN", "--gpupool-token"},
+      {"GPUPOOL_NODE", "--gpupool-node"},     {"GPUPOOL_HEAD_LISTEN", "--gpupool-head-listen"}};
   for (const auto& [var, flag] : env) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') ApplySetting(o, flag, v);
   }
@@ -129,7 +135,8 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
       throw Error(ErrorCode::kInvalidArgument,
                   "unknown flag " + flag + " (gpupool's: --gpupool-config, --gpupool-simulate, "
                   "--gpupool-driver, --gpupool-nodes, --gpupool-team, --gpupool-clock-speed, "
-                  "--gpupool-host-memory-reuse-mib)");
+                  "--gpupool-host-memory-reuse-mib, --gpupool-pool, --gpupool-token, --gpupool-node, "
+                  "--gpupool-head-listen)");
     }
   }
   if (argc > 0) {

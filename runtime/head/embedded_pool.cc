@@ -1,5 +1,7 @@
 #include "runtime/head/embedded_pool.h"
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,27 +17,43 @@ absl::StatusOr<std::unique_ptr<EmbeddedPool>> EmbeddedPool::Start(const Embedded
   }
   std::unique_ptr<EmbeddedPool> p(new EmbeddedPool());
   if (!options.config_path.empty()) {
-    absl::StatusOr<pool::PoolConfig> config = pool::LoadPoolConfig(options.config_path);
-    if (!config.ok()) return config.status();
-    p->config_ = *std::move(config);
-  } else if (!options.config_text.empty()) {
-    absl::StatusOr<pool::PoolConfig> config = pool::ParsePoolConfig(options.config_text, "<inline configuration>");
+    std::ifstream in(options.config_path);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat("cannot read the pool configuration '", options.config_path, "'"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    p->config_text_ = text.str();
+  } else {
+    p->config_text_ = options.config_text;
+  }
+  if (!p->config_text_.empty()) {
+    absl::StatusOr<pool::PoolConfig> config = pool::ParsePoolConfig(
+        p->config_text_, options.config_path.empty() ? "<inline configuration>" : options.config_path);
     if (!config.ok()) return config.status();
     p->config_ = *std::move(config);
   } else {
     p->config_.scheduling = pool::DefaultSchedulingConfig();
   }
-  pool::DriverChoice choice{.driver = options.driver,
-                            .simulation_spec = options.simulate,
-                            .node_count = options.node_count,
-                            .config = options.config_path.empty() && options.config_text.empty() ? nullptr : &p->config_};
-  absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(choice);
-  if (!selected.ok()) return selected.status();
-  p->driver_ = std::move(selected->driver);
-  p->notice_ = std::move(selected->notice);
-  absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = p->driver_->Discover();
-  if (!nodes.ok()) return nodes.status();
-  absl::StatusOr<pool::Inventory> inventory = pool::Inventory::FromDiscovery(*nodes);
+  std::vector<pool::DiscoveredNode> nodes;
+  if (!options.remote_nodes.empty()) {
+    nodes = options.remote_nodes;
+    p->driver_name_ = options.remote_driver;
+  } else {
+    pool::DriverChoice choice{.driver = options.driver,
+                              .simulation_spec = options.simulate,
+                              .node_count = options.node_count,
+                              .config = p->config_text_.empty() ? nullptr : &p->config_};
+    absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(choice);
+    if (!selected.ok()) return selected.status();
+    p->driver_ = std::move(selected->driver);
+    p->driver_name_ = std::string(p->driver_->name());
+    p->notice_ = std::move(selected->notice);
+    absl::StatusOr<std::vector<pool::DiscoveredNode>> discovered = p->driver_->Discover();
+    if (!discovered.ok()) return discovered.status();
+    nodes = *std::move(discovered);
+  }
+  absl::StatusOr<pool::Inventory> inventory = pool::Inventory::FromDiscovery(nodes);
   if (!inventory.ok()) return inventory.status();
   p->inventory_ = *std::move(inventory);
   p->clock_speed_ = options.clock_speed;
@@ -43,10 +61,18 @@ absl::StatusOr<std::unique_ptr<EmbeddedPool>> EmbeddedPool::Start(const Embedded
   p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
   p->start_ = std::chrono::steady_clock::now();
   {
-    // Health as discovered, so the first poll only reports changes.
     std::vector<Delivery> none;
     std::lock_guard<std::mutex> lock(p->mu_);
-    p->PollHealth(none);
+    if (p->driver_ != nullptr) {
+      p->PollHealth(none);  // health as discovered, so the first poll only reports changes
+    } else {
+      // Remote nodes are unreachable until their agents say otherwise.
+      for (const pool::InventoryNode& node : p->inventory_.nodes()) p->nodes_up_[node.name] = false;
+      for (const pool::InventoryGpu& gpu : p->inventory_.gpus()) {
+        p->reported_[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)] = pool::HealthState::kHealthy;
+        p->ApplyHealth(gpu.ref, pool::HealthState::kLost, none);
+      }
+    }
   }
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
@@ -162,6 +188,7 @@ void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>
 }
 
 void EmbeddedPool::PollHealth(std::vector<Delivery>& out) {
+  if (driver_ == nullptr) return;  // remote nodes: their agents report
   for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
     absl::StatusOr<pool::GpuHealthReading> reading = driver_->ReadHealth(gpu.ref);
     if (!reading.ok()) continue;  // unreadable this time; the next poll tries again
@@ -175,6 +202,94 @@ void EmbeddedPool::PollHealth(std::vector<Delivery>& out) {
     Absorb(scheduler_->SetGpuHealth(gpu.ref, verdict.state, NowSeconds()), out);
     dirty_ = true;
   }
+}
+
+void EmbeddedPool::ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state,
+                               std::vector<Delivery>& out) {
+  std::string key = absl::StrCat(gpu.node, "/", gpu.index);
+  auto known = health_.find(key);
+  if (known != health_.end() && known->second == state) return;
+  health_[key] = state;
+  Absorb(scheduler_->SetGpuHealth(gpu, state, NowSeconds()), out);
+  dirty_ = true;
+}
+
+template <typename F>
+absl::Status EmbeddedPool::WithDeliveries(F&& f) {
+  std::vector<Delivery> deliveries;
+  absl::Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = f(deliveries);
+  }
+  cv_.notify_all();
+  Deliver(deliveries);
+  return st;
+}
+
+absl::Status EmbeddedPool::NodeUp(const std::string& node) {
+  return WithDeliveries([&](std::vector<Delivery>& out) -> absl::Status {
+    auto up = nodes_up_.find(node);
+    if (up == nodes_up_.end()) {
+      return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
+    }
+    up->second = true;
+    for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
+      if (gpu.ref.node != node) continue;
+      ApplyHealth(gpu.ref, reported_[absl::StrCat(node, "/", gpu.ref.index)], out);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status EmbeddedPool::NodeDown(const std::string& node, const std::string& why) {
+  return WithDeliveries([&](std::vector<Delivery>& out) -> absl::Status {
+    auto up = nodes_up_.find(node);
+    if (up == nodes_up_.end()) {
+      return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
+    }
+    up->second = false;
+    size_t first = out.size();
+    for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
+      if (gpu.ref.node == node) ApplyHealth(gpu.ref, pool::HealthState::kLost, out);
+    }
+    for (size_t i = first; i < out.size(); ++i) {
+      if (out[i].kind == Delivery::kLost) out[i].why = absl::StrCat("node '", node, "' is gone: ", why);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status EmbeddedPool::ReportHealth(const pool::GpuRef& gpu, pool::HealthState state) {
+  return WithDeliveries([&](std::vector<Delivery>& out) -> absl::Status {
+    std::string key = absl::StrCat(gpu.node, "/", gpu.index);
+    auto reported = reported_.find(key);
+    if (reported == reported_.end()) {
+      return absl::NotFoundError(absl::StrCat("GPU ", key, " is not a remote GPU of this pool"));
+    }
+    reported->second = state;
+    if (nodes_up_[gpu.node]) ApplyHealth(gpu, state, out);
+    return absl::OkStatus();
+  });
+}
+
+bool EmbeddedPool::node_up(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (driver_ != nullptr) return inventory_.gpu_count() > 0;  // this machine's own nodes
+  auto it = nodes_up_.find(node);
+  return it != nodes_up_.end() && it->second;
+}
+
+std::vector<pool::Lease> EmbeddedPool::Leases() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<pool::Lease> out;
+  for (const auto& [id, lease] : scheduler_->leases()) out.push_back(lease);
+  return out;
+}
+
+std::vector<pool::PendingInfo> EmbeddedPool::Pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scheduler_->Pending();
 }
 
 void EmbeddedPool::PollHealthNow() {

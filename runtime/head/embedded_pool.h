@@ -12,8 +12,9 @@
 //   (*pool)->Request(request, &listener);                 // refused now, or granted later
 //   (*pool)->Release(lease_id);                           // the job is done with it
 //
-// Thread-safe. Listeners are called from the pool's thread, never with its lock held; a listener
-// must stay valid until Withdraw/Release of its requests, or until the pool stops.
+// Thread-safe. Listeners are called from the pool's thread (or from the thread calling
+// PollHealthNow, NodeUp, NodeDown or ReportHealth), never with its lock held; a listener must
+// stay valid until Withdraw/Release of its requests, or until the pool stops.
 #ifndef GPUPOOL_RUNTIME_HEAD_EMBEDDED_POOL_H_
 #define GPUPOOL_RUNTIME_HEAD_EMBEDDED_POOL_H_
 
@@ -33,19 +34,9 @@
 #include "pool/devices/device_driver.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/scheduler.h"
+#include "runtime/head/pool_client.h"
 
 namespace gpupool::runtime {
-
-class LeaseListener {
- public:
-  virtual ~LeaseListener() = default;
-  virtual void OnGranted(const pool::Lease& lease) = 0;
-  // Stop at a safe point before `deadline_s` (pool time), then Release.
-  virtual void OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) = 0;
-  // The lease is gone (its GPU failed, or the revocation's deadline passed): stop using it now.
-  // The pool has already taken it back; do not Release it.
-  virtual void OnLost(const std::string& lease_id, const std::string& why) = 0;
-};
 
 struct EmbeddedPoolOptions {
   std::string driver;          // as pool::DriverChoice
@@ -55,37 +46,51 @@ struct EmbeddedPoolOptions {
   std::string config_text;     // YAML given inline; used when config_path is empty
   double clock_speed = 1.0;    // pool seconds per real second; > 0
   std::chrono::milliseconds health_interval{1000};  // real time between health polls
+  // A head of other processes' nodes (mpirun rank 0, `gpupool head`): the pool is these nodes,
+  // not this machine's, and there is no driver here. Each node is unreachable (its GPUs lost)
+  // until its agent reports it up (NodeUp), and its GPUs' health is what the agent reports.
+  std::vector<pool::DiscoveredNode> remote_nodes;
+  std::string remote_driver = "simulated";  // what the agents' GPUs are: "nvidia" or "simulated"
 };
 
-struct LedgerTeam {
-  double leased_gpu_s = 0;
-  double borrowed_gpu_s = 0;
-  uint64_t leases = 0;
-};
-
-class EmbeddedPool {
+class EmbeddedPool final : public PoolClient {
  public:
   static absl::StatusOr<std::unique_ptr<EmbeddedPool>> Start(const EmbeddedPoolOptions& options);
-  ~EmbeddedPool();  // stops the thread; listeners are not called afterwards
+  ~EmbeddedPool() override;  // stops the thread; listeners are not called afterwards
 
-  // Queues a lease request; the listener hears of the grant. Errors are the scheduler's: the
-  // request is malformed or can never be admitted (nothing is queued then).
-  absl::Status Request(pool::LeaseRequest request, LeaseListener* listener);
-  // Withdraws a request that was not granted yet; NotFound when it is not pending.
-  absl::Status Withdraw(const std::string& request_id);
-  // Gives a lease back; NotFound for an unknown (or already lost) lease.
-  absl::Status Release(const std::string& lease_id);
-
-  double Now() const;  // pool seconds since Start
-  const pool::Inventory& inventory() const { return inventory_; }
-  pool::DeviceDriver& driver() { return *driver_; }
-  const pool::PoolConfig& config() const { return config_; }
-  const std::string& notice() const { return notice_; }
-  double capacity_gpus() const { return static_cast<double>(inventory_.gpu_count()); }
+  // PoolClient. Request's errors are the scheduler's.
+  absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) override;
+  absl::Status Withdraw(const std::string& request_id) override;
+  absl::Status Release(const std::string& lease_id) override;
+  double Now() const override;  // pool seconds since Start
+  double clock_speed() const { return clock_speed_; }
+  const pool::PoolConfig& config() const override { return config_; }
+  double capacity_gpus() const override { return static_cast<double>(inventory_.gpu_count()); }
   // Lease GPU-seconds per team so far, open leases counted up to now.
-  std::map<std::string, LedgerTeam> Ledger() const;
+  std::map<std::string, LedgerTeam> Ledger() const override;
+
+  const pool::Inventory& inventory() const { return inventory_; }
+  // This machine's driver; null for a head of remote nodes.
+  pool::DeviceDriver* driver() { return driver_.get(); }
+  const std::string& driver_name() const { return driver_name_; }
+  const std::string& notice() const { return notice_; }
+  // The configuration as YAML, for jobs in other processes ("" for the default configuration).
+  const std::string& config_text() const { return config_text_; }
   // Reads every GPU's health now instead of waiting for the next poll (tests, operators).
   void PollHealthNow();
+
+  // A head of remote nodes: the node's agent is up (its GPUs take the health it reports, healthy
+  // at first) or gone (its GPUs are lost: their leases are lost and their jobs told). NotFound
+  // for a node the pool does not have.
+  absl::Status NodeUp(const std::string& node);
+  absl::Status NodeDown(const std::string& node, const std::string& why);
+  // An agent's health verdict for one of its GPUs (applied while its node is up).
+  absl::Status ReportHealth(const pool::GpuRef& gpu, pool::HealthState state);
+  // Nodes whose agent is up, for operators.
+  bool node_up(const std::string& node) const;
+  // Leases held now, for operators (`gpupool status` / `queue`).
+  std::vector<pool::Lease> Leases() const;
+  std::vector<pool::PendingInfo> Pending() const;
 
  private:
   EmbeddedPool() = default;
@@ -111,12 +116,19 @@ class EmbeddedPool {
   void CloseLease(const std::string& lease_id);  // ledger; holds mu_
   void Deliver(std::vector<Delivery>& deliveries);
   void PollHealth(std::vector<Delivery>& out);   // holds mu_
+  // Sets one GPU's health as the scheduler sees it, when it changed. Holds mu_.
+  void ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state, std::vector<Delivery>& out);
+  // Runs `f` under mu_, then delivers what it queued and wakes the loop.
+  template <typename F>
+  absl::Status WithDeliveries(F&& f);
 
   // Constant after Start.
   std::unique_ptr<pool::DeviceDriver> driver_;
   pool::Inventory inventory_;
   pool::PoolConfig config_;
+  std::string driver_name_;
   std::string notice_;
+  std::string config_text_;
   double clock_speed_ = 1;
   std::chrono::steady_clock::time_point start_;
   std::chrono::milliseconds health_interval_{1000};
@@ -129,7 +141,10 @@ class EmbeddedPool {
   std::map<std::string, LeaseListener*> request_listeners_;  // guarded by mu_: by request id
   std::map<std::string, OpenLease> open_leases_;           // guarded by mu_
   std::map<std::string, LedgerTeam> ledger_;               // guarded by mu_: closed leases
-  std::map<std::string, pool::HealthState> health_;        // guarded by mu_: "node/index"
+  std::map<std::string, pool::HealthState> health_;        // guarded by mu_: "node/index", as applied
+  // Remote nodes only (guarded by mu_): whether each node's agent is up, and what it reported.
+  std::map<std::string, bool> nodes_up_;
+  std::map<std::string, pool::HealthState> reported_;      // "node/index"
   std::thread thread_;
 };
 

@@ -11,8 +11,14 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "pool/scheduler/wait_reason.h"
 #include "runtime/rpc/lease_codec.h"
+#include "runtime/rpc/node_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 
 namespace gpupool::runtime {
@@ -44,6 +50,7 @@ struct Connection {
 }  // namespace
 
 class SessionImpl;
+class AgentSessionImpl;
 
 // Everything the server's event loop owns. The pool calls the LeaseListener methods on its own
 // thread; they only queue. All other members are touched on the loop thread only, except where
@@ -69,6 +76,24 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
 
   // Loop thread only.
   absl::Status Authenticate(const std::string& team, const std::string& token) const;
+  absl::Status AuthenticateAgent(const std::string& token) const;
+  // Checks an agent's node against the pool's and takes it up; the agent replaces any earlier
+  // agent of that node.
+  absl::StatusOr<std::string> RegisterAgent(capnp::Data::Reader inventory, AgentSessionImpl* agent);
+  void AgentGone(const std::string& node, AgentSessionImpl* agent, const std::string& why);
+  void Heartbeat(const std::string& node, AgentSessionImpl* agent);
+  std::string Report();
+  size_t AgentsUp() {
+    size_t n = 0;
+    executor_->executeSync([&] { n = agents_.size(); });
+    return n;
+  }
+  std::string ReportFromAnyThread() {
+    std::string out;
+    executor_->executeSync([&] { out = Report(); });
+    return out;
+  }
+  std::string TeamOfRequest(const std::string& request_id) const;
   uint64_t NextSessionNumber() { return next_session_++; }
   EmbeddedPool& pool() { return *pool_; }
   std::map<std::string, SessionImpl*>& by_request() { return by_request_; }
@@ -102,7 +127,15 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake_;        // guarded by queue_mu_
   bool queue_closed_ = false;                                  // guarded by queue_mu_
 
-  // Loop thread only: who holds each pool request and lease.
+  struct Agent {
+    AgentSessionImpl* session = nullptr;
+    std::chrono::steady_clock::time_point last_heartbeat;
+    bool silent = false;  // its node was taken down for missing heartbeats
+  };
+  kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
+
+  // Loop thread only: the live agent of each node, and who holds each pool request and lease.
+  std::map<std::string, Agent> agents_;
   uint64_t next_session_ = 1;
   std::map<std::string, SessionImpl*> by_request_;
   std::map<std::string, SessionImpl*> by_lease_;
@@ -167,6 +200,33 @@ class SessionImpl final : public rpc::Session::Server {
       server_.by_lease().erase(id);
     }
     rpc::EncodeStatus(st, context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+
+  const std::string& team() const { return team_; }
+
+  kj::Promise<void> info(InfoContext context) override {
+    EmbeddedPool& pool = server_.pool();
+    auto info = context.getResults().initInfo();
+    info.setPoolNowS(pool.Now());
+    info.setClockSpeed(server_.pool().clock_speed());
+    info.setConfigYaml(pool.config_text());
+    info.setCapacityGpus(pool.capacity_gpus());
+    info.setDriver(pool.driver_name());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> describeNode(DescribeNodeContext context) override {
+    std::string name = context.getParams().getName();
+    rpc::DiscoveredPool one{server_.pool().driver_name(), rpc::DiscoveredNodes(server_.pool().inventory(), name)};
+    auto results = context.getResults();
+    if (one.nodes.empty()) {
+      rpc::EncodeStatus(absl::NotFoundError(absl::StrCat("node '", name, "' is not in this pool")), results.initStatus());
+      return kj::READY_NOW;
+    }
+    std::string bytes = rpc::EncodeNodes(one);
+    results.setInventory(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+    rpc::EncodeStatus(absl::OkStatus(), results.initStatus());
     return kj::READY_NOW;
   }
 
@@ -243,6 +303,37 @@ class SessionImpl final : public rpc::Session::Server {
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
 };
 
+// A node agent's connection. Its node is up while it lives (and heartbeats).
+class AgentSessionImpl final : public rpc::AgentSession::Server {
+ public:
+  explicit AgentSessionImpl(PoolServer::Impl& server) : server_(server) {}
+  ~AgentSessionImpl() {
+    if (!node_.empty()) server_.AgentGone(node_, this, "its agent disconnected");
+  }
+  void set_node(std::string node) { node_ = std::move(node); }
+
+  kj::Promise<void> heartbeat(HeartbeatContext) override {
+    server_.Heartbeat(node_, this);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> reportHealth(ReportHealthContext context) override {
+    auto p = context.getParams();
+    auto wire = static_cast<uint16_t>(p.getHealth());
+    absl::Status st;
+    if (wire > static_cast<uint16_t>(pool::HealthState::kLost)) {
+      st = absl::InvalidArgumentError(absl::StrCat("unknown health value ", wire));
+    } else {
+      st = server_.pool().ReportHealth(pool::GpuRef{node_, p.getGpuIndex()}, static_cast<pool::HealthState>(wire));
+    }
+    rpc::EncodeStatus(st, context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+
+ private:
+  PoolServer::Impl& server_;
+  std::string node_;
+};
+
 namespace {
 
 class PoolServiceImpl final : public rpc::PoolService::Server {
@@ -259,6 +350,39 @@ class PoolServiceImpl final : public rpc::PoolService::Server {
     auto results = context.getResults();
     rpc::EncodeStatus(st, results.initStatus());
     if (st.ok()) results.setSession(kj::heap<SessionImpl>(server_, params.getTeam()));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> registerAgent(RegisterAgentContext context) override {
+    auto params = context.getParams();
+    auto results = context.getResults();
+    absl::Status st = params.getToken().size() > rpc::kMaxTextBytes
+                          ? absl::InvalidArgumentError("token is longer than 4096 bytes")
+                          : server_.AuthenticateAgent(params.getToken());
+    if (st.ok()) {
+      auto agent = kj::heap<AgentSessionImpl>(server_);
+      absl::StatusOr<std::string> node = server_.RegisterAgent(params.getInventory(), agent.get());
+      st = node.status();
+      if (node.ok()) {
+        agent->set_node(*node);
+        results.setAgent(kj::mv(agent));
+      }
+    }
+    rpc::EncodeStatus(st, results.initStatus());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> describe(DescribeContext context) override {
+    std::string token = context.getParams().getToken();
+    bool known = server_.AuthenticateAgent(token).ok();
+    for (const auto& [team, t] : server_.options_.team_tokens) known = known || t == token;
+    auto results = context.getResults();
+    if (!known) {
+      rpc::EncodeStatus(absl::UnauthenticatedError("describe needs a team's or the agents' token"), results.initStatus());
+      return kj::READY_NOW;
+    }
+    results.setReport(server_.Report());
+    rpc::EncodeStatus(absl::OkStatus(), results.initStatus());
     return kj::READY_NOW;
   }
 
@@ -284,6 +408,125 @@ absl::Status PoolServer::Impl::Authenticate(const std::string& team, const std::
     return absl::UnauthenticatedError(absl::StrCat("wrong token for team '", team, "'"));
   }
   return absl::OkStatus();
+}
+
+absl::Status PoolServer::Impl::AuthenticateAgent(const std::string& token) const {
+  if (options_.agent_token.empty()) return absl::UnauthenticatedError("this pool accepts no node agents");
+  if (!SameToken(token, options_.agent_token)) return absl::UnauthenticatedError("wrong agent token");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PoolServer::Impl::RegisterAgent(capnp::Data::Reader inventory, AgentSessionImpl* agent) {
+  absl::StatusOr<rpc::DiscoveredPool> sent = rpc::DecodeNodes(
+      absl::string_view(reinterpret_cast<const char*>(inventory.begin()), inventory.size()));
+  if (!sent.ok()) return sent.status();
+  if (sent->nodes.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("an agent registers exactly one node, not ", sent->nodes.size()));
+  }
+  const pool::DiscoveredNode& node = sent->nodes[0];
+  const pool::InventoryNode* known = nullptr;
+  for (const pool::InventoryNode& n : pool_->inventory().nodes()) {
+    if (n.name == node.name) known = &n;
+  }
+  if (known == nullptr) {
+    return absl::NotFoundError(absl::StrCat("node '", node.name, "' is not in this pool's configuration"));
+  }
+  // The node must be what the head was configured with, or leases would promise GPUs that are
+  // not there (as Slurm drains a node whose registration disagrees with slurm.conf).
+  if (known->gpu_positions.size() != node.gpus.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("node '", node.name, "' reports ", node.gpus.size(),
+                                                      " GPUs; the pool has ", known->gpu_positions.size()));
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const pool::DiscoveredGpu& have = pool_->inventory().gpus()[known->gpu_positions[i]].device;
+    if (have.index != node.gpus[i].index || have.model != node.gpus[i].model) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node '", node.name, "' reports GPU ", node.gpus[i].index, " as '", node.gpus[i].model,
+          "'; the pool has GPU ", have.index, " as '", have.model, "'"));
+    }
+  }
+  agents_[node.name] = Agent{agent, std::chrono::steady_clock::now(), false};
+  absl::Status up = pool_->NodeUp(node.name);
+  if (!up.ok()) return up;
+  return node.name;
+}
+
+void PoolServer::Impl::AgentGone(const std::string& node, AgentSessionImpl* agent, const std::string& why) {
+  auto it = agents_.find(node);
+  if (it == agents_.end() || it->second.session != agent) return;  // replaced by a newer agent
+  agents_.erase(it);
+  (void)pool_->NodeDown(node, why);
+}
+
+void PoolServer::Impl::Heartbeat(const std::string& node, AgentSessionImpl* agent) {
+  auto it = agents_.find(node);
+  if (it == agents_.end() || it->second.session != agent) return;
+  it->second.last_heartbeat = std::chrono::steady_clock::now();
+  if (it->second.silent) {
+    it->second.silent = false;
+    (void)pool_->NodeUp(node);
+  }
+}
+
+kj::Promise<void> PoolServer::Impl::WatchHeartbeats(kj::Timer& timer) {
+  auto period = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(10), options_.heartbeat_timeout / 4);
+  return timer.afterDelay(period.count() * kj::MILLISECONDS).then([this, &timer] {
+    auto now = std::chrono::steady_clock::now();
+    for (auto& [node, agent] : agents_) {
+      if (agent.silent || now - agent.last_heartbeat < options_.heartbeat_timeout) continue;
+      agent.silent = true;
+      (void)pool_->NodeDown(node, absl::StrCat("no heartbeat from its agent for ",
+                                               options_.heartbeat_timeout.count(), " ms"));
+    }
+    return WatchHeartbeats(timer);
+  });
+}
+
+std::string PoolServer::Impl::TeamOfRequest(const std::string& request_id) const {
+  auto it = by_request_.find(request_id);
+  return it == by_request_.end() ? std::string() : it->second->team();
+}
+
+std::string PoolServer::Impl::Report() {
+  using nlohmann::json;
+  EmbeddedPool& pool = *pool_;
+  std::vector<pool::Lease> leases = pool.Leases();
+  std::map<std::string, std::vector<const pool::Lease*>> on_gpu;
+  for (const pool::Lease& l : leases) {
+    for (const pool::GpuRef& g : l.gpus) on_gpu[absl::StrCat(g.node, "/", g.index)].push_back(&l);
+  }
+  json nodes = json::array();
+  for (const pool::InventoryNode& node : pool.inventory().nodes()) {
+    json gpus = json::array();
+    for (size_t position : node.gpu_positions) {
+      const pool::InventoryGpu& gpu = pool.inventory().gpus()[position];
+      json held = json::array();
+      for (const pool::Lease* l : on_gpu[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)]) held.push_back(l->id);
+      gpus.push_back({{"index", gpu.ref.index}, {"model", gpu.device.model}, {"memory_mib", gpu.device.memory_mib},
+                      {"health", std::string(pool::HealthStateName(gpu.health))}, {"leases", held}});
+    }
+    auto agent = agents_.find(node.name);
+    bool remote = pool.driver() == nullptr;
+    std::string state = !remote ? "local" : agent == agents_.end() ? "down" : agent->second.silent ? "silent" : "up";
+    nodes.push_back({{"name", node.name}, {"agent", state}, {"up", pool.node_up(node.name)}, {"gpus", gpus}});
+  }
+  json held = json::array();
+  for (const pool::Lease& l : leases) {
+    json where = json::array();
+    for (const pool::GpuRef& g : l.gpus) where.push_back(absl::StrCat(g.node, "/", g.index));
+    held.push_back({{"lease", l.id}, {"team", l.request.team}, {"project", l.request.project},
+                    {"priority_class", l.request.priority_class}, {"gpus", where},
+                    {"gpu_share", static_cast<double>(l.milli) / 1000.0}, {"borrowing", l.borrowing},
+                    {"started_s", l.started_s}, {"revoking", l.revoke_deadline_s.has_value()}});
+  }
+  json pending = json::array();
+  for (const pool::PendingInfo& p : pool.Pending()) {
+    pending.push_back({{"request", p.request_id}, {"team", TeamOfRequest(p.request_id)},
+                       {"reason", std::string(pool::WaitReasonName(p.reason))}, {"submitted_s", p.submitted_s}});
+  }
+  json report = {{"pool_time_s", pool.Now()}, {"driver", pool.driver_name()}, {"capacity_gpus", pool.capacity_gpus()},
+                 {"nodes", nodes}, {"leases", held}, {"pending", pending}};
+  return report.dump();
 }
 
 void PoolServer::Impl::Push(PoolEvent e) {
@@ -337,6 +580,10 @@ void PoolServer::Impl::Handle(PoolEvent& e) {
 kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks) {
   return listener.accept().then([this, &listener, &tasks](kj::Own<kj::AsyncIoStream>&& stream) {
     accepted_.fetch_add(1);
+    int one = 1;
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); })) {
+      (void)e;
+    }
     capnp::ReaderOptions options;
     options.traversalLimitInWords = rpc::kMaxMessageWords;
     options.nestingLimit = 16;
@@ -367,10 +614,12 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
     kj::TaskSet tasks(*this);
     tasks.add(AcceptLoop(*listener, tasks));
     tasks.add(PumpEvents());
+    tasks.add(WatchHeartbeats(io.provider->getTimer()));
     started.set_value(absl::OkStatus());
     stop.promise.wait(io.waitScope);
   }  // connections close here; their sessions give back what they held
   bootstrap_ = nullptr;
+  agents_.clear();
   std::lock_guard<std::mutex> lock(queue_mu_);
   queue_closed_ = true;
   queue_.clear();
@@ -416,5 +665,7 @@ PoolServer::~PoolServer() = default;
 uint16_t PoolServer::port() const { return impl_->port_; }
 EmbeddedPool& PoolServer::pool() { return *impl_->pool_; }
 uint64_t PoolServer::connections_accepted() const { return impl_->accepted_.load(); }
+std::string PoolServer::Report() { return impl_->ReportFromAnyThread(); }
+size_t PoolServer::agents_connected() { return impl_->AgentsUp(); }
 
 }  // namespace gpupool::runtime

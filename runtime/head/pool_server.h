@@ -6,6 +6,12 @@
 // requests and leases. When a session ends (the job dropped it or disconnected) its pending
 // requests are withdrawn and its leases released.
 //
+// When the pool is one of remote nodes (EmbeddedPoolOptions::remote_nodes), node agents register
+// their node with the agent token and heartbeat. A node is schedulable while its agent's
+// connection is open and heartbeats arrive; when the connection closes (a killed process closes
+// its sockets at once) or heartbeats stop for `heartbeat_timeout` (a hung or cut-off machine),
+// the node's GPUs are lost, and so are the leases on them: their jobs are told at once.
+//
 //   PoolServerOptions o;
 //   o.team_tokens = {{"vision", "s3cret"}};
 //   auto server = PoolServer::Start(std::move(pool), o);   // StatusOr
@@ -17,6 +23,7 @@
 #ifndef GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_
 #define GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,6 +38,8 @@ struct PoolServerOptions {
   std::string address = "127.0.0.1";  // loopback only, for now
   uint16_t port = 0;                  // 0: the system picks one; see PoolServer::port()
   std::map<std::string, std::string> team_tokens;  // team -> token; a team not here is refused
+  std::string agent_token;   // what node agents present; empty: agents are refused
+  std::chrono::milliseconds heartbeat_timeout{3000};  // a silent agent's node is lost after this
 };
 
 class PoolServer {
@@ -45,6 +54,11 @@ class PoolServer {
   EmbeddedPool& pool();
   // Connections accepted so far (tests, operators).
   uint64_t connections_accepted() const;
+  // The operators' view (`gpupool status` / `queue`) as JSON: nodes with their agents and GPUs,
+  // leases held, requests pending with the reason each waits.
+  std::string Report();
+  // Node agents connected now.
+  size_t agents_connected();
 
   class Impl;
 

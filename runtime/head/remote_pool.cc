@@ -1,40 +1,22 @@
 #include "runtime/head/remote_pool.h"
 
-#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 
-#include <capnp/message.h>
-#include <capnp/rpc-twoparty.h>
-#include <kj/async-io.h>
+#include <kj/debug.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/head/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 
 namespace gpupool::runtime {
-namespace {
-
-// The KJ exception kinds, as what the caller should do (STYLE 5, 9).
-absl::Status FromKj(const kj::Exception& e) {
-  std::string what = absl::StrCat("pool service: ", e.getDescription().cStr());
-  switch (e.getType()) {
-    case kj::Exception::Type::DISCONNECTED: return absl::UnavailableError(what);
-    case kj::Exception::Type::OVERLOADED: return absl::ResourceExhaustedError(what);
-    case kj::Exception::Type::UNIMPLEMENTED: return absl::UnimplementedError(what);
-    default: return absl::InternalError(what);
-  }
-}
-
-constexpr char kConnectionLost[] = "the connection to the pool service was lost";
-
-}  // namespace
 
 class RemotePool::Impl {
  public:
@@ -46,13 +28,21 @@ class RemotePool::Impl {
   absl::Status Request(const pool::LeaseRequest& r, LeaseListener* listener);
   absl::Status Withdraw(const std::string& request_id);
   absl::Status Release(const std::string& lease_id);
-  bool connected() const { return !disconnected_.load(); }
+  absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
+  bool connected() const { return connection_ != nullptr && connection_->connected(); }
+  double Now() const {
+    std::chrono::duration<double> real = std::chrono::steady_clock::now() - connected_at_;
+    return pool_now_at_connect_ + real.count() * clock_speed_;
+  }
+  std::map<std::string, LedgerTeam> Ledger() const;
 
   // Loop thread: the service told a listener something.
   void Granted(pool::Lease lease, LeaseListener* user) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      leases_[lease.id] = user;
+      leases_[lease.id] = Held{user, lease.request.team, static_cast<double>(lease.milli) / 1000.0,
+                               lease.borrowing, Now()};
+      ++ledger_[lease.request.team].leases;
     }
     Post([user, lease = std::move(lease)] { user->OnGranted(lease); });
   }
@@ -60,32 +50,37 @@ class RemotePool::Impl {
     Post([user, id = std::move(id), cause, deadline_s] { user->OnRevoked(id, cause, deadline_s); });
   }
   void Lost(std::string id, std::string why, LeaseListener* user) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      leases_.erase(id);
-    }
+    Close(id);
     Post([user, id = std::move(id), why = std::move(why)] { user->OnLost(id, why); });
   }
 
+  pool::PoolConfig config_;
+  double capacity_gpus_ = 0;
+
  private:
-  void Run(std::promise<absl::Status>& started);
-  void Disconnected(absl::Status why);
+  struct Held {
+    LeaseListener* listener;
+    std::string team;
+    double gpus;
+    bool borrowing;
+    double started_s;
+  };
+  void Disconnected(const absl::Status& why);
+  void Close(const std::string& lease_id);  // into the ledger
   void Post(std::function<void()> f);
   void CallbackLoop();
-  template <typename F>
-  absl::Status Call(F&& f);
 
   const RemotePoolOptions options_;
-  std::thread loop_thread_;
-  std::thread callback_thread_;
-  kj::Own<const kj::Executor> executor_;          // set before Start returns
-  kj::Own<kj::PromiseFulfiller<void>> stop_;      // loop thread
+  std::unique_ptr<RpcConnection> connection_;
   std::optional<rpc::Session::Client> session_;   // loop thread
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> disconnected_{false};
+  std::thread callback_thread_;
+  double pool_now_at_connect_ = 0;
+  double clock_speed_ = 1;
+  std::chrono::steady_clock::time_point connected_at_;
 
-  std::mutex mu_;
-  std::map<std::string, LeaseListener*> leases_;   // guarded by mu_: granted, not released/lost
+  mutable std::mutex mu_;
+  std::map<std::string, Held> leases_;             // guarded by mu_: granted, not released/lost
+  std::map<std::string, LedgerTeam> ledger_;       // guarded by mu_: closed leases (+ counts)
   std::condition_variable cv_;
   std::deque<std::function<void()>> callbacks_;    // guarded by mu_
   bool callbacks_stop_ = false;                    // guarded by mu_
@@ -143,86 +138,82 @@ void RemotePool::Impl::CallbackLoop() {
   }
 }
 
-void RemotePool::Impl::Disconnected(absl::Status why) {
-  if (stopping_.load() || disconnected_.exchange(true)) return;
-  std::map<std::string, LeaseListener*> leases;
+void RemotePool::Impl::Close(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  double held = (Now() - it->second.started_s) * it->second.gpus;
+  LedgerTeam& team = ledger_[it->second.team];
+  team.leased_gpu_s += held;
+  if (it->second.borrowing) team.borrowed_gpu_s += held;
+  leases_.erase(it);
+}
+
+std::map<std::string, LedgerTeam> RemotePool::Impl::Ledger() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, LedgerTeam> out = ledger_;
+  double now = Now();
+  for (const auto& [id, lease] : leases_) {
+    double held = (now - lease.started_s) * lease.gpus;
+    out[lease.team].leased_gpu_s += held;
+    if (lease.borrowing) out[lease.team].borrowed_gpu_s += held;
+  }
+  return out;
+}
+
+void RemotePool::Impl::Disconnected(const absl::Status& why) {
+  std::vector<std::pair<std::string, LeaseListener*>> lost;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    leases.swap(leases_);
+    for (const auto& [id, held] : leases_) lost.emplace_back(id, held.listener);
   }
-  for (auto& [id, user] : leases) {
-    Post([user = user, id = id] { user->OnLost(id, kConnectionLost); });
+  for (auto& [id, user] : lost) {
+    Close(id);
+    Post([user = user, id = id] { user->OnLost(id, RpcConnection::kConnectionLost); });
   }
-  Post([cb = options_.on_disconnected, why = std::move(why)] {
+  Post([cb = options_.on_disconnected, why] {
     if (cb) cb(why);
   });
 }
 
-void RemotePool::Impl::Run(std::promise<absl::Status>& started) {
-  kj::AsyncIoContext io = kj::setupAsyncIo();
-  kj::Own<kj::AsyncIoStream> stream;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
-    auto addr = io.provider->getNetwork().parseAddress(options_.host, options_.port).wait(io.waitScope);
-    stream = addr->connect().wait(io.waitScope);
-  })) {
-    started.set_value(absl::UnavailableError(absl::StrCat(
-        "cannot reach the pool service at ", options_.host, ":", options_.port, ": ",
-        e->getDescription().cStr())));
-    return;
-  }
-  capnp::ReaderOptions reader;
-  reader.traversalLimitInWords = rpc::kMaxMessageWords;
-  reader.nestingLimit = 16;
-  capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::CLIENT, reader);
-  auto system = capnp::makeRpcClient(network);
-  absl::Status st;
-  {
-    capnp::MallocMessageBuilder vat;
-    auto id = vat.initRoot<capnp::rpc::twoparty::VatId>();
-    id.setSide(capnp::rpc::twoparty::Side::SERVER);
-    auto service = system.bootstrap(id).castAs<rpc::PoolService>();
-    auto req = service.authenticateRequest();
-    req.setTeam(options_.team);
-    req.setToken(options_.token);
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
-      auto resp = req.send().wait(io.waitScope);
-      st = rpc::DecodeStatus(resp.getStatus());
-      if (st.ok()) session_ = resp.getSession();
-    })) {
-      st = FromKj(*e);
-    }
-  }
-  if (!st.ok()) {
-    started.set_value(st);
-    return;
-  }
-  executor_ = kj::getCurrentThreadExecutor().addRef();
-  auto stop = kj::newPromiseAndFulfiller<void>();
-  stop_ = kj::mv(stop.fulfiller);
-  kj::Promise<void> watch = network.onDisconnect()
-      .then([this] { Disconnected(absl::UnavailableError(kConnectionLost)); },
-            [this](kj::Exception&& e) { Disconnected(FromKj(e)); })
-      .eagerlyEvaluate(nullptr);
-  started.set_value(absl::OkStatus());
-  stop.promise.wait(io.waitScope);
-  session_.reset();
-}
-
 absl::Status RemotePool::Impl::Start() {
   callback_thread_ = std::thread([this] { CallbackLoop(); });
-  std::promise<absl::Status> started;
-  std::future<absl::Status> result = started.get_future();
-  loop_thread_ = std::thread([this, &started] { Run(started); });
-  absl::Status st = result.get();
-  if (!st.ok()) loop_thread_.join();
-  return st;
+  std::string config_yaml;
+  absl::StatusOr<std::unique_ptr<RpcConnection>> c = RpcConnection::Connect(
+      RpcConnectionOptions{.host = options_.host, .port = options_.port,
+                           .on_disconnected = [this](const absl::Status& why) { Disconnected(why); }},
+      [&](rpc::PoolService::Client head, kj::WaitScope& wait) -> absl::Status {
+        auto req = head.authenticateRequest();
+        req.setTeam(options_.team);
+        req.setToken(options_.token);
+        auto resp = req.send().wait(wait);
+        absl::Status st = rpc::DecodeStatus(resp.getStatus());
+        if (!st.ok()) return st;
+        session_ = resp.getSession();
+        auto info = session_->infoRequest().send().wait(wait).getInfo();
+        pool_now_at_connect_ = info.getPoolNowS();
+        clock_speed_ = info.getClockSpeed() > 0 ? info.getClockSpeed() : 1.0;
+        connected_at_ = std::chrono::steady_clock::now();
+        config_yaml = info.getConfigYaml();
+        capacity_gpus_ = info.getCapacityGpus();
+        return absl::OkStatus();
+      });
+  if (!c.ok()) return c.status();
+  connection_ = *std::move(c);
+  if (config_yaml.empty()) {
+    config_.scheduling = pool::DefaultSchedulingConfig();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<pool::PoolConfig> config = pool::ParsePoolConfig(config_yaml, "<the head's configuration>");
+  if (!config.ok()) return config.status();
+  config_ = *std::move(config);
+  return absl::OkStatus();
 }
 
 RemotePool::Impl::~Impl() {
-  stopping_.store(true);
-  if (loop_thread_.joinable()) {
-    executor_->executeSync([this] { stop_->fulfill(); });
-    loop_thread_.join();
+  if (connection_ != nullptr) {
+    connection_->Sync([this] { session_.reset(); });  // capabilities die on their loop
+    connection_.reset();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -232,19 +223,9 @@ RemotePool::Impl::~Impl() {
   if (callback_thread_.joinable()) callback_thread_.join();
 }
 
-template <typename F>
-absl::Status RemotePool::Impl::Call(F&& f) {
-  if (disconnected_.load()) return absl::UnavailableError(kConnectionLost);
-  absl::Status out;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { out = executor_->executeSync(std::forward<F>(f)); })) {
-    return FromKj(*e);
-  }
-  return out;
-}
-
 absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListener* listener) {
   if (listener == nullptr) return absl::InvalidArgumentError("a lease request needs a listener");
-  return Call([&]() -> kj::Promise<absl::Status> {
+  return connection_->Call([&]() -> kj::Promise<absl::Status> {
     auto req = session_->requestRequest();
     rpc::EncodeLeaseRequest(r, req.initRequest());
     req.setListener(kj::heap<ListenerImpl>(*this, listener));
@@ -255,7 +236,7 @@ absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListene
 }
 
 absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
-  return Call([&]() -> kj::Promise<absl::Status> {
+  return connection_->Call([&]() -> kj::Promise<absl::Status> {
     auto req = session_->withdrawRequest();
     req.setRequestId(request_id);
     return req.send().then([](capnp::Response<rpc::Session::WithdrawResults>&& resp) {
@@ -265,18 +246,30 @@ absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
 }
 
 absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
-  absl::Status st = Call([&]() -> kj::Promise<absl::Status> {
+  absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
     auto req = session_->releaseRequest();
     req.setLeaseId(lease_id);
     return req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&& resp) {
       return rpc::DecodeStatus(resp.getStatus());
     });
   });
-  if (st.ok() || absl::IsNotFound(st)) {
-    std::lock_guard<std::mutex> lock(mu_);
-    leases_.erase(lease_id);
-  }
+  if (st.ok() || absl::IsNotFound(st)) Close(lease_id);
   return st;
+}
+
+absl::StatusOr<rpc::DiscoveredPool> RemotePool::Impl::DescribeNode(const std::string& name) {
+  std::string bytes;
+  absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
+    auto req = session_->describeNodeRequest();
+    req.setName(name);
+    return req.send().then([&bytes](capnp::Response<rpc::Session::DescribeNodeResults>&& resp) {
+      absl::Status s = rpc::DecodeStatus(resp.getStatus());
+      if (s.ok()) bytes.assign(resp.getInventory().asChars().begin(), resp.getInventory().asChars().end());
+      return s;
+    });
+  });
+  if (!st.ok()) return st;
+  return rpc::DecodeNodes(bytes);
 }
 
 absl::StatusOr<std::unique_ptr<RemotePool>> RemotePool::Connect(const RemotePoolOptions& options) {
@@ -288,11 +281,18 @@ absl::StatusOr<std::unique_ptr<RemotePool>> RemotePool::Connect(const RemotePool
 
 RemotePool::RemotePool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RemotePool::~RemotePool() = default;
-absl::Status RemotePool::Request(const pool::LeaseRequest& request, LeaseListener* listener) {
+absl::Status RemotePool::Request(pool::LeaseRequest request, LeaseListener* listener) {
   return impl_->Request(request, listener);
 }
 absl::Status RemotePool::Withdraw(const std::string& request_id) { return impl_->Withdraw(request_id); }
 absl::Status RemotePool::Release(const std::string& lease_id) { return impl_->Release(lease_id); }
+double RemotePool::Now() const { return impl_->Now(); }
+const pool::PoolConfig& RemotePool::config() const { return impl_->config_; }
+double RemotePool::capacity_gpus() const { return impl_->capacity_gpus_; }
+std::map<std::string, LedgerTeam> RemotePool::Ledger() const { return impl_->Ledger(); }
+absl::StatusOr<rpc::DiscoveredPool> RemotePool::DescribeNode(const std::string& name) {
+  return impl_->DescribeNode(name);
+}
 bool RemotePool::connected() const { return impl_->connected(); }
 
 }  // namespace gpupool::runtime

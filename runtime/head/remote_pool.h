@@ -1,18 +1,19 @@
 // File: runtime/head/remote_pool.h
 //
-// A job's handle on a pool service in another process (runtime/head/pool_server.h), with the
-// shape of EmbeddedPool: Request / Withdraw / Release, and a LeaseListener told of grants,
-// revocations and losses. So the job runtime can lease from either.
+// A job's handle on a pool service in another process (runtime/head/pool_server.h): the
+// PoolClient the job runtime leases through when the head is an mpirun job's rank 0 or the
+// organisation's `gpupool head`.
 //
 //   auto pool = RemotePool::Connect({.port = port, .team = "vision", .token = "s3cret"});
 //   (*pool)->Request(request, &listener);   // refused now, or granted later
 //   (*pool)->Release(lease_id);
 //
 // Thread-safe: every method may be called from any thread, including from a listener callback.
-// It runs the RPC on an event-loop thread of its own and calls listeners from one callback
-// thread of its own, in the order the service sent them. When the connection is lost, every
-// lease it knows of is reported lost, `on_disconnected` is called once, and later calls fail with
-// kUnavailable. Do not destroy a RemotePool from one of its own listener callbacks.
+// It runs the RPC on an event-loop thread of its own (runtime/head/rpc_connection.h) and calls
+// listeners from one callback thread of its own, in the order the service sent them. When the
+// connection is lost, every lease it knows of is reported lost, `on_disconnected` is called once,
+// and later calls fail with kUnavailable. Do not destroy a RemotePool from one of its own
+// listener callbacks.
 #ifndef GPUPOOL_RUNTIME_HEAD_REMOTE_POOL_H_
 #define GPUPOOL_RUNTIME_HEAD_REMOTE_POOL_H_
 
@@ -24,7 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pool/scheduler/scheduler.h"
-#include "runtime/head/embedded_pool.h"
+#include "runtime/head/pool_client.h"
+#include "runtime/rpc/node_codec.h"
 
 namespace gpupool::runtime {
 
@@ -38,17 +40,25 @@ struct RemotePoolOptions {
   std::function<void(const absl::Status&)> on_disconnected;
 };
 
-class RemotePool {
+class RemotePool final : public PoolClient {
  public:
-  // Connects and authenticates. kUnavailable when the service cannot be reached; the service's
-  // own refusal (kUnauthenticated for an unknown team or a wrong token) otherwise.
+  // Connects, authenticates and reads the head's configuration and clock. kUnavailable when the
+  // service cannot be reached; the service's own refusal (kUnauthenticated for an unknown team
+  // or a wrong token) otherwise.
   static absl::StatusOr<std::unique_ptr<RemotePool>> Connect(const RemotePoolOptions& options);
-  ~RemotePool();  // closes the connection; listeners are not called afterwards
+  ~RemotePool() override;  // closes the connection; listeners are not called afterwards
 
-  // As EmbeddedPool's, with the service's errors; kUnavailable once the connection is lost.
-  absl::Status Request(const pool::LeaseRequest& request, LeaseListener* listener);
-  absl::Status Withdraw(const std::string& request_id);
-  absl::Status Release(const std::string& lease_id);
+  // PoolClient, with the service's errors; kUnavailable once the connection is lost.
+  absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) override;
+  absl::Status Withdraw(const std::string& request_id) override;
+  absl::Status Release(const std::string& lease_id) override;
+  double Now() const override;  // the head's pool clock, extrapolated from the connect time
+  const pool::PoolConfig& config() const override;
+  double capacity_gpus() const override;
+  std::map<std::string, LedgerTeam> Ledger() const override;  // this job's own leases
+
+  // One node's GPUs as the head knows them (a job process asks for the node it runs on).
+  absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
   bool connected() const;
 
   class Impl;

@@ -43,6 +43,12 @@ std::exception_ptr MakeTaskError(ErrorCode code, const std::string& task_name, u
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions options) {
+  absl::StatusOr<JoinedPool> joined = JoinPool(options);
+  if (!joined.ok()) return joined.status();
+  return Start(std::move(options), *std::move(joined));
+}
+
+absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions options, JoinedPool joined) {
   if (options.team.empty()) return absl::InvalidArgumentError("the runtime's default team is empty");
   if (options.lease_linger_ms < 0) return absl::InvalidArgumentError("lease linger cannot be negative");
   if (options.max_leases_per_shape < 1) {
@@ -53,17 +59,20 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   // The store first: the destructor (run when a step below fails) hands it over to live refs.
   rt->store_ = std::make_unique<ObjectStore>();
   const RuntimeOptions& o = rt->options_;
-  absl::StatusOr<std::unique_ptr<EmbeddedPool>> pool = EmbeddedPool::Start(EmbeddedPoolOptions{
-      .driver = o.driver, .simulate = o.simulate, .node_count = o.node_count,
-      .config_path = o.config_path, .config_text = o.config_text, .clock_speed = o.clock_speed});
-  if (!pool.ok()) return pool.status();
-  rt->pool_ = *std::move(pool);
+  absl::StatusOr<pool::Inventory> local = pool::Inventory::FromDiscovery(joined.local_nodes);
+  if (!local.ok()) return local.status();
+  rt->local_ = *std::move(local);
+  rt->pool_ = std::move(joined.pool);
+  rt->embedded_ = joined.embedded;
+  rt->node_label_ = std::move(joined.node_label);
+  rt->notice_ = std::move(joined.notice);
+  rt->companions_ = std::move(joined.companions);
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{
       .dir = o.checkpoint_dir, .shared = o.checkpoint_dir_shared, .keep_last = o.checkpoint_keep_last,
       .staging_bytes = o.checkpoint_staging_mib << 20});
   rt->job_id_ = absl::StrCat("job-", getpid());
-  bool real = rt->pool_->driver().name() == "nvidia";
-  for (const pool::InventoryGpu& gpu : rt->pool_->inventory().gpus()) {
+  bool real = joined.driver == "nvidia";
+  for (const pool::InventoryGpu& gpu : rt->local_.gpus()) {
     std::unique_ptr<MemoryBackend> backend;
     if (real) {
       int device = CudaDeviceForPciBusId(gpu.device.pci_bus_id);
@@ -121,6 +130,7 @@ JobRuntime::~JobRuntime() {
   }
   for (Task* t : left) FailTask(t, ErrorCode::kCancelled, "queue", "the runtime shut down");
   pool_.reset();
+  while (!companions_.empty()) companions_.pop_back();  // newest first: the agent, then the head
   // Runs may still own memory budgets shared with live DeviceBuffers; the pools must outlive those
   // buffers, which a well-behaved program has dropped by now.
   ObjectStore::Orphan(std::move(store_));
@@ -158,6 +168,15 @@ absl::Status JobRuntime::ResolveShape(TaskShape& shape) const {
   r.priority_class = o.priority_class;
   r.allowed_models = o.models;
   r.required_labels = o.labels;
+  if (!node_label_.empty()) {
+    // Tasks run in this process, so its leases must be on its node.
+    auto asked = o.labels.find("node");
+    if (asked != o.labels.end() && asked->second != node_label_) {
+      return absl::InvalidArgumentError(absl::StrCat("Label(\"node\", \"", asked->second, "\"): this process runs on node '",
+                                                     node_label_, "' and its tasks run here"));
+    }
+    r.required_labels["node"] = node_label_;
+  }
   r.forbidden_labels = o.avoid_labels;
   r.hardware_isolation = o.hardware_isolation;
   if (o.gpus < 1) {
@@ -165,7 +184,7 @@ absl::Status JobRuntime::ResolveShape(TaskShape& shape) const {
     int64_t memory = o.gpu_memory_mib;
     if (memory == 0) {
       uint64_t smallest = 0;
-      for (const pool::InventoryGpu& g : pool_->inventory().gpus()) {
+      for (const pool::InventoryGpu& g : local_.gpus()) {
         if (!o.models.empty() && std::find(o.models.begin(), o.models.end(), g.device.model) == o.models.end()) continue;
         if (smallest == 0 || g.device.memory_mib < smallest) smallest = g.device.memory_mib;
       }
@@ -333,7 +352,7 @@ void JobRuntime::OnGranted(const pool::Lease& lease) {
   std::vector<std::string> places;
   const pool::SlotShape& slot = lease.request.slot;
   for (const pool::GpuRef& ref : lease.gpus) {
-    const pool::InventoryGpu* gpu = pool_->inventory().Find(ref);
+    const pool::InventoryGpu* gpu = local_.Find(ref);
     GpuMemoryPool* memory = MemoryPoolFor(ref);
     SlotInfo info;
     info.node = ref.node;

@@ -34,6 +34,7 @@
 #include "gpupool/runtime.h"
 #include "runtime/gpu/memory_pool.h"
 #include "runtime/head/embedded_pool.h"
+#include "runtime/job/pool_join.h"
 #include "runtime/job/checkpoint_service.h"
 #include "runtime/job/lease_run.h"
 #include "runtime/objects/object_store.h"
@@ -44,7 +45,10 @@ namespace gpupool::runtime {
 
 class JobRuntime final : public LeaseListener {
  public:
+  // Joins the pool the options name (runtime/job/pool_join.h: embedded, a head's address, or
+  // mpirun's rank 0) and starts.
   static absl::StatusOr<std::unique_ptr<JobRuntime>> Start(RuntimeOptions options);
+  static absl::StatusOr<std::unique_ptr<JobRuntime>> Start(RuntimeOptions options, JoinedPool joined);
   ~JobRuntime() override;
 
   // Throws gpupool::Error for what the caller got wrong; a task the pool refuses fails its result.
@@ -54,9 +58,13 @@ class JobRuntime final : public LeaseListener {
   void Cancel(detail::ObjectHeader* object);
 
   ObjectStore& store() { return *store_; }
-  EmbeddedPool& pool() { return *pool_; }
+  PoolClient& pool() { return *pool_; }
+  // The pool when it lives in this process (tests inject faults through its driver); else null.
+  EmbeddedPool* embedded_pool() { return embedded_; }
+  // The node every lease of this process is pinned to ("" when the pool is embedded).
+  const std::string& node() const { return node_label_; }
   RuntimeStats Stats() const;
-  const std::string& notice() const { return pool_->notice(); }
+  const std::string& notice() const { return notice_; }
   double clock_speed() const { return options_.clock_speed; }
   GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu);
 
@@ -99,7 +107,12 @@ class JobRuntime final : public LeaseListener {
 
   RuntimeOptions options_;
   std::string job_id_;
-  std::unique_ptr<EmbeddedPool> pool_;
+  std::unique_ptr<PoolClient> pool_;
+  EmbeddedPool* embedded_ = nullptr;      // pool_, when it is embedded
+  pool::Inventory local_;                 // the GPUs this process runs tasks on
+  std::string node_label_;                // see node()
+  std::string notice_;
+  std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
   std::unique_ptr<CheckpointService> checkpoints_;
   std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed

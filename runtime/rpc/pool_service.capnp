@@ -6,6 +6,7 @@
 @0xd6c1a5e3b2f49a07;
 
 $import "/capnp/c++.capnp".namespace("gpupool::rpc");
+using Inventory = import "pool_inventory.capnp";
 
 # The outcome of a call that can be refused. `code` is an absl::StatusCode (0 = OK); `message`
 # names what was wrong.
@@ -35,11 +36,6 @@ enum GangTopology {
   sameNvLinkIsland @2;
 }
 
-struct Label {
-  key @0 :Text;
-  value @1 :Text;
-}
-
 struct LeaseRequest {
   id @0 :Text;                 # unique among this session's live requests
   team @1 :Text;               # empty: the session's team; another team is refused
@@ -49,8 +45,8 @@ struct LeaseRequest {
   slotCount @5 :Int32;
   slot @6 :SlotShape;
   allowedModels @7 :List(Text);
-  requiredLabels @8 :List(Label);
-  forbiddenLabels @9 :List(Label);
+  requiredLabels @8 :List(Inventory.Label);
+  forbiddenLabels @9 :List(Inventory.Label);
   minGpuMemoryMib @10 :Int64;
   nvlinkRequired @11 :Bool;
   topology @12 :GangTopology;
@@ -95,16 +91,42 @@ interface LeaseListener {
   lost @2 (leaseId :Text, why :Text);
 }
 
+# What a job needs to know of the head it leases from.
+struct HeadInfo {
+  poolNowS @0 :Float64;      # the pool clock when the reply was built
+  clockSpeed @1 :Float64;    # pool seconds per real second
+  configYaml @2 :Text;       # the head's configuration (teams, quotas, priority classes); "" = default
+  capacityGpus @3 :Float64;
+  driver @4 :Text;           # what the pool's GPUs are: "nvidia" or "simulated"
+}
+
 # A team's authenticated connection. Dropping it (or disconnecting) withdraws its pending
 # requests and releases its leases.
 interface Session {
   request @0 (request :LeaseRequest, listener :LeaseListener) -> (status :Status);
   withdraw @1 (requestId :Text) -> (status :Status);
   release @2 (leaseId :Text) -> (status :Status);
+  info @3 () -> (info :HeadInfo);
+  # One node's GPUs as the head knows them (an encoded Inventory.PoolInventory with that node),
+  # so a job process learns the GPUs it will run tasks on. NotFound for an unknown node.
+  describeNode @4 (name :Text) -> (status :Status, inventory :Data);
+}
+
+# A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are
+# schedulable; when it closes or falls silent, they are lost and their leases revoked as lost.
+interface AgentSession {
+  heartbeat @0 () -> ();
+  # The agent's health verdict for one of its GPUs.
+  reportHealth @1 (gpuIndex :Int32, health :Inventory.Health) -> (status :Status);
 }
 
 # The head's bootstrap capability.
 interface PoolService {
   # `session` is null unless status.code is 0.
   authenticate @0 (team :Text, token :Text) -> (status :Status, session :Session);
+  # A node agent registers its node: `inventory` is an encoded Inventory.PoolInventory holding
+  # exactly that node, which must be one the head was configured with (same GPUs).
+  registerAgent @1 (token :Text, inventory :Data) -> (status :Status, agent :AgentSession);
+  # Operators' views (`gpupool status`, `queue`), for any authenticated team or agent token.
+  describe @2 (token :Text) -> (status :Status, report :Text);
 }

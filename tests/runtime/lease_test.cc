@@ -90,9 +90,9 @@ gpupool::pool::GpuRef FailTheGpuUnderTheTask(gpupool::Runtime& rt, EventLog& log
   std::string detail = log.LeaseDetail(team);  // "node-0/GPU 1 whole"
   size_t slash = detail.find("/GPU ");
   gpupool::pool::GpuRef failed{detail.substr(0, slash), std::stoi(detail.substr(slash + 5))};
-  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(rt.internals().pool().driver());
+  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(*rt.internals().embedded_pool()->driver());
   EXPECT_TRUE(driver.FallOffBus(failed).ok());
-  rt.internals().pool().PollHealthNow();
+  rt.internals().embedded_pool()->PollHealthNow();
   return failed;
 }
 

@@ -62,6 +62,17 @@ struct RuntimeOptions {
   std::string config_path;   // YAML: teams, quotas, priority classes, simulated nodes
   std::string config_text;   // the same YAML given inline (instead of config_path)
   std::string team = "default";  // team of tasks that name none
+  // A pool service in another process ("HOST:PORT": `gpupool head`, or a shared head). Empty:
+  // under mpirun, rank 0 hosts the job's head and every rank is the agent of its own node;
+  // otherwise the pool is embedded in this process. (--gpupool-pool, GPUPOOL_ADDRESS)
+  std::string pool_address;
+  std::string pool_token;    // the team's token in the head's configuration (GPUPOOL_TOKEN)
+  // The node this process runs on, as the head knows it; empty: this host's name. Tasks of this
+  // process run on this node's GPUs. (--gpupool-node, GPUPOOL_NODE)
+  std::string node_name;
+  // Under mpirun: where rank 0's head listens (loopback unless set; HOST or HOST:PORT).
+  std::string head_listen = "127.0.0.1";
+  bool use_mpi = true;       // false: ignore mpirun even when launched by it
   double clock_speed = 1.0;  // pool seconds per real second (the demo runs hours in seconds)
   int cpu_workers = 0;       // threads for CPU tasks; 0: one per hardware thread
   int lease_linger_ms = 200; // an idle lease goes back to the pool after this long

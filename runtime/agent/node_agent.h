@@ -1,0 +1,83 @@
+// File: runtime/agent/node_agent.h
+//
+// A node's agent (DESIGN §3): registers the node's GPUs with the head, heartbeats so the head
+// knows the node is alive, and reports each GPU's health as the driver reads it. The head
+// schedules the node only while its agent is connected and heartbeating; when the agent's
+// process dies, the connection closes and the head loses the node's leases at once.
+//
+// It runs inside `gpupool agent` (a daemon per node of a shared pool) and inside every rank of
+// an mpirun job (each rank is the agent of its own node).
+//
+//   auto agent = NodeAgent::Start({.host = "127.0.0.1", .port = 7070, .token = agent_token,
+//                                  .node = {"simulated", {node}}, .driver = driver.get()});
+//
+// Thread-safe; its own threads: the RPC loop (runtime/head/rpc_connection.h) and a heartbeat
+// thread that also polls health.
+#ifndef GPUPOOL_RUNTIME_AGENT_NODE_AGENT_H_
+#define GPUPOOL_RUNTIME_AGENT_NODE_AGENT_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "pool/devices/device_driver.h"
+#include "pool/health.h"
+#include "runtime/rpc/node_codec.h"
+
+namespace gpupool::runtime {
+
+class RpcConnection;
+
+struct NodeAgentOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string token;           // the head's agent token
+  rpc::DiscoveredPool node;    // exactly one node, named as the head knows it
+  // Reads health for the node's GPUs; null: no health reports (the GPUs stay as registered).
+  // `driver_node` is the node's name as the driver knows it (it may differ from node.name).
+  pool::DeviceDriver* driver = nullptr;
+  std::string driver_node;
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds health_interval{1000};
+  std::function<void(const absl::Status&)> on_disconnected;  // RPC thread
+};
+
+class NodeAgent {
+ public:
+  // Connects and registers. The head's refusal (unknown node, GPUs that differ from its
+  // configuration, wrong token) or kUnavailable when it cannot be reached.
+  static absl::StatusOr<std::unique_ptr<NodeAgent>> Start(NodeAgentOptions options);
+  ~NodeAgent();  // disconnects: the head takes the node down
+
+  bool connected() const;
+  const std::string& node() const { return options_.node.nodes[0].name; }
+  uint64_t heartbeats_sent() const;
+
+ private:
+  explicit NodeAgent(NodeAgentOptions options);
+  void Loop();
+  void PollHealth();
+
+  NodeAgentOptions options_;
+  std::unique_ptr<RpcConnection> connection_;
+  struct Capabilities;
+  std::unique_ptr<Capabilities> caps_;  // loop thread of connection_
+  std::map<int, pool::HealthState> health_;  // heartbeat thread: last verdict per GPU index
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;        // guarded by mu_
+  uint64_t heartbeats_ = 0;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_AGENT_NODE_AGENT_H_

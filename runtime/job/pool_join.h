@@ -1,0 +1,53 @@
+// File: runtime/job/pool_join.h
+//
+// How a job process finds its pool (DESIGN §3), decided once at Init:
+//
+//   - `pool_address` set (--gpupool-pool, GPUPOOL_ADDRESS): a head in another process (the
+//     organisation's `gpupool head`). The job connects as its team with its token, asks the head
+//     which GPUs its node has (`node_name`, default this host's name), and runs its tasks there;
+//     the node's `gpupool agent` keeps the node up.
+//   - launched by mpirun: MPI bootstraps the job, then is never called again. Every rank
+//     discovers its node (simulated GPUs: one node per rank, "rank-<r>"), the ranks allgather
+//     them, rank 0 starts the job's head over all of them (on loopback unless `head_listen` says
+//     otherwise) and broadcasts its address and fresh tokens; then every rank registers as the
+//     agent of its own node and leases from the head like any remote job. Rank 0's head lives
+//     until the other ranks have gone.
+//   - otherwise: the pool is embedded in this process (one process may play several simulated
+//     nodes), and RPC becomes direct calls.
+//
+// Tasks always run in the process that submitted them, so a remote job's leases are pinned to
+// its own node (`node_label`).
+#ifndef GPUPOOL_RUNTIME_JOB_POOL_JOIN_H_
+#define GPUPOOL_RUNTIME_JOB_POOL_JOIN_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpupool/runtime.h"
+#include "pool/devices/device_driver.h"
+#include "runtime/head/embedded_pool.h"
+#include "runtime/head/pool_client.h"
+
+namespace gpupool::runtime {
+
+struct JoinedPool {
+  std::unique_ptr<PoolClient> pool;
+  EmbeddedPool* embedded = nullptr;               // `pool`, when it lives in this process
+  std::vector<pool::DiscoveredNode> local_nodes;  // the GPUs this process's tasks run on
+  std::string driver;                             // how they are reached: "nvidia" | "simulated"
+  std::string notice;                             // the driver's fallback notice, if any
+  std::string node_label;                         // non-empty: leases are pinned to this node
+  int rank = 0;                                   // under mpirun
+  int ranks = 1;
+  // What this process hosts for the pool (rank 0's head, a rank's agent and its driver). They
+  // must outlive `pool` and are destroyed newest first after it.
+  std::vector<std::shared_ptr<void>> companions;
+};
+
+absl::StatusOr<JoinedPool> JoinPool(const RuntimeOptions& options);
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_JOB_POOL_JOIN_H_
