@@ -24,7 +24,7 @@ struct UcxWorker::Peer {
 // One UCX request in flight: what to call when it completes, and what must outlive it.
 struct UcxWorker::Op {
   UcxWorker* worker;
-  std::string peer_name;
+  std::string what;    // names the operation and its peer in errors
   std::string header;  // UCX 1.13 reads an AM header until the send completes
   OpDone done;
 };
@@ -39,10 +39,10 @@ struct UcxCallbacks {
   static void Send(void* request, ucs_status_t status, void* user_data) {
     auto* op = static_cast<UcxWorker::Op*>(user_data);
     ucp_request_free(request);
-    op->worker->Complete(op, status == UCS_OK ? absl::OkStatus()
-                                              : absl::UnavailableError(absl::StrCat(
-                                                    "UCX peer '", op->peer_name,
-                                                    "': ", ucs_status_string(status))));
+    op->worker->Complete(op, status == UCS_OK
+                                 ? absl::OkStatus()
+                                 : absl::UnavailableError(absl::StrCat(
+                                       op->what, ": ", ucs_status_string(status))));
   }
   static void ReceiveData(void* request, ucs_status_t status, size_t /*length*/,
                           void* user_data) {
@@ -265,12 +265,11 @@ void UcxWorker::SendAm(PeerId peer_id, AmId id, std::string header, const void* 
   auto* op = new Op{this, "", std::move(header), std::move(done)};
   auto it = peers_.find(peer_id);
   if (it == peers_.end()) {
-    op->peer_name = absl::StrCat("#", peer_id);
     Complete(op, absl::InvalidArgumentError(absl::StrCat("UCX: no peer #", peer_id)));
     return;
   }
   Peer& peer = *it->second;
-  op->peer_name = peer.name;
+  op->what = absl::StrCat("UCX send to peer '", peer.name, "'");
   if (!peer.failure.ok()) {
     Complete(op, peer.failure);
     return;
@@ -289,7 +288,7 @@ void UcxWorker::SendAm(PeerId peer_id, AmId id, std::string header, const void* 
 void UcxWorker::Reply(const AmMessage& message, AmId id, std::string header, const void* data,
                       size_t size, OpDone done) {
   assert(InLoopThread());
-  auto* op = new Op{this, "the requester", std::move(header), std::move(done)};
+  auto* op = new Op{this, "UCX reply", std::move(header), std::move(done)};
   if (message.reply_ep_ == nullptr) {
     Complete(op, absl::FailedPreconditionError("UCX: message was sent without a reply endpoint"));
     return;
@@ -306,7 +305,7 @@ void UcxWorker::Reply(const AmMessage& message, AmId id, std::string header, con
 void UcxWorker::ReceiveAmData(AmMessage& message, void* dst, OpDone done) {
   assert(InLoopThread());
   assert(message.rendezvous_ && !message.claimed_);
-  auto* op = new Op{this, "the sender", "", std::move(done)};
+  auto* op = new Op{this, "UCX rendezvous receive", "", std::move(done)};
   message.claimed_ = true;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -319,7 +318,7 @@ void UcxWorker::Submit(void* status_ptr, Op* op) {
   if (status_ptr == nullptr) {
     Complete(op, absl::OkStatus());
   } else if (UCS_PTR_IS_ERR(status_ptr)) {
-    Complete(op, absl::UnavailableError(absl::StrCat("UCX peer '", op->peer_name, "': ",
+    Complete(op, absl::UnavailableError(absl::StrCat(op->what, ": ",
                                                      ucs_status_string(UCS_PTR_STATUS(status_ptr)))));
   }
   // Otherwise UCX calls back (UcxCallbacks::Send / ReceiveData) from ucp_worker_progress.

@@ -90,6 +90,7 @@ int Main(int argc, char** argv) {
   }
   UcxOptions options;
   if (flags.count("transports")) options.transports = flags["transports"];
+  options.detect_peer_failure = options.transports != "shm";  // see UcxOptions
   options.name = flags.count("name") ? flags["name"] : argv[1];
   absl::StatusOr<std::unique_ptr<UcxWorker>> worker = UcxWorker::Create(options);
   if (!worker.ok()) {
