@@ -16,6 +16,7 @@
 #include "runtime/head/embedded_pool.h"
 #include "runtime/head/pool_server.h"
 #include "runtime/head/remote_pool.h"
+#include "tests/runtime/lease_recorder.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -33,51 +34,6 @@ teams:
   - name: borrower
     quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
 )";
-
-// Records what a listener heard; waits on a condition with a generous timeout.
-class Recorder : public LeaseListener {
- public:
-  void OnGranted(const pool::Lease& lease) override { Add("granted " + lease.id, &lease); }
-  void OnRevoked(const std::string& id, pool::RevokeCause cause, double deadline_s) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    revoke_deadline_s = deadline_s;
-    revoke_cause = cause;
-    events_.push_back("revoked " + id);
-    cv_.notify_all();
-  }
-  void OnLost(const std::string& id, const std::string& why) override { Add("lost " + id + ": " + why, nullptr); }
-
-  bool WaitFor(const std::string& prefix, int count = 1) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(20), [&] {
-      int n = 0;
-      for (const auto& e : events_) n += e.rfind(prefix, 0) == 0;
-      return n >= count;
-    });
-  }
-  pool::Lease last_lease() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lease_;
-  }
-  std::vector<std::string> events() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return events_;
-  }
-  double revoke_deadline_s = -1;
-  pool::RevokeCause revoke_cause = pool::RevokeCause::kDrain;
-
- private:
-  void Add(std::string e, const pool::Lease* lease) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (lease) lease_ = *lease;
-    events_.push_back(std::move(e));
-    cv_.notify_all();
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> events_;
-  pool::Lease lease_;
-};
 
 pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
   pool::LeaseRequest r;
