@@ -227,7 +227,9 @@ void UcxWorker::Post(absl::AnyInvocable<void() &&> fn) {
     if (stopping_) return;
     posted_.push_back(std::move(fn));
   }
-  ucp_worker_signal(worker_);
+  // The loop drains the queue before it next sleeps; only other threads need to wake it (a
+  // signal is a syscall, and completions post from the loop thread once per operation).
+  if (!InLoopThread()) ucp_worker_signal(worker_);
 }
 
 void UcxWorker::RunInLoop(absl::AnyInvocable<void() &&> fn) {

@@ -2,6 +2,7 @@
 // `ucx_perftest -t tag_bw` measured in the same run for the same transport and message size.
 //   transfer_bench [--json] [--transports=tcp,shm] [--min=65536] [--max=268435456]
 //                  [--bytes=SIZE] (per measurement; default 1 GiB tcp, 4 GiB shm) [--reps=2]
+//                  [--window=16]
 // The owner is this binary re-executed (--role=owner); it serves one buffer's prefixes as objects
 // of each size. The fetcher keeps a window of fetches in flight into preallocated caller memory
 // (each fetch is a request/reply round trip; the window hides it, as ucx_perftest's send window
@@ -240,6 +241,7 @@ struct Flags {
   size_t max = 256 * kMiB;
   size_t bytes = 0;  // per measurement; 0 = per-transport default
   int reps = 2;
+  size_t window = 16;  // fetches in flight, at most (and at most 512 MiB of destinations)
   std::string role;
 };
 
@@ -269,8 +271,7 @@ void RunTransport(const Flags& flags, const std::string& transports) {
   size_t budget = flags.bytes != 0 ? flags.bytes : (transports == "shm" ? 4096 : 1024) * kMiB;
   int port = 20000 + static_cast<int>(getpid() % 20000);
   for (size_t size : sizes) {
-    // At most 16 fetches and 512 MiB of destination buffers in flight.
-    size_t window = std::clamp<size_t>(512 * kMiB / size, 1, 16);
+    size_t window = std::clamp<size_t>(512 * kMiB / size, 1, flags.window);
     std::vector<std::vector<std::byte>> buffers(window, std::vector<std::byte>(size));
     int count = static_cast<int>(std::clamp<size_t>(budget / size, 2 * window, 100000));
     // Warm up: wire-up, first-touch of every buffer, UCX's registration cache.
@@ -314,6 +315,8 @@ Flags ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &flags.bytes);
     } else if (kv[0] == "--reps") {
       ok = absl::SimpleAtoi(value, &flags.reps);
+    } else if (kv[0] == "--window") {
+      ok = absl::SimpleAtoi(value, &flags.window) && flags.window > 0;
     } else if (kv[0] == "--role") {
       flags.role = value;
     } else {
