@@ -233,66 +233,70 @@ int main(int argc, char** argv) {
   JournalOptions normal = no_window;
   normal.sync = JournalSync::kNormal;
 
+  // Each scenario's figures are printed beside those of its reference (-1: it is one).
   struct Scenario {
     const char* name;
+    const char* key;  // for --json
     int clients;
+    int reference;
     std::function<Figures()> run;
-    std::vector<Figures> runs;
+    std::vector<Figures> runs = {};
   };
   std::vector<Scenario> scenarios = {
-      {"one txn per record, FULL", clients,
-       [&] { return OneTransactionPerRecord(path, clients, seconds); }, {}},
-      {"group commit, FULL, no window", clients,
-       [&] { return GroupCommit(path, no_window, clients, seconds); }, {}},
-      {"group commit, FULL, 2 ms window", clients,
-       [&] { return GroupCommit(path, window, clients, seconds); }, {}},
-      {"group commit, NORMAL, no window", clients,
-       [&] { return GroupCommit(path, normal, clients, seconds); }, {}},
-      {"lone client, FULL, no window", 1, [&] { return GroupCommit(path, no_window, 1, seconds); },
-       {}},
-      {"lone client, FULL, 2 ms window", 1, [&] { return GroupCommit(path, window, 1, seconds); },
-       {}},
-      {"4 KiB overwrite+fdatasync", 1, [&] { return PlainFdatasync(path + ".fsync", seconds); },
-       {}},
+      {"one txn per record, FULL", "one_txn_per_record", clients, -1,
+       [&] { return OneTransactionPerRecord(path, clients, seconds); }},
+      {"group commit, FULL, no window", "group_full", clients, 0,
+       [&] { return GroupCommit(path, no_window, clients, seconds); }},
+      {"group commit, FULL, 2 ms window", "group_full_window2ms", clients, 0,
+       [&] { return GroupCommit(path, window, clients, seconds); }},
+      {"group commit, NORMAL, no window", "group_normal", clients, 0,
+       [&] { return GroupCommit(path, normal, clients, seconds); }},
+      {"4 KiB overwrite+fdatasync", "overwrite_4k_fdatasync", 1, -1,
+       [&] { return PlainFdatasync(path + ".fsync", seconds); }},
+      {"lone client, FULL, no window", "lone_full", 1, 4,
+       [&] { return GroupCommit(path, no_window, 1, seconds); }},
+      {"lone client, FULL, 2 ms window", "lone_full_window2ms", 1, 4,
+       [&] { return GroupCommit(path, window, 1, seconds); }},
   };
   // Rounds alternate the scenarios, so that a disk that is slower for a while (other tenants)
   // slows every scenario alike; the medians are reported.
   for (int r = 0; r < rounds; ++r) {
     for (Scenario& sc : scenarios) sc.runs.push_back(sc.run());
   }
-  const Figures baseline = Median(scenarios[0].runs), group = Median(scenarios[1].runs),
-                group_window = Median(scenarios[2].runs), group_normal = Median(scenarios[3].runs),
-                lone = Median(scenarios[4].runs), lone_window = Median(scenarios[5].runs),
-                fsync = Median(scenarios[6].runs);
 
-  if (json) {
-    using gpupool::bench::PrintJsonFigure;
-    const char* b = "journal";
-    PrintJsonFigure(b, "group_full_records_per_s", group.records_per_s, "records/s",
-                    "one_txn_per_record_records_per_s", baseline.records_per_s);
-    PrintJsonFigure(b, "group_full_durable_p50_us", group.p50_us, "us",
-                    "one_txn_per_record_durable_p50_us", baseline.p50_us);
-    PrintJsonFigure(b, "group_full_durable_p99_us", group.p99_us, "us",
-                    "one_txn_per_record_durable_p99_us", baseline.p99_us);
-    PrintJsonFigure(b, "group_full_window2ms_records_per_s", group_window.records_per_s,
-                    "records/s", "one_txn_per_record_records_per_s", baseline.records_per_s);
-    PrintJsonFigure(b, "group_normal_records_per_s", group_normal.records_per_s, "records/s",
-                    "group_full_records_per_s", group.records_per_s);
-    PrintJsonFigure(b, "lone_record_durable_p50_us", lone.p50_us, "us",
-                    "overwrite_4k_fdatasync_p50_us", fsync.p50_us);
-    PrintJsonFigure(b, "lone_record_window2ms_durable_p50_us", lone_window.p50_us, "us",
-                    "overwrite_4k_fdatasync_p50_us", fsync.p50_us);
-    return 0;
+  if (!json) {
+    std::printf("%-34s %7s %12s %10s %10s  %s\n", "scenario", "clients", "records/s", "p50 us",
+                "p99 us", "records/s vs reference");
   }
-  std::printf("%-34s %7s %12s %10s %10s %9s\n", "scenario", "clients", "records/s", "p50 us",
-              "p99 us", "x ref");
-  for (size_t i = 0; i < scenarios.size(); ++i) {
-    Figures f = Median(scenarios[i].runs);
-    std::printf("%-34s %7d %12.0f %10.0f %10.0f %8.1fx%s\n", scenarios[i].name,
-                scenarios[i].clients, f.records_per_s, f.p50_us, f.p99_us,
-                f.records_per_s / baseline.records_per_s,
-                i == 0 ? "  (reference)" : i == 1 ? "  (default)" : "");
+  for (const Scenario& sc : scenarios) {
+    const Figures f = Median(sc.runs);
+    if (!json) {
+      std::printf("%-34s %7d %12.0f %10.0f %10.0f  ", sc.name, sc.clients, f.records_per_s,
+                  f.p50_us, f.p99_us);
+      if (sc.reference < 0) {
+        std::printf("(reference)\n");
+      } else {
+        std::printf("%.1fx %s\n", f.records_per_s / Median(scenarios[sc.reference].runs).records_per_s,
+                    scenarios[sc.reference].key);
+      }
+      continue;
+    }
+    if (sc.reference < 0) continue;
+    const Scenario& ref = scenarios[sc.reference];
+    const Figures rf = Median(ref.runs);
+    const std::pair<const char*, double Figures::*> metrics[] = {
+        {"records_per_s", &Figures::records_per_s},
+        {"durable_p50_us", &Figures::p50_us},
+        {"durable_p99_us", &Figures::p99_us}};
+    for (const auto& [metric, field] : metrics) {
+      std::string name = std::string(sc.key) + "_" + metric;
+      std::string ref_name = std::string(ref.key) + "_" + metric;
+      gpupool::bench::PrintJsonFigure("journal", name.c_str(), f.*field,
+                                      field == &Figures::records_per_s ? "records/s" : "us",
+                                      ref_name.c_str(), rf.*field);
+    }
   }
+  if (json) return 0;
   std::printf("(medians of %d alternating rounds of %.1f s each; journal files in %s; latency = "
               "RecordLease until WaitDurable returns; NORMAL is not power-safe)\n",
               rounds, seconds, dir.c_str());

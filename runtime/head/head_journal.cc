@@ -75,9 +75,10 @@ HeadJournal::~HeadJournal() {
     stop_ = true;
   }
   thread_.join();
-  // Close the database before giving up the lock, so that the next head finds it closed.
-  writer_.reset();
+  // Close the database before giving up the lock, so that the next head finds it closed; the
+  // writer last, so that as the last connection it checkpoints and removes the WAL.
   reader_.reset();
+  writer_.reset();
   ::close(lock_fd_);
 }
 
@@ -127,6 +128,11 @@ JournalTicket HeadJournal::RemoveCheckpoints(std::string task_key) {
 // ---- Durability ----
 
 absl::Status HeadJournal::WaitDurable(JournalTicket ticket) {
+  if (std::this_thread::get_id() == thread_.get_id()) {  // a bug: refuse rather than hang
+    return absl::FailedPreconditionError(absl::StrCat(
+        "head journal ", path_, ": WaitDurable on the journal thread (in an OnDurable callback) "
+        "would wait for itself"));
+  }
   absl::MutexLock lock(&mu_);
   if (ticket > issued_) {
     return absl::InvalidArgumentError(absl::StrCat("head journal ", path_, ": ticket ", ticket,

@@ -123,7 +123,7 @@ class HeadJournal {
 
   // ---- Durability. ----
   // Blocks until `ticket` is durable (OK) or its batch failed (the commit's error).
-  // InvalidArgument for a ticket never issued.
+  // InvalidArgument for a ticket never issued; FailedPrecondition on the journal thread.
   absl::Status WaitDurable(JournalTicket ticket);
   // Calls `done` on the journal thread once `ticket` is durable or failed, with the same status
   // WaitDurable would return. Also when it already is: `done` never runs on the caller's thread.

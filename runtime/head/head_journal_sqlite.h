@@ -30,6 +30,11 @@ namespace gpupool::runtime::sqlite {
 
 class Db;
 
+// Bytes to bind as a BLOB (a plain string binds as TEXT).
+struct Bytes {
+  absl::string_view bytes;
+};
+
 // A prepared statement. Binds are 1-based, columns 0-based (SQLite's convention). A bind error
 // (only a bug can cause one: an index out of range) is kept and returned by the next Step.
 class Statement {
@@ -43,6 +48,15 @@ class Statement {
   Statement& BindBlob(int index, absl::string_view bytes);
   Statement& BindDouble(int index, double value);
   Statement& BindInt(int index, int64_t value);
+
+  // Binds `values` to ?1, ?2, ... by their types (text, Bytes, double, int64_t), then Run: one
+  // write in one line.
+  template <typename... Values>
+  absl::Status RunWith(absl::string_view what, const Values&... values) {
+    int index = 0;
+    (Bind(++index, values), ...);
+    return Run(what);
+  }
 
   // Advances: true when a row is ready, false when the statement is done. `what` names the
   // operation in the error ("loading leases").
@@ -60,6 +74,11 @@ class Statement {
  private:
   friend class Db;
   Statement(const Db* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  void Bind(int index, absl::string_view text) { BindText(index, text); }
+  void Bind(int index, const std::string& text) { BindText(index, text); }
+  void Bind(int index, Bytes bytes) { BindBlob(index, bytes.bytes); }
+  void Bind(int index, double value) { BindDouble(index, value); }
+  void Bind(int index, int64_t value) { BindInt(index, value); }
   void NoteBind(int rc);
 
   const Db* db_ = nullptr;

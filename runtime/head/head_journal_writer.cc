@@ -113,90 +113,66 @@ absl::Status JournalWriter::Commit(const std::vector<JournalOp>& batch) {
 }
 
 absl::Status JournalWriter::Apply(const JobRecord& job) {
-  return s_->put_job.BindText(1, job.job_id)
-      .BindText(2, job.team)
-      .BindText(3, job.project)
-      .BindDouble(4, job.connected_s)
-      .BindDouble(5, job.last_seen_s)
-      .Run(absl::StrCat("recording job ", job.job_id));
+  return s_->put_job.RunWith(absl::StrCat("recording job ", job.job_id), job.job_id, job.team,
+                             job.project, job.connected_s, job.last_seen_s);
 }
 
 absl::Status JournalWriter::Apply(const JobRemoval& removal) {
-  return s_->delete_job.BindText(1, removal.job_id)
-      .Run(absl::StrCat("removing job ", removal.job_id));
+  return s_->delete_job.RunWith(absl::StrCat("removing job ", removal.job_id), removal.job_id);
 }
 
 absl::Status JournalWriter::Apply(const NodeRecord& node) {
-  return s_->put_node.BindText(1, node.node)
-      .BindText(2, node.agent_address)
-      .BindBlob(3, node.inventory)
-      .BindDouble(4, node.last_heartbeat_s)
-      .Run(absl::StrCat("recording node ", node.node));
+  return s_->put_node.RunWith(absl::StrCat("recording node ", node.node), node.node,
+                              node.agent_address, sqlite::Bytes{node.inventory},
+                              node.last_heartbeat_s);
 }
 
 absl::Status JournalWriter::Apply(const NodeRemoval& removal) {
-  return s_->delete_node.BindText(1, removal.node)
-      .Run(absl::StrCat("removing node ", removal.node));
+  return s_->delete_node.RunWith(absl::StrCat("removing node ", removal.node), removal.node);
 }
 
 absl::Status JournalWriter::Apply(const RequestRecord& request) {
-  return s_->put_request.BindText(1, request.request_id)
-      .BindText(2, request.job_id)
-      .BindText(3, request.team)
-      .BindBlob(4, request.request)
-      .BindDouble(5, request.submitted_s)
-      .Run(absl::StrCat("recording request ", request.request_id));
+  return s_->put_request.RunWith(absl::StrCat("recording request ", request.request_id),
+                                 request.request_id, request.job_id, request.team,
+                                 sqlite::Bytes{request.request}, request.submitted_s);
 }
 
 absl::Status JournalWriter::Apply(const RequestRemoval& removal) {
-  return s_->delete_request.BindText(1, removal.request_id)
-      .Run(absl::StrCat("removing request ", removal.request_id));
+  return s_->delete_request.RunWith(absl::StrCat("removing request ", removal.request_id),
+                                    removal.request_id);
 }
 
 absl::Status JournalWriter::Apply(const LeaseRecord& lease) {
   const LeaseAccount& a = lease.account;
-  absl::Status st = s_->put_lease.BindText(1, lease.lease_id)
-                        .BindText(2, lease.request_id)
-                        .BindText(3, lease.job_id)
-                        .BindText(4, lease.node)
-                        .BindText(5, a.team)
-                        .BindText(6, a.project)
-                        .BindText(7, a.workload_class)
-                        .BindText(8, a.priority_class)
-                        .BindText(9, a.gpu_model)
-                        .BindDouble(10, a.gpus)
-                        .BindBlob(11, lease.lease)
-                        .BindDouble(12, lease.granted_s)
-                        .Run(absl::StrCat("recording lease ", lease.lease_id));
+  absl::Status st = s_->put_lease.RunWith(
+      absl::StrCat("recording lease ", lease.lease_id), lease.lease_id, lease.request_id,
+      lease.job_id, lease.node, a.team, a.project, a.workload_class, a.priority_class,
+      a.gpu_model, a.gpus, sqlite::Bytes{lease.lease}, lease.granted_s);
   if (!st.ok()) return st;
   // The grant consumes the request in the same transaction: never both, never neither.
-  return s_->delete_request.BindText(1, lease.request_id)
-      .Run(absl::StrCat("removing request ", lease.request_id, " granted as ", lease.lease_id));
+  return s_->delete_request.RunWith(
+      absl::StrCat("removing request ", lease.request_id, " granted as ", lease.lease_id),
+      lease.request_id);
 }
 
 absl::Status JournalWriter::Apply(const LeaseClosing& closing) {
   std::string what = absl::StrCat("closing lease ", closing.lease_id, " into the ledger");
-  absl::Status st = s_->lease_to_ledger.BindText(1, closing.lease_id)
-                        .BindDouble(2, closing.end_s)
-                        .BindText(3, closing.cause)
-                        .Run(what);
+  absl::Status st =
+      s_->lease_to_ledger.RunWith(what, closing.lease_id, closing.end_s, closing.cause);
   if (!st.ok()) return st;
-  return s_->delete_lease.BindText(1, closing.lease_id).Run(what);
+  return s_->delete_lease.RunWith(what, closing.lease_id);
 }
 
 absl::Status JournalWriter::Apply(const CheckpointRecord& checkpoint) {
-  return s_->put_checkpoint.BindText(1, checkpoint.task_key)
-      .BindInt(2, checkpoint.version)
-      .BindText(3, checkpoint.job_id)
-      .BindText(4, checkpoint.path)
-      .BindInt(5, checkpoint.step)
-      .BindDouble(6, checkpoint.committed_s)
-      .Run(absl::StrCat("recording checkpoint ", checkpoint.task_key, " v", checkpoint.version));
+  return s_->put_checkpoint.RunWith(
+      absl::StrCat("recording checkpoint ", checkpoint.task_key, " v", checkpoint.version),
+      checkpoint.task_key, checkpoint.version, checkpoint.job_id, checkpoint.path,
+      checkpoint.step, checkpoint.committed_s);
 }
 
 absl::Status JournalWriter::Apply(const CheckpointRemoval& removal) {
-  return s_->delete_checkpoints.BindText(1, removal.task_key)
-      .Run(absl::StrCat("removing the checkpoints of ", removal.task_key));
+  return s_->delete_checkpoints.RunWith(
+      absl::StrCat("removing the checkpoints of ", removal.task_key), removal.task_key);
 }
 
 }  // namespace gpupool::runtime

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
 #include <sstream>
 #include <string>
@@ -256,6 +257,24 @@ TEST_F(HeadJournalTest, RefusesAFileThatIsNotADatabaseAndLeavesItAlone) {
   EXPECT_EQ(after.str(), garbage);
 }
 
+TEST_F(HeadJournalTest, ATruncatedJournalIsReportedAsDataLossNamingThePath) {
+  {
+    std::unique_ptr<HeadJournal> journal = OpenJournal();
+    for (int i = 0; i < 300; ++i) {
+      LeaseRecord lease = Lease("lease-" + std::to_string(i), "team-a", 1, i);
+      lease.lease = std::string(2048, 'l');
+      journal->RecordLease(lease);
+    }
+    ASSERT_TRUE(journal->Flush().ok());
+  }  // closing checkpoints everything into the main file
+  std::filesystem::resize_file(path_, std::filesystem::file_size(path_) / 2);
+  absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(path_);
+  absl::Status st = journal.ok() ? (*journal)->Load().status() : journal.status();
+  if (st.ok()) st = (*journal)->CheckIntegrity();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(st.message(), HasSubstr(path_));
+}
+
 TEST_F(HeadJournalTest, RefusesAnSqliteDatabaseThatIsNotAJournal) {
   RawSql(path_, "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT)");
   absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(path_);
@@ -307,6 +326,17 @@ TEST_F(HeadJournalTest, OnDurableRunsOnTheJournalThreadAfterTheCommit) {
   EXPECT_THAT(seen.events,
               UnorderedElementsAre("first ok visible", "already-durable ok visible",
                                    "never-issued failed visible"));
+}
+
+TEST_F(HeadJournalTest, WaitDurableInACallbackIsRefusedRatherThanWaitingForItself) {
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  HeadJournal* j = journal.get();
+  std::promise<absl::StatusCode> inside;
+  JournalTicket t = journal->RecordJob({.job_id = "job-1"});
+  journal->OnDurable(t, [&, t](absl::Status) { inside.set_value(j->WaitDurable(t).code()); });
+  std::future<absl::StatusCode> code = inside.get_future();
+  ASSERT_EQ(code.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(code.get(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(HeadJournalTest, WaitDurableRefusesATicketNeverIssued) {
