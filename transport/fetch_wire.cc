@@ -28,6 +28,16 @@ absl::Status Malformed(absl::string_view what, absl::string_view detail) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ", what, ": ", detail));
 }
 
+// The checks both headers start with: the fixed part is present and the magic is right.
+absl::Status CheckPrefix(absl::string_view header, const char (&magic)[4], size_t fixed,
+                         absl::string_view what) {
+  if (header.size() < fixed) {
+    return Malformed(what, absl::StrCat(header.size(), " bytes, need at least ", fixed));
+  }
+  if (std::memcmp(header.data(), magic, sizeof(magic)) != 0) return Malformed(what, "bad magic");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id) {
@@ -39,12 +49,9 @@ std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id)
 }
 
 absl::StatusOr<FetchRequest> DecodeFetchRequest(absl::string_view header, size_t max_id_bytes) {
-  if (header.size() < kRequestFixed) {
-    return Malformed("fetch request", absl::StrCat(header.size(), " bytes, need at least ",
-                                                   kRequestFixed));
-  }
-  if (std::memcmp(header.data(), kRequestMagic, sizeof(kRequestMagic)) != 0) {
-    return Malformed("fetch request", "bad magic");
+  if (absl::Status s = CheckPrefix(header, kRequestMagic, kRequestFixed, "fetch request");
+      !s.ok()) {
+    return s;
   }
   uint32_t id_size = Get<uint32_t>(header, 4);
   if (id_size > max_id_bytes) {
@@ -71,12 +78,8 @@ std::string EncodeFetchReply(uint64_t request_id, const absl::Status& status,
 }
 
 absl::StatusOr<FetchReply> DecodeFetchReply(absl::string_view header) {
-  if (header.size() < kReplyFixed) {
-    return Malformed("fetch reply", absl::StrCat(header.size(), " bytes, need at least ",
-                                                 kReplyFixed));
-  }
-  if (std::memcmp(header.data(), kReplyMagic, sizeof(kReplyMagic)) != 0) {
-    return Malformed("fetch reply", "bad magic");
+  if (absl::Status s = CheckPrefix(header, kReplyMagic, kReplyFixed, "fetch reply"); !s.ok()) {
+    return s;
   }
   uint32_t code = Get<uint32_t>(header, 4);
   uint32_t message_size = Get<uint32_t>(header, 24);
