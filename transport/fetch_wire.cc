@@ -9,7 +9,7 @@ namespace {
 
 constexpr char kRequestMagic[4] = {'G', 'P', 'F', '1'};
 constexpr char kReplyMagic[4] = {'G', 'P', 'R', '1'};
-constexpr size_t kRequestFixed = 4 + 4 + 8;
+constexpr size_t kRequestFixed = kFetchRequestFixedBytes;  // magic, id size, request id
 constexpr size_t kReplyFixed = 4 + 4 + 8 + 8 + 4;
 
 template <typename T>

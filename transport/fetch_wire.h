@@ -22,6 +22,8 @@
 
 namespace gpupool::transport {
 
+// Bytes of a request header besides the object id.
+inline constexpr size_t kFetchRequestFixedBytes = 16;
 // Longest error message a reply carries (longer ones are cut).
 inline constexpr size_t kMaxReplyMessageBytes = 512;
 

@@ -10,6 +10,16 @@
 #include "transport/fetch_wire.h"
 
 namespace gpupool::transport {
+namespace {
+
+// The longest id a request on `worker` can carry.
+size_t MaxIdBytes(const UcxWorker& worker) {
+  size_t header = worker.max_am_header();
+  return std::min(kMaxObjectIdBytes,
+                  header > kFetchRequestFixedBytes ? header - kFetchRequestFixedBytes : 0);
+}
+
+}  // namespace
 
 // --- ObjectRegistry ----------------------------------------------------------------------------
 
@@ -87,8 +97,8 @@ ObjectServer::Stats ObjectServer::stats() const {
 }
 
 void ObjectServer::OnRequest(AmMessage& message) {
-  size_t max_id = std::min(kMaxObjectIdBytes, worker_.max_am_header());
-  absl::StatusOr<FetchRequest> request = DecodeFetchRequest(message.header(), max_id);
+  absl::StatusOr<FetchRequest> request =
+      DecodeFetchRequest(message.header(), MaxIdBytes(worker_));
   if (!request.ok() || message.data_size() != 0) {
     // Without a well-formed request there is no request id to answer: count it and drop it.
     absl::MutexLock lock(&mu_);
@@ -213,7 +223,7 @@ void ObjectFetcher::Start(PeerId owner, std::string id, absl::Span<std::byte> ds
   fetch.dst = dst;
   fetch.allocate = allocate;
   fetch.done = std::move(done);
-  size_t max_id = std::min(kMaxObjectIdBytes, worker_.max_am_header());
+  size_t max_id = MaxIdBytes(worker_);
   if (closing_) {
     Finish(request, absl::CancelledError("the object fetcher was destroyed"));
     return;
