@@ -86,6 +86,9 @@ Runtime::~Runtime() {
 
 RuntimeStats Runtime::Stats() const { return impl_->Stats(); }
 const std::string& Runtime::notice() const { return impl_->notice(); }
+int Runtime::rank() const { return impl_->rank(); }
+int Runtime::ranks() const { return impl_->ranks(); }
+const std::string& Runtime::node() const { return impl_->node(); }
 
 Runtime Init(RuntimeOptions options) {
   if (current_runtime.load() != nullptr) {

@@ -65,6 +65,8 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->pool_ = std::move(joined.pool);
   rt->embedded_ = joined.embedded;
   rt->node_label_ = std::move(joined.node_label);
+  rt->rank_ = joined.rank;
+  rt->ranks_ = joined.ranks;
   rt->notice_ = std::move(joined.notice);
   rt->companions_ = std::move(joined.companions);
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{

@@ -63,6 +63,8 @@ class JobRuntime final : public LeaseListener {
   EmbeddedPool* embedded_pool() { return embedded_; }
   // The node every lease of this process is pinned to ("" when the pool is embedded).
   const std::string& node() const { return node_label_; }
+  int rank() const { return rank_; }
+  int ranks() const { return ranks_; }
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }
   double clock_speed() const { return options_.clock_speed; }
@@ -111,6 +113,7 @@ class JobRuntime final : public LeaseListener {
   EmbeddedPool* embedded_ = nullptr;      // pool_, when it is embedded
   pool::Inventory local_;                 // the GPUs this process runs tasks on
   std::string node_label_;                // see node()
+  int rank_ = 0, ranks_ = 1;              // under mpirun
   std::string notice_;
   std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown

@@ -138,6 +138,12 @@ class GPUPOOL_API Runtime {
   RuntimeStats Stats() const;
   // Where the pool's notice went ("no NVIDIA driver: simulated pool ..."); empty when none.
   const std::string& notice() const;
+  // Under mpirun: this process's rank and the number of ranks (0 and 1 otherwise).
+  int rank() const;
+  int ranks() const;
+  // The node this process's tasks run on when the pool is remote (mpirun: "rank-<r>" for
+  // simulated GPUs, the host for real ones); empty when the pool is embedded.
+  const std::string& node() const;
 
   explicit Runtime(std::unique_ptr<runtime::JobRuntime> impl);
   // The implementation, for gpupool's own tools and tests (fault injection, the demo's pool view).
@@ -149,9 +155,12 @@ class GPUPOOL_API Runtime {
 
 // Starts the runtime. The argv form reads and removes gpupool's own flags (`--gpupool-config
 // FILE`, `--gpupool-simulate SPEC`, `--gpupool-nodes N`, `--gpupool-team NAME`,
-// `--gpupool-clock-speed X`, `--gpupool-host-memory-reuse-mib N`), then the environment
-// (GPUPOOL_CONFIG, GPUPOOL_SIMULATE, GPUPOOL_NODES, GPUPOOL_TEAM, GPUPOOL_DRIVER,
-// GPUPOOL_CLOCK_SPEED, GPUPOOL_HOST_MEMORY_REUSE_MIB); flags win. Bad flags throw kInvalidArgument naming the flag.
+// `--gpupool-clock-speed X`, `--gpupool-host-memory-reuse-mib N`, `--gpupool-pool HOST:PORT`,
+// `--gpupool-token T`, `--gpupool-node NAME`, `--gpupool-head-listen HOST[:PORT]`), then the
+// environment (GPUPOOL_CONFIG, GPUPOOL_SIMULATE, GPUPOOL_NODES, GPUPOOL_TEAM, GPUPOOL_DRIVER,
+// GPUPOOL_CLOCK_SPEED, GPUPOOL_HOST_MEMORY_REUSE_MIB, GPUPOOL_ADDRESS, GPUPOOL_TOKEN,
+// GPUPOOL_NODE, GPUPOOL_HEAD_LISTEN); flags win. Bad flags throw kInvalidArgument naming the
+// flag. Under mpirun, every rank calls Init (a collective: see RuntimeOptions::pool_address).
 GPUPOOL_API Runtime Init(int& argc, char** argv);
 GPUPOOL_API Runtime Init(RuntimeOptions options = {});
 // The options Init(argc, argv) would start with (environment, then flags), without starting: for
