@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -174,7 +175,7 @@ bool HeadJournal::HasWorkLocked() const {
 }
 
 bool HeadJournal::BatchFullLocked() const {
-  return stop_ || queue_.size() >= options_.max_batch_records;
+  return stop_ || queue_.size() >= std::min(options_.max_batch_records, batch_target_);
 }
 
 void HeadJournal::RunSettledCallbacks() {
@@ -216,6 +217,7 @@ void HeadJournal::Loop() {
     }
     std::vector<JournalOp> batch;
     batch.swap(queue_);
+    batch_target_ = batch.size();
     const JournalTicket last = issued_;
     const bool failed = !failure_.ok();  // after a failure nothing more is written
     mu_.Unlock();

@@ -15,12 +15,13 @@
 //
 // Group commit. Mutations do not touch the disk: each is appended to the current batch under a
 // mutex and gets a ticket (a sequence number). The journal thread writes a whole batch in ONE
-// transaction, so one WAL fsync covers every record in it. Records that arrive while a commit runs
-// form the next batch, so batches grow by themselves with the load: throughput is bounded by the
-// fsync rate, not the record rate, and a lone record pays one commit. `group_commit_window` can
-// also hold each batch open for more records, trading latency for fewer fsyncs; it is off by
-// default because on the disks measured (bench/journal) holding a batch open lost both
-// throughput and latency against natural batching.
+// transaction, so one WAL fsync covers every record in it, and throughput is bounded by the fsync
+// rate, not the record rate. Records that arrive while a commit runs form the next batch. Before
+// committing it, the thread waits until the batch is as large as the previous one, but never
+// longer than `group_commit_window` after its first record. Why: K clients that each wait for
+// their record are woken together after a commit and re-record one by one; committing the first
+// arrival at once would split them over two fsyncs. A lone record (previous batch: 1) waits for
+// nothing, and when the load drops, one batch pays the window and the target follows it down.
 //
 // Durability contract. A ticket is durable once its batch's COMMIT returned; tickets become
 // durable in order (a durable ticket implies every smaller one is). Acknowledge a fact to a
@@ -84,11 +85,10 @@ enum class JournalSync {
 };
 
 struct JournalOptions {
-  // How long a batch collects records after its first one before it commits. 0 (the default):
-  // commit at once; records arriving during a commit still share the next one. Raise it only
-  // where fsyncs are scarce (a disk shared with heavy I/O) and latency matters less.
-  std::chrono::microseconds group_commit_window{0};
-  // A batch this large commits without waiting out the window.
+  // The longest a batch waits, after its first record, to become as large as the previous
+  // batch. 0: commit as soon as the journal thread is free.
+  std::chrono::microseconds group_commit_window{2000};
+  // A batch this large commits without waiting, whatever the previous one was.
   size_t max_batch_records = 4096;
   JournalSync sync = JournalSync::kFull;
 };
@@ -173,6 +173,8 @@ class HeadJournal {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);       // sticky: tickets > durable_ fail with it
   std::multimap<JournalTicket, DurableCallback> callbacks_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // The size of the last batch: a batch waits out the window only while it is smaller.
+  size_t batch_target_ ABSL_GUARDED_BY(mu_) = 1;
   std::thread thread_;
 };
 
