@@ -1,7 +1,7 @@
 // File: transport/ucx_worker.h
 //
 // The process's one UCX (UCP) context and worker, and the thread that drives it: the data plane's
-// event loop. Object transfer and the host communicator are protocols that run on this loop.
+// event loop. Object transfer (object_transfer.h) is a protocol that runs on this loop.
 //
 //   absl::StatusOr<std::unique_ptr<UcxWorker>> worker = UcxWorker::Create({.transports = "tcp"});
 //   SendAddressOutOfBand((*worker)->address());               // over MPI, a pipe, the head's RPC
@@ -16,7 +16,8 @@
 // sleeps on the worker's event fd (ucp_worker_arm + poll), so an idle process costs no CPU.
 //
 // Thread-safety: Create, address, Connect, Post, RunInLoop, SetAmHandler, ClearAmHandler,
-// FailPeer and the destructor may be called from any thread except where noted. Everything marked
+// FailPeer and the destructor may be called from any thread; those that wait for the loop
+// (Connect, RunInLoop, SetAmHandler, ClearAmHandler, the destructor) not from the loop thread. Everything marked
 // "Loop thread only" must run on the progress thread: inside an AM handler, a completion callback,
 // a timer or a closure given to Post. Every callback this class invokes runs on the loop thread and
 // never inside the call that registered it.
@@ -86,7 +87,7 @@ using PeerId = uint64_t;
 enum class AmId : unsigned {
   kFetchRequest = 1,  // object_transfer: fetcher -> owner
   kFetchReply = 2,    // object_transfer: owner -> fetcher (eager or rendezvous payload)
-  kCollective = 3,    // host_communicator
+  kCollective = 3,    // reserved for host collectives (a host_communicator, not written yet)
 };
 
 // One received active message, valid only during the handler call that receives it.
