@@ -1,10 +1,12 @@
 #include "transport/ucx_worker.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <ucp/api/ucp.h>
 
 #include <cassert>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -226,6 +228,7 @@ void UcxWorker::Post(absl::AnyInvocable<void() &&> fn) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     posted_.push_back(std::move(fn));
+    has_posted_.store(true, std::memory_order_release);
   }
   // The loop drains the queue before it next sleeps; only other threads need to wake it (a
   // signal is a syscall, and completions post from the loop thread once per operation).
@@ -421,10 +424,13 @@ void UcxWorker::CancelTimer(uint64_t handle) {
 }
 
 bool UcxWorker::RunPosted() {
+  // The flag spares the idle loop a mutex round trip per pass.
+  if (!has_posted_.load(std::memory_order_acquire)) return false;
   std::vector<absl::AnyInvocable<void() &&>> batch;
   {
     absl::MutexLock lock(&mu_);
     batch.swap(posted_);
+    has_posted_.store(false, std::memory_order_relaxed);
   }
   for (auto& fn : batch) std::move(fn)();
   return !batch.empty();
@@ -460,19 +466,28 @@ void UcxWorker::SleepUntilEvent() {
 }
 
 void UcxWorker::Loop() {
-  absl::Time last_event = absl::Now();
-  while (!stop_requested_.load()) {
+  std::optional<absl::Time> idle_since;
+  while (!stop_requested_.load(std::memory_order_relaxed)) {
     bool busy = RunPosted();
-    busy |= RunDueTimers();
+    if (!timers_.empty()) busy |= RunDueTimers();
     while (ucp_worker_progress(worker_) != 0) busy = true;
-    if (busy || !closing_requests_.empty()) {
-      last_event = absl::Now();
+    if (!closing_requests_.empty()) {
       ReapClosedEndpoints();
+      busy = true;
+    }
+    if (busy) {
+      idle_since.reset();
       continue;
     }
-    if (absl::Now() - last_event < options_.spin_before_sleep) continue;
+    absl::Time now = absl::Now();
+    if (!idle_since) idle_since = now;
+    if (now - *idle_since < options_.spin_before_sleep) {
+      // Polling, but let the peer (often on the same few cores) run what we wait for.
+      sched_yield();
+      continue;
+    }
     SleepUntilEvent();
-    last_event = absl::Now();
+    idle_since.reset();
   }
   Teardown();
 }

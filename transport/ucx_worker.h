@@ -230,6 +230,7 @@ class UcxWorker {
   mutable absl::Mutex mu_;
   std::vector<absl::AnyInvocable<void() &&>> posted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> has_posted_{false};  // posted_ may be non-empty
   std::atomic<bool> stop_requested_{false};
 
   // Loop thread only (or before the thread starts / after it ends).
