@@ -28,8 +28,10 @@ class CommandFailed : public std::runtime_error {
 
 void RegisterDemoCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
+void RegisterHeadCommand(CLI::App& app);  // and `agent`
 void RegisterMigCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
+void RegisterStatusCommands(CLI::App& app);  // `status` and `queue`
 void RegisterVersionCommand(CLI::App& app);
 
 }  // namespace gpupool::cli

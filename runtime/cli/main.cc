@@ -11,8 +11,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   gpupool::cli::RegisterDemoCommand(app);
   gpupool::cli::RegisterDevicesCommand(app);
+  gpupool::cli::RegisterHeadCommand(app);
   gpupool::cli::RegisterMigCommand(app);
   gpupool::cli::RegisterSimulateCommand(app);
+  gpupool::cli::RegisterStatusCommands(app);
   gpupool::cli::RegisterVersionCommand(app);
   // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -273,6 +273,14 @@ absl::Status EmbeddedPool::ReportHealth(const pool::GpuRef& gpu, pool::HealthSta
   });
 }
 
+pool::HealthState EmbeddedPool::health(const pool::GpuRef& gpu) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = health_.find(absl::StrCat(gpu.node, "/", gpu.index));
+  if (it != health_.end()) return it->second;
+  const pool::InventoryGpu* known = inventory_.Find(gpu);
+  return known != nullptr ? known->health : pool::HealthState::kLost;
+}
+
 bool EmbeddedPool::node_up(const std::string& node) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (driver_ != nullptr) return inventory_.gpu_count() > 0;  // this machine's own nodes

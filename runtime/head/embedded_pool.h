@@ -86,6 +86,8 @@ class EmbeddedPool final : public PoolClient {
   absl::Status NodeDown(const std::string& node, const std::string& why);
   // An agent's health verdict for one of its GPUs (applied while its node is up).
   absl::Status ReportHealth(const pool::GpuRef& gpu, pool::HealthState state);
+  // A GPU's health as the scheduler applies it now (lost while its node's agent is away).
+  pool::HealthState health(const pool::GpuRef& gpu) const;
   // Nodes whose agent is up, for operators.
   bool node_up(const std::string& node) const;
   // Leases held now, for operators (`gpupool status` / `queue`).

@@ -503,7 +503,7 @@ std::string PoolServer::Impl::Report() {
       json held = json::array();
       for (const pool::Lease* l : on_gpu[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)]) held.push_back(l->id);
       gpus.push_back({{"index", gpu.ref.index}, {"model", gpu.device.model}, {"memory_mib", gpu.device.memory_mib},
-                      {"health", std::string(pool::HealthStateName(gpu.health))}, {"leases", held}});
+                      {"health", std::string(pool::HealthStateName(pool.health(gpu.ref)))}, {"leases", held}});
     }
     auto agent = agents_.find(node.name);
     bool remote = pool.driver() == nullptr;

@@ -9,7 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <chrono>
+#include <functional>
+#include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
 
@@ -257,6 +261,113 @@ TEST(DemoCommand, ThreeTeamsShareThePoolAndEveryTaskCompletes) {
   }
   EXPECT_NE(r.out.find("UTILISATION"), std::string::npos);
   EXPECT_NE(r.out.find("LOST GPU-H"), std::string::npos);
+}
+
+// A shared pool's daemons as an operator runs them: `gpupool head` and two `gpupool agent`s as
+// real background processes, `gpupool status`/`queue` against the head, and an agent killed
+// with SIGKILL, whose node the head reports down within a few seconds.
+class SharedPoolDaemons : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("gpupool_daemons_", ::getpid());
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "tokens") << "# team: token\nvision: vision-token-0123456789\nagents: agent-token-0123456789\n";
+    std::ofstream(dir_ / "agent.token") << "agent-token-0123456789\n";
+    Background("head --simulate 2xH100-80GB --node-count 2 --tokens " + Path("tokens") +
+                   " --listen 127.0.0.1:0 --port-file " + Path("port") + " --heartbeat-timeout-ms 1000",
+               "head");
+    for (int i = 0; i < 100 && port_.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      port_ = std::string(absl::StripAsciiWhitespace(Slurp(dir_ / "port")));
+    }
+    ASSERT_FALSE(port_.empty()) << "the head did not start: " << Slurp(dir_ / "head.log");
+  }
+  void TearDown() override {
+    for (const std::string& name : started_) std::system(("kill -9 $(cat " + Path(name + ".pid") + ") 2>/dev/null").c_str());
+    std::filesystem::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  void Background(const std::string& args, const std::string& name) {
+    std::string command = absl::StrCat(GPUPOOL_CLI_PATH, " ", args, " >", Path(name + ".log"), " 2>&1 & echo $! >",
+                                       Path(name + ".pid"));
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    started_.push_back(name);
+  }
+  void Agent(const std::string& node) {
+    Background("agent --head 127.0.0.1:" + port_ + " --node " + node + " --simulate 2xH100-80GB --heartbeat-ms 100 --token-file " +
+                   Path("agent.token"),
+               node);
+  }
+  // The head's view, polled until `ok` holds or 10 s pass.
+  json WaitForStatus(const std::function<bool(const json&)>& ok) {
+    json last;
+    for (int i = 0; i < 100; ++i) {
+      Result r = RunCli("status --json --pool 127.0.0.1:" + port_ + " --token vision-token-0123456789");
+      if (r.exit_code == 0) {
+        last = json::parse(r.out);
+        if (ok(last)) return last;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "status never reached the expected state; last: " << last.dump();
+    return last;
+  }
+  static std::string AgentOf(const json& status, const std::string& node) {
+    for (const json& n : status["nodes"]) {
+      if (n["name"] == node) return n["agent"];
+    }
+    return "?";
+  }
+  std::filesystem::path dir_;
+  std::string port_;
+  std::vector<std::string> started_;
+};
+
+TEST_F(SharedPoolDaemons, AgentsRegisterAndAKilledAgentsNodeGoesDown) {
+  Agent("node-0");
+  Agent("node-1");
+  json both = WaitForStatus([](const json& s) { return AgentOf(s, "node-0") == "up" && AgentOf(s, "node-1") == "up"; });
+  EXPECT_EQ(both["capacity_gpus"], 4);
+
+  Result table = RunCli("status --pool 127.0.0.1:" + port_ + " --token vision-token-0123456789");
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("NODE    AGENT  GPU  MODEL"));
+  EXPECT_THAT(table.out, HasSubstr("2 nodes (2 up), 4 GPUs"));
+
+  auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(std::system(("kill -9 $(cat " + Path("node-1.pid") + ")").c_str()), 0);
+  json after = WaitForStatus([](const json& s) { return AgentOf(s, "node-1") == "down"; });
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
+  EXPECT_EQ(AgentOf(after, "node-0"), "up");
+  for (const json& n : after["nodes"]) {
+    if (n["name"] != "node-1") continue;
+    for (const json& g : n["gpus"]) EXPECT_EQ(g["health"], "lost");
+  }
+
+  Result queue = RunCli("queue --pool 127.0.0.1:" + port_ + " --token vision-token-0123456789");
+  EXPECT_EQ(queue.exit_code, 0) << queue.err;
+  EXPECT_THAT(queue.out, HasSubstr("0 running, 0 pending"));
+}
+
+TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
+  Result wrong = RunCli("status --pool 127.0.0.1:" + port_ + " --token not-a-token");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("describe needs a team's or the agents' token"));
+
+  Result mismatch = RunCli("agent --head 127.0.0.1:" + port_ + " --node node-0 --simulate 4xH100-80GB --token-file " +
+                           Path("agent.token"));
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_THAT(mismatch.err, HasSubstr("node 'node-0' reports 4 GPUs; the pool has 2"));
+
+  Result unknown = RunCli("agent --head 127.0.0.1:" + port_ + " --node node-9 --simulate 2xH100-80GB --token-file " +
+                          Path("agent.token"));
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("node 'node-9' is not in this pool's configuration"));
+
+  std::ofstream(Path("short.tokens")) << "vision: short\n";
+  Result short_token = RunCli("head --simulate 1xL4 --tokens " + Path("short.tokens"));
+  EXPECT_EQ(short_token.exit_code, 1);
+  EXPECT_THAT(short_token.err, HasSubstr("short.tokens:1: the token for 'vision' is shorter than 16 characters"));
 }
 
 }  // namespace

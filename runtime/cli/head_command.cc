@@ -1,0 +1,220 @@
+// `gpupool head` and `gpupool agent`: the daemons of a shared pool (DESIGN §3). The head serves
+// the pool's nodes (declared by its configuration or --simulate, as slurm.conf declares Slurm's)
+// to the jobs of many teams; each node's agent registers the node and keeps it alive.
+//
+//   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens.yaml --listen 127.0.0.1:7070
+//   gpupool agent --head 127.0.0.1:7070 --node node-1 --simulate 4xH100-80GB --token-file agent.token
+//
+// Both run until SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "pool/devices/driver_selection.h"
+#include "runtime/agent/node_agent.h"
+#include "runtime/cli/command.h"
+#include "runtime/head/embedded_pool.h"
+#include "runtime/head/pool_server.h"
+#include "runtime/head/rpc_connection.h"
+#include "runtime/rpc/node_codec.h"
+
+namespace gpupool::cli {
+namespace {
+
+// Blocks SIGINT/SIGTERM in every thread started after this, so sigwait sees them.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+std::string ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw CommandFailed(absl::StrCat("cannot read the ", what, " file '", path, "'"));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "name: token" per line ('#' comments); the name "agents" is the node agents' token. Tokens
+// live in their own file, readable by the head's user only, not in the pool's configuration.
+std::map<std::string, std::string> ParseTokens(const std::string& path) {
+  std::map<std::string, std::string> tokens;
+  std::istringstream in(ReadFile(path, "tokens"));
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::string text(absl::StripAsciiWhitespace(line));
+    if (text.empty()) continue;
+    size_t colon = text.find(':');
+    std::string name = colon == std::string::npos ? "" : std::string(absl::StripAsciiWhitespace(text.substr(0, colon)));
+    std::string token = colon == std::string::npos ? "" : std::string(absl::StripAsciiWhitespace(text.substr(colon + 1)));
+    if (name.empty() || token.empty()) {
+      throw CommandFailed(absl::StrCat(path, ":", number, ": expected 'team: token', got '", text, "'"));
+    }
+    if (token.size() < 16) {
+      throw CommandFailed(absl::StrCat(path, ":", number, ": the token for '", name, "' is shorter than 16 characters"));
+    }
+    tokens[name] = token;
+  }
+  return tokens;
+}
+
+struct HeadFlags {
+  std::string config_path;
+  std::string simulate;
+  int node_count = 1;
+  std::string tokens_path;
+  std::string listen = "127.0.0.1:7070";
+  std::string port_file;
+  double clock_speed = 1.0;
+  int heartbeat_timeout_ms = 3000;
+};
+
+void RunHead(const HeadFlags& flags) {
+  sigset_t stop = BlockStopSignals();
+  std::map<std::string, std::string> tokens = ParseTokens(flags.tokens_path);
+  std::string host;
+  uint16_t port = 0;
+  if (flags.listen.rfind(":0") == flags.listen.size() - 2) {
+    host = flags.listen.substr(0, flags.listen.size() - 2);  // port 0: the system picks
+  } else if (absl::Status st = runtime::ParseHostPort(flags.listen, &host, &port); !st.ok()) {
+    throw CommandFailed(std::string(st.message()));
+  }
+  // The nodes this head serves, as a simulated driver describes them.
+  pool::PoolConfig config;
+  std::string config_text;
+  if (!flags.config_path.empty()) {
+    config_text = ReadFile(flags.config_path, "configuration");
+    absl::StatusOr<pool::PoolConfig> parsed = pool::ParsePoolConfig(config_text, flags.config_path);
+    if (!parsed.ok()) throw CommandFailed(std::string(parsed.status().message()));
+    config = *std::move(parsed);
+  }
+  absl::StatusOr<pool::SelectedDriver> driver = pool::SelectDriver(pool::DriverChoice{
+      .driver = "simulated", .simulation_spec = flags.simulate, .node_count = flags.node_count,
+      .config = flags.config_path.empty() ? nullptr : &config});
+  if (!driver.ok()) throw CommandFailed(std::string(driver.status().message()));
+  absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->driver->Discover();
+  if (!nodes.ok()) throw CommandFailed(std::string(nodes.status().message()));
+  absl::StatusOr<std::unique_ptr<runtime::EmbeddedPool>> pool = runtime::EmbeddedPool::Start(runtime::EmbeddedPoolOptions{
+      .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes});
+  if (!pool.ok()) throw CommandFailed(std::string(pool.status().message()));
+  runtime::PoolServerOptions so;
+  so.address = host;
+  so.port = port;
+  so.heartbeat_timeout = std::chrono::milliseconds(flags.heartbeat_timeout_ms);
+  for (const auto& [name, token] : tokens) {
+    if (name == "agents") {
+      so.agent_token = token;
+    } else {
+      so.team_tokens[name] = token;
+    }
+  }
+  int gpus = (*pool)->inventory().gpu_count();
+  absl::StatusOr<std::unique_ptr<runtime::PoolServer>> server = runtime::PoolServer::Start(*std::move(pool), so);
+  if (!server.ok()) throw CommandFailed(std::string(server.status().message()));
+  if (!flags.port_file.empty()) {
+    std::ofstream(flags.port_file) << (*server)->port() << "\n";
+  }
+  std::cout << "gpupool head: listening on " << host << ":" << (*server)->port() << "; " << nodes->size()
+            << " nodes, " << gpus << " GPUs, down until their agents register; " << so.team_tokens.size()
+            << " teams" << (so.agent_token.empty() ? "; no agent token: agents are refused" : "") << std::endl;
+  int signal = 0;
+  sigwait(&stop, &signal);
+  std::cout << "gpupool head: stopping (" << strsignal(signal) << ")" << std::endl;
+}
+
+struct AgentFlags {
+  std::string head;
+  std::string node;
+  std::string simulate;
+  std::string token;
+  std::string token_file;
+  int heartbeat_ms = 500;
+};
+
+void RunAgent(const AgentFlags& flags) {
+  sigset_t stop = BlockStopSignals();
+  std::string host;
+  uint16_t port = 0;
+  if (absl::Status st = runtime::ParseHostPort(flags.head, &host, &port); !st.ok()) throw CommandFailed(std::string(st.message()));
+  std::string token = flags.token;
+  if (!flags.token_file.empty()) token = std::string(absl::StripAsciiWhitespace(ReadFile(flags.token_file, "token")));
+  if (token.empty()) throw CommandFailed("the agent needs the head's agent token (--token-file or --token)");
+  absl::StatusOr<pool::SelectedDriver> driver = pool::SelectDriver(
+      pool::DriverChoice{.driver = flags.simulate.empty() ? "" : "simulated", .simulation_spec = flags.simulate});
+  if (!driver.ok()) throw CommandFailed(std::string(driver.status().message()));
+  if (!driver->notice.empty()) std::cerr << driver->notice << "\n";
+  absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->driver->Discover();
+  if (!nodes.ok() || nodes->size() != 1) {
+    throw CommandFailed(nodes.ok() ? "the driver found no single node" : std::string(nodes.status().message()));
+  }
+  rpc::DiscoveredPool mine{std::string(driver->driver->name()), {(*nodes)[0]}};
+  std::string driver_node = mine.nodes[0].name;
+  mine.nodes[0].name = flags.node;
+  // Reconnects with a pause when the head goes away (a restarted head takes its nodes back).
+  while (true) {
+    absl::StatusOr<std::unique_ptr<runtime::NodeAgent>> agent = runtime::NodeAgent::Start(runtime::NodeAgentOptions{
+        .host = host, .port = port, .token = token, .node = mine, .driver = driver->driver.get(),
+        .driver_node = driver_node, .heartbeat_interval = std::chrono::milliseconds(flags.heartbeat_ms)});
+    if (!agent.ok() && !absl::IsUnavailable(agent.status())) throw CommandFailed(std::string(agent.status().message()));
+    if (agent.ok()) {
+      std::cout << "gpupool agent: node " << flags.node << " (" << mine.nodes[0].gpus.size() << " GPUs) registered with "
+                << flags.head << std::endl;
+    } else {
+      std::cerr << "gpupool agent: " << agent.status().message() << "; retrying" << std::endl;
+    }
+    // Wait for a stop signal, checking the connection every 200 ms.
+    timespec tick{0, 200'000'000};
+    while (true) {
+      int signal = sigtimedwait(&stop, nullptr, &tick);
+      if (signal > 0) {
+        std::cout << "gpupool agent: stopping (" << strsignal(signal) << ")" << std::endl;
+        return;
+      }
+      if (!agent.ok() || !(*agent)->connected()) break;
+    }
+    if (agent.ok()) std::cerr << "gpupool agent: lost the head at " << flags.head << "; reconnecting" << std::endl;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace
+
+void RegisterHeadCommand(CLI::App& app) {
+  auto flags = std::make_shared<HeadFlags>();
+  CLI::App* head = app.add_subcommand("head", "Serve a shared pool to many jobs and teams (a daemon)");
+  head->add_option("--config", flags->config_path, "YAML: teams, quotas, priority classes, simulated nodes");
+  head->add_option("--simulate", flags->simulate, "the nodes, COUNTxMODEL per node (when the config has none)");
+  head->add_option("--node-count", flags->node_count, "how many such nodes (node-0, node-1, ...)");
+  head->add_option("--tokens", flags->tokens_path, "file of 'team: token' lines; 'agents: token' for node agents")
+      ->required();
+  head->add_option("--listen", flags->listen, "HOST:PORT to listen on (loopback; port 0 picks one)");
+  head->add_option("--port-file", flags->port_file, "write the port here once listening");
+  head->add_option("--clock-speed", flags->clock_speed, "pool seconds per real second");
+  head->add_option("--heartbeat-timeout-ms", flags->heartbeat_timeout_ms, "a silent agent's node is lost after this");
+  head->callback([flags] { RunHead(*flags); });
+
+  auto aflags = std::make_shared<AgentFlags>();
+  CLI::App* agent = app.add_subcommand("agent", "Register this node's GPUs with a head and keep them alive (a daemon)");
+  agent->add_option("--head", aflags->head, "the head's HOST:PORT")->required();
+  agent->add_option("--node", aflags->node, "this node's name in the head's configuration")->required();
+  agent->add_option("--simulate", aflags->simulate, "simulated GPUs, COUNTxMODEL (default: the real ones)");
+  agent->add_option("--token-file", aflags->token_file, "file holding the head's agent token");
+  agent->add_option("--token", aflags->token, "the agent token (visible in ps: prefer --token-file)");
+  agent->add_option("--heartbeat-ms", aflags->heartbeat_ms, "how often to tell the head the node is alive");
+  agent->callback([aflags] { RunAgent(*aflags); });
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,127 @@
+// `gpupool status` and `gpupool queue`: the operators' views of a running head, like Slurm's
+// sinfo and squeue. Both read the head's report (runtime/head/head_report.h) with a team's or
+// the agents' token and print a table, or the report itself with --json.
+//
+//   gpupool status --pool 127.0.0.1:7070 --token-file team.token
+//   gpupool queue  --pool 127.0.0.1:7070 --token-file team.token --json
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "runtime/cli/command.h"
+#include "runtime/cli/text_table.h"
+#include "runtime/head/head_report.h"
+#include "runtime/head/rpc_connection.h"
+
+namespace gpupool::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ViewFlags {
+  std::string pool;
+  std::string token;
+  std::string token_file;
+  bool json = false;
+};
+
+json FetchReport(const ViewFlags& flags) {
+  std::string address = flags.pool;
+  if (address.empty()) {
+    if (const char* env = std::getenv("GPUPOOL_ADDRESS")) address = env;
+  }
+  if (address.empty()) throw CommandFailed("which head? give --pool HOST:PORT (or set GPUPOOL_ADDRESS)");
+  std::string host;
+  uint16_t port = 0;
+  if (absl::Status st = runtime::ParseHostPort(address, &host, &port); !st.ok()) throw CommandFailed(std::string(st.message()));
+  std::string token = flags.token;
+  if (!flags.token_file.empty()) {
+    std::ifstream in(flags.token_file);
+    if (!in) throw CommandFailed(absl::StrCat("cannot read the token file '", flags.token_file, "'"));
+    std::stringstream s;
+    s << in.rdbuf();
+    token = std::string(absl::StripAsciiWhitespace(s.str()));
+  }
+  if (token.empty()) {
+    if (const char* env = std::getenv("GPUPOOL_TOKEN")) token = env;
+  }
+  absl::StatusOr<std::string> report = runtime::FetchHeadReport(host, port, token);
+  if (!report.ok()) throw CommandFailed(std::string(report.status().message()));
+  json parsed = json::parse(*report, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) throw CommandFailed("the head sent a report that is not JSON");
+  return parsed;
+}
+
+void RunStatus(const ViewFlags& flags) {
+  json report = FetchReport(flags);
+  if (flags.json) {
+    std::cout << report.dump(2) << "\n";
+    return;
+  }
+  TextTable table({"NODE", "AGENT", "GPU", "MODEL", "MEMORY", "HEALTH", "LEASES"});
+  int up = 0, gpus = 0, leased = 0;
+  for (const json& node : report["nodes"]) {
+    up += node["up"].get<bool>();
+    for (const json& gpu : node["gpus"]) {
+      ++gpus;
+      leased += !gpu["leases"].empty();
+      table.AddRow({node["name"], node["agent"], std::to_string(gpu["index"].get<int>()), gpu["model"],
+                    absl::StrCat(gpu["memory_mib"].get<uint64_t>(), " MiB"), gpu["health"],
+                    gpu["leases"].empty() ? "-" : std::to_string(gpu["leases"].size())});
+    }
+  }
+  std::cout << table.Render();
+  std::cout << report["nodes"].size() << " nodes (" << up << " up), " << gpus << " GPUs (" << leased
+            << " with leases); pool time " << absl::StrFormat("%.0f", report["pool_time_s"].get<double>())
+            << " s; driver " << report["driver"].get<std::string>() << "\n";
+}
+
+void RunQueue(const ViewFlags& flags) {
+  json report = FetchReport(flags);
+  if (flags.json) {
+    json out = {{"leases", report["leases"]}, {"pending", report["pending"]}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  TextTable table({"STATE", "ID", "TEAM", "PROJECT", "CLASS", "GPUS", "SHARE", "BORROWED", "REASON"});
+  for (const json& l : report["leases"]) {
+    std::vector<std::string> where;
+    for (const json& g : l["gpus"]) where.push_back(g.get<std::string>());
+    table.AddRow({l["revoking"].get<bool>() ? "REVOKING" : "RUNNING", l["lease"], l["team"], l["project"],
+                  l["priority_class"], absl::StrJoin(where, ","), absl::StrFormat("%.3g", l["gpu_share"].get<double>()),
+                  l["borrowing"].get<bool>() ? "yes" : "no", "-"});
+  }
+  for (const json& p : report["pending"]) {
+    table.AddRow({"PENDING", p["request"], p["team"], "", "", "", "", "", p["reason"]});
+  }
+  std::cout << table.Render();
+  std::cout << report["leases"].size() << " running, " << report["pending"].size() << " pending\n";
+}
+
+void AddViewFlags(CLI::App* app, ViewFlags& flags) {
+  app->add_option("--pool", flags.pool, "the head's HOST:PORT (default: $GPUPOOL_ADDRESS)");
+  app->add_option("--token-file", flags.token_file, "file holding a team's (or the agents') token");
+  app->add_option("--token", flags.token, "the token itself (default: $GPUPOOL_TOKEN)");
+  app->add_flag("--json", flags.json, "the head's report as JSON");
+}
+
+}  // namespace
+
+void RegisterStatusCommands(CLI::App& app) {
+  auto status = std::make_shared<ViewFlags>();
+  CLI::App* s = app.add_subcommand("status", "Nodes, agents, GPUs and their health on a running head (like sinfo)");
+  AddViewFlags(s, *status);
+  s->callback([status] { RunStatus(*status); });
+  auto queue = std::make_shared<ViewFlags>();
+  CLI::App* q = app.add_subcommand("queue", "Running leases and pending requests with their reasons (like squeue)");
+  AddViewFlags(q, *queue);
+  q->callback([queue] { RunQueue(*queue); });
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,21 @@
+// File: runtime/head/head_report.h
+//
+// The operators' view of a running head (`gpupool status`, `gpupool queue`): one call over
+// RPC that returns the head's report (PoolServer::Report, JSON) to anyone holding a team's or
+// the agents' token.
+#ifndef GPUPOOL_RUNTIME_HEAD_HEAD_REPORT_H_
+#define GPUPOOL_RUNTIME_HEAD_HEAD_REPORT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gpupool::runtime {
+
+// kUnavailable when the head cannot be reached; kUnauthenticated for an unknown token.
+absl::StatusOr<std::string> FetchHeadReport(const std::string& host, uint16_t port, const std::string& token);
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_HEAD_HEAD_REPORT_H_
