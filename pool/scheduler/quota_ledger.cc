@@ -3,6 +3,17 @@
 #include <algorithm>
 
 namespace gpupool::pool {
+namespace {
+
+// Entries never stay at zero or below: the maps list only teams that hold something.
+void Adjust(std::map<std::pair<std::string, std::string>, int64_t>& amounts,
+            const std::string& team, const std::string& group, int64_t delta) {
+  auto [it, inserted] = amounts.try_emplace({team, group}, 0);
+  it->second += delta;
+  if (it->second <= 0) amounts.erase(it);
+}
+
+}  // namespace
 
 QuotaLedger::QuotaLedger(const SchedulingConfig& config,
                          std::map<std::string, int64_t> group_capacity_milli)
@@ -16,6 +27,11 @@ const TeamQuota* QuotaLedger::QuotaOf(const std::string& team, const std::string
 int64_t QuotaLedger::Usage(const std::string& team, const std::string& group) const {
   auto it = usage_.find({team, group});
   return it == usage_.end() ? 0 : it->second;
+}
+
+int64_t QuotaLedger::Committed(const std::string& team, const std::string& group) const {
+  auto it = claims_.find({team, group});
+  return Usage(team, group) + (it == claims_.end() ? 0 : it->second);
 }
 
 int64_t QuotaLedger::Nominal(const std::string& team, const std::string& group) const {
@@ -32,14 +48,14 @@ int64_t QuotaLedger::Borrowed(const std::string& team, const std::string& group)
 int64_t QuotaLedger::Lendable(const std::string& team, const std::string& group) const {
   const TeamQuota* q = QuotaOf(team, group);
   if (q == nullptr) return 0;
-  int64_t idle = std::max<int64_t>(0, q->nominal_milli - Usage(team, group));
+  int64_t idle = std::max<int64_t>(0, q->nominal_milli - Committed(team, group));
   return std::min(idle, q->lending_limit_milli.value_or(q->nominal_milli));
 }
 
 QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group, int64_t milli,
                               bool may_borrow) const {
   if (open_pool()) return {true, false, WaitReason::kNone};
-  const int64_t usage = Usage(team, group);
+  const int64_t usage = Committed(team, group);
   const int64_t nominal = Nominal(team, group);
   if (usage + milli <= nominal) return {true, false, WaitReason::kNone};
   if (!may_borrow) return {false, false, WaitReason::kOverQuota};
@@ -68,14 +84,19 @@ QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group,
 }
 
 void QuotaLedger::Add(const std::string& team, const std::string& group, int64_t milli) {
-  usage_[{team, group}] += milli;
+  Adjust(usage_, team, group, milli);
 }
 
 void QuotaLedger::Remove(const std::string& team, const std::string& group, int64_t milli) {
-  auto it = usage_.find({team, group});
-  if (it == usage_.end()) return;
-  it->second -= milli;
-  if (it->second <= 0) usage_.erase(it);
+  Adjust(usage_, team, group, -milli);
+}
+
+void QuotaLedger::Claim(const std::string& team, const std::string& group, int64_t milli) {
+  Adjust(claims_, team, group, milli);
+}
+
+void QuotaLedger::Unclaim(const std::string& team, const std::string& group, int64_t milli) {
+  Adjust(claims_, team, group, -milli);
 }
 
 bool QuotaLedger::EverFits(const std::string& team, int64_t milli, bool may_borrow) const {

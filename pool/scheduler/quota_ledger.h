@@ -40,6 +40,13 @@ class QuotaLedger {
                    bool may_borrow) const;
   void Add(const std::string& team, const std::string& group, int64_t milli);
   void Remove(const std::string& team, const std::string& group, int64_t milli);
+  // Quota promised to a request that revoked victims to run within its team's nominal quota and
+  // waits for them to stop. Check counts it as used (the team's other requests cannot be promised
+  // the same room, and none of it is lent), Usage does not (no lease holds it yet). Without it,
+  // many requests of one team could each reclaim "within nominal" in one cycle, then be admitted
+  // as borrowers and be reclaimed in turn: a preemption loop.
+  void Claim(const std::string& team, const std::string& group, int64_t milli);
+  void Unclaim(const std::string& team, const std::string& group, int64_t milli);
 
   int64_t Usage(const std::string& team, const std::string& group) const;
   int64_t Nominal(const std::string& team, const std::string& group) const;
@@ -55,10 +62,12 @@ class QuotaLedger {
  private:
   const TeamQuota* QuotaOf(const std::string& team, const std::string& group) const;
   int64_t Lendable(const std::string& team, const std::string& group) const;
+  int64_t Committed(const std::string& team, const std::string& group) const;  // usage + claims
 
   const SchedulingConfig* config_;
   std::map<std::string, int64_t> capacity_;                     // group -> milli
   std::map<std::pair<std::string, std::string>, int64_t> usage_;  // (team, group) -> milli
+  std::map<std::pair<std::string, std::string>, int64_t> claims_; // (team, group) -> milli
 };
 
 }  // namespace gpupool::pool

@@ -109,6 +109,7 @@ std::optional<std::vector<int>> Scheduler::PlaceLive(const PendingRequest& p,
 }
 
 void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
+  ++state_epoch_;
   std::vector<int> nodes;
   for (int g : gpus) {
     nodes.push_back(topology_.gpus()[g].node);
@@ -242,6 +243,7 @@ absl::Status Scheduler::Cancel(const std::string& request_id) {
     return absl::NotFoundError(absl::StrCat("no pending request '", request_id, "'"));
   }
   ClearReservations(it->second.handle);
+  DropClaim(it->second);
   pending_.erase(it);
   return absl::OkStatus();
 }
@@ -488,11 +490,41 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   }
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
+  if (guaranteed) ClaimQuota(p, group);
   return true;
+}
+
+void Scheduler::ClaimQuota(PendingRequest& p, const std::string& group) {
+  DropClaim(p);
+  p.claimed_group = group;
+  p.claimed_milli = RequestMilli(p.request, group);
+  ledger_.Claim(p.request.team, group, p.claimed_milli);
+}
+
+void Scheduler::DropClaim(PendingRequest& p) {
+  if (p.claimed_milli == 0) return;
+  ledger_.Unclaim(p.request.team, p.claimed_group, p.claimed_milli);
+  p.claimed_milli = 0;
+  p.claimed_group.clear();
+}
+
+bool Scheduler::WithinNominal(const PendingRequest& p) const {
+  // An open pool, with no teams configured, guarantees nothing: everyone shares.
+  if (ledger_.open_pool()) return false;
+  if (p.claimed_milli > 0) return true;  // its claim is its room within nominal
+  const bool preemptible = ClassOf(p.request).preemptible;
+  for (const auto& [group, unused] : p.eligibility->candidates) {
+    QuotaCheck c = ledger_.Check(p.request.team, group, RequestMilli(p.request, group), preemptible);
+    if (c.fits && !c.borrowing) return true;
+  }
+  return false;
 }
 
 bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) {
   const LeaseRequest& r = p.request;
+  // Its own claim must not count against it; it is made again below if it still waits.
+  const std::string claimed_group = p.claimed_group;
+  DropClaim(p);
   const PriorityClass& pc = ClassOf(r);
   const Eligibility& e = *p.eligibility;
   // Guaranteed groups before borrowing ones: nominal quota is used first, as Kueue's flavor
@@ -506,11 +538,7 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
   });
   // The guarantee holds while the request fits its team's nominal quota; the team's own other
   // work can take that room again, and then the clock stops.
-  // (An open pool, with no teams configured, guarantees nothing: everyone shares.)
-  bool guaranteed_now = !ledger_.open_pool() &&
-                        std::any_of(checks.begin(), checks.end(), [](const auto& c) {
-                          return c.second.fits && !c.second.borrowing;
-                        });
+  const bool guaranteed_now = WithinNominal(p);
   if (!guaranteed_now) {
     p.guaranteed_since_s.reset();
   } else if (!p.guaranteed_since_s.has_value()) {
@@ -523,16 +551,20 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       continue;
     }
     // A request shaped like one that failed since capacity last grew fails too: skip the search.
-    // Keyed on the raw runtime estimate, not BackfillKey: a hit also reuses the remembered wait
-    // reason, which may be stale (reservations made since), and wider sharing would change which
-    // requests see a stale reason, and so which gang gets the reservation.
+    // Its wait reason is the remembered one while nothing at all changed since; after a grant, a
+    // reservation or a health change it is diagnosed again (fragmented may have become no free
+    // capacity, a reservation may now be what blocks it). Keyed on the raw runtime estimate,
+    // which backfill past gang reservations depends on.
     std::string key = p.victims_pending
                           ? ""
                           : absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1),
                                          "#", *group, check.borrowing);
     auto known = key.empty() ? failed_.end() : failed_.find(key);
-    if (known != failed_.end() && known->second.first == growth_epoch_) {
-      reason = known->second.second;
+    if (known != failed_.end() && known->second.growth_epoch == growth_epoch_) {
+      if (known->second.state_epoch != state_epoch_) {
+        known->second = {growth_epoch_, state_epoch_, DiagnoseWait(p, *group, now_s)};
+      }
+      reason = known->second.reason;
       continue;
     }
     // A guaranteed request is not held back by another request's gang reservation: the
@@ -544,11 +576,12 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       return true;
     }
     reason = DiagnoseWait(p, *group, now_s);
-    if (!key.empty()) failed_[key] = {growth_epoch_, reason};
+    if (!key.empty()) failed_[key] = {growth_epoch_, state_epoch_, reason};
   }
   if (p.victims_pending) {
     if (VictimsStillRunning(r.id)) {
       p.reason = WaitReason::kWaitingForPreemption;
+      if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
       return false;
     }
     // The victims are gone and it still does not fit (the capacity went elsewhere or unhealthy):
@@ -625,6 +658,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   preempt_failed_.clear();
 
   struct Key {
+    bool borrowing;
     int priority;
     double share;
     uint64_t handle;
@@ -639,9 +673,10 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     if (inserted) it->second = ledger_.WeightedDominantShare(p.request.team);
     double aging = static_cast<double>(now_s - p.submitted_s) /
                    static_cast<double>(std::max<int64_t>(1, options_.aging_horizon_s));
-    keys.push_back({ClassOf(p.request).value, it->second - aging, p.handle, &p});
+    keys.push_back({!WithinNominal(p), ClassOf(p.request).value, it->second - aging, p.handle, &p});
   }
   std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.borrowing != b.borrowing) return !a.borrowing;
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.share != b.share) return a.share < b.share;
     return a.handle < b.handle;

@@ -10,10 +10,14 @@
 //   CycleResult r = s.Schedule(now);   // grants and revocations of this cycle
 //   s.Release(lease_id, now);          // a lease ended (or its task stopped after a revocation)
 //
-// Order of pending requests: priority value (high first), then the team's weighted dominant
-// share minus an ageing credit (low first), then submission order. The ageing credit grows with
+// Order of pending requests: those within their team's nominal quota before those that would
+// borrow (as Kueue orders its heads), then priority value (high first), then the team's weighted
+// dominant share minus an ageing credit (low first), then submission order. Guaranteed work
+// first, because a borrower admitted ahead of it in the same cycle would only be reclaimed by it
+// at once: a preemption, a lost notebook and a restart for nothing. The ageing credit grows with
 // waiting time (one share unit per `aging_horizon_s`), so a request cannot wait forever behind
-// an endless stream of equal-priority work from teams with a smaller share.
+// an endless stream of equal-priority work from teams with a smaller share (guaranteed work is
+// no endless stream: it is bounded by the nominal quotas).
 //
 // Gangs: the first request in that order that cannot be placed for lack of room (not quota) and
 // needs several slots gets a reservation on the GPUs where it can start soonest, predicted from
@@ -149,6 +153,9 @@ class Scheduler {
     uint64_t handle = 0;  // unique, never 0: owns reservations
     WaitReason reason = WaitReason::kNone;
     bool victims_pending = false;  // revocations were issued for it
+    // Quota claimed in the ledger while its victims stop (QuotaLedger::Claim); 0 when none.
+    std::string claimed_group;
+    int64_t claimed_milli = 0;
     std::optional<int64_t> reserved_start_s;
     std::optional<int64_t> guaranteed_since_s;  // within nominal quota continuously since
     // Derived once at submission, used every cycle: the GPUs its constraints allow (an entry of
@@ -169,7 +176,11 @@ class Scheduler {
                                             PlacementOptions options) const;
   // After state_ changed on these GPUs: brings the indexes and reserved_gpus_ up to date.
   void RefreshGpus(const std::vector<int>& gpus);
+  // Whether `p` fits its team's nominal quota now (in some group): admitted, it would not borrow.
+  bool WithinNominal(const PendingRequest& p) const;
   bool TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result);
+  void ClaimQuota(PendingRequest& p, const std::string& group);
+  void DropClaim(PendingRequest& p);
   bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                   int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
   WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group, int64_t now_s) const;
@@ -210,7 +221,15 @@ class Scheduler {
   // Placement failures remembered while capacity has only shrunk: `growth_epoch_` changes
   // whenever capacity is given back, a GPU becomes healthy or a reservation is dropped.
   uint64_t growth_epoch_ = 0;
-  std::map<std::string, std::pair<uint64_t, WaitReason>> failed_;
+  // Changes with every change to state_ (RefreshGpus): a remembered wait reason is exact only
+  // while it has not moved.
+  uint64_t state_epoch_ = 0;
+  struct FailedPlacement {
+    uint64_t growth_epoch;
+    uint64_t state_epoch;
+    WaitReason reason;
+  };
+  std::map<std::string, FailedPlacement> failed_;
   // Preemption plans that could not make room even by revoking every candidate victim,
   // remembered while capacity has not grown. A grant does not revive them: a new lease that is a
   // candidate takes from free capacity exactly what revoking it would give back, and one that is

@@ -108,6 +108,44 @@ TEST(Scheduler, AVictimThatStopsEarlyHandsItsGpusToTheReclaimerOnly) {
   EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "a0");
 }
 
+// Regression: a borrower ordered ahead (here by priority) took the last idle GPU of a team's
+// nominal quota and was reclaimed by that team's guaranteed request in the same cycle: a
+// preemption for nothing. Guaranteed requests are now considered first, as Kueue orders them.
+TEST(Scheduler, GuaranteedRequestsGoBeforeBorrowersSoNoneIsAdmittedOnlyToBeReclaimed) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "training").ok());
+  EXPECT_THAT(pool.s().Schedule(0).granted, SizeIs(4));  // b at its nominal quota
+  ASSERT_TRUE(pool.Submit("b-train", "b", 1, "training", 10).ok());  // would borrow, higher priority
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment", 10).ok());
+  CycleResult r = pool.s().Schedule(10);
+  EXPECT_TRUE(r.revoked.empty());
+  EXPECT_THAT(r.granted, SizeIs(4));
+  for (const std::string& id : r.granted) EXPECT_EQ(pool.s().leases().at(id).request.team, "a");
+  EXPECT_EQ(pool.ReasonOf("b-train"), WaitReason::kNoBorrowableCapacity);
+}
+
+// Regression: every request of a team that reclaimed in one cycle checked "within nominal"
+// against the team's leases alone, so together they reclaimed more than the nominal quota, were
+// admitted as borrowers and were reclaimed in turn by the teams they had just reclaimed from.
+TEST(Scheduler, ReclaimersWaitingForVictimsCountAgainstTheirTeamsNominalQuota) {
+  Pool pool(kTwoTeams);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  EXPECT_THAT(pool.s().Schedule(0).granted, SizeIs(8));  // 4 of them borrowed from a
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment", 10).ok());
+  CycleResult r = pool.s().Schedule(10);
+  EXPECT_THAT(r.revoked, SizeIs(4));  // a's nominal quota, not 6
+  int waiting_for_victims = 0;
+  for (const PendingInfo& p : pool.s().Pending()) {
+    waiting_for_victims += p.reason == WaitReason::kWaitingForPreemption;
+  }
+  EXPECT_EQ(waiting_for_victims, 4);
+  for (const Revocation& v : r.revoked) ASSERT_TRUE(pool.s().Release(v.lease_id, 20).ok());
+  r = pool.s().Schedule(20);
+  ASSERT_THAT(r.granted, SizeIs(4));
+  for (const std::string& id : r.granted) EXPECT_FALSE(pool.s().leases().at(id).borrowing) << id;
+  EXPECT_TRUE(r.revoked.empty());
+}
+
 TEST(Scheduler, NoPreemptionLoop) {
   Pool pool(kTwoTeams);
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
@@ -236,6 +274,30 @@ TEST(Scheduler, FreeCapacityInTheWrongPlacesIsReportedAsFragmented) {
   EXPECT_THAT(pool.s().Schedule(2).granted, SizeIs(1));
 }
 
+// Regression: a request that hit the placement-failure memo was given the reason remembered
+// for an earlier request of its shape, even when a grant in between had changed it.
+TEST(Scheduler, AWaitReasonFromThePlacementMemoIsDiagnosedAgainAfterAGrant) {
+  Pool pool(kOpenPool);
+  // As above: one H100 free on each node.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.s().Submit({.id = absl::StrCat("s", i), .team = "t", .allowed_models = {"H100-80GB"}}, 0).ok());
+  }
+  ASSERT_TRUE(pool.s().Submit({.id = "triple", .team = "t", .slot_count = 3, .allowed_models = {"H100-80GB"},
+                               .topology = GangTopology::kSameNode}, 0).ok());
+  ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
+  // In one cycle: a pair fails (fragmented) and reserves one node's free GPU, a single takes the
+  // other, and a second pair of the same shape now lacks room altogether.
+  LeaseRequest pair{.id = "pair-1", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"},
+                    .topology = GangTopology::kSameNode};
+  ASSERT_TRUE(pool.s().Submit(pair, 1).ok());
+  ASSERT_TRUE(pool.s().Submit({.id = "single", .team = "t", .allowed_models = {"H100-80GB"}}, 1).ok());
+  pair.id = "pair-2";
+  ASSERT_TRUE(pool.s().Submit(pair, 1).ok());
+  EXPECT_THAT(pool.s().Schedule(1).granted, SizeIs(1));
+  EXPECT_EQ(pool.ReasonOf("pair-1"), WaitReason::kFragmented);
+  EXPECT_EQ(pool.ReasonOf("pair-2"), WaitReason::kNoFreeCapacity);
+}
+
 TEST(Scheduler, RequestsThatCanNeverRunAreRefusedAtSubmission) {
   Pool pool(kOpenPool);
   auto code = [&](LeaseRequest r) { return pool.s().Submit(std::move(r), 0).status(); };
@@ -300,12 +362,12 @@ TEST(Scheduler, HealthDrainsRevokeWithGraceAndLostGpusReleaseAtOnce) {
 }
 
 TEST(Scheduler, FairShareOrdersEqualPriorityAndAgeingPreventsStarvation) {
+  // An open pool: no request is within a nominal quota, so the order is share and age alone.
+  // (With quotas, guaranteed requests go first and a borrower overtaking them would only be
+  // reclaimed at once.)
   constexpr char kShares[] = R"(
 nodes:
   - gpus: [{model: T4, count: 2}]
-teams:
-  - {name: heavy, quotas: [{gpus: T4, nominal: 1}]}
-  - {name: light, quotas: [{gpus: T4, nominal: 1}]}
 )";
   Pool pool(kShares);
   ASSERT_TRUE(pool.Submit("heavy-run", "heavy", 1, "experiment").ok());
