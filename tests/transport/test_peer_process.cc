@@ -75,6 +75,8 @@ absl::StatusOr<std::string> HexDecode(absl::string_view hex) {
 
 absl::StatusOr<std::unique_ptr<PeerProcess>> PeerProcess::Start(std::vector<std::string> args,
                                                                 absl::Duration timeout) {
+  // Writing to a child that died must fail, not kill the test with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
@@ -147,6 +149,11 @@ absl::StatusOr<std::string> PeerProcess::ReadLine(absl::Duration timeout) {
     if (n <= 0) return absl::UnavailableError(absl::StrCat("ucx_test_peer ", pid_, " exited"));
     buffered_.append(chunk, static_cast<size_t>(n));
   }
+}
+
+bool PeerProcess::WriteLine(absl::string_view line) {
+  std::string text = absl::StrCat(line, "\n");
+  return write(stdin_fd_, text.data(), text.size()) == static_cast<ssize_t>(text.size());
 }
 
 void PeerProcess::Kill() { kill(pid_, SIGKILL); }

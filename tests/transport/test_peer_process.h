@@ -48,6 +48,8 @@ class PeerProcess {
   pid_t pid() const { return pid_; }
   // Next line of the child's stdout, without the newline; Unavailable at EOF or timeout.
   absl::StatusOr<std::string> ReadLine(absl::Duration timeout);
+  // Writes `line` and a newline to the child's stdin.
+  bool WriteLine(absl::string_view line);
   void Kill();
   // Waits for the child to exit; returns its wait status.
   int Wait();

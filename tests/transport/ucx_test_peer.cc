@@ -7,6 +7,10 @@
 //
 //   ucx_test_peer owner   --transports=T --name=N --sizes=0,1,1048576
 //   ucx_test_peer fetcher --transports=T --name=N --owner=HEX --id=ID [--count=K]
+//   ucx_test_peer rank    --transports=T --rank=R [--await_go=1]
+// A rank reads "addresses HEX,HEX,..." (every rank's, in rank order) from stdin, creates a
+// HostCommunicator, prints "joined", waits for a "go" line if asked to, runs
+// RunCollectiveChecks and prints "check <failure>" per failed check, then "checks done".
 #include <poll.h>
 #include <unistd.h>
 
@@ -18,7 +22,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "tests/transport/collective_checks.h"
 #include "tests/transport/test_peer_process.h"
+#include "transport/host_communicator.h"
 #include "transport/object_transfer.h"
 #include "transport/ucx_worker.h"
 
@@ -30,6 +36,44 @@ bool StdinClosed(int timeout_ms) {
   if (poll(&fd, 1, timeout_ms) <= 0) return false;
   char c;
   return read(STDIN_FILENO, &c, 1) <= 0;
+}
+
+std::string ReadStdinLine() {
+  std::string line;
+  char c;
+  while (read(STDIN_FILENO, &c, 1) == 1 && c != '\n') line.push_back(c);
+  return line;
+}
+
+int RunRank(UcxWorker& worker, int rank, bool await_go) {
+  std::printf("ready\n");
+  std::fflush(stdout);
+  std::string line = ReadStdinLine();
+  if (!absl::StartsWith(line, "addresses ")) return 2;
+  std::vector<std::string> addresses;
+  for (absl::string_view hex : absl::StrSplit(line.substr(10), ',')) {
+    absl::StatusOr<std::string> address = HexDecode(hex);
+    if (!address.ok()) return 2;
+    addresses.push_back(*std::move(address));
+  }
+  absl::StatusOr<std::unique_ptr<HostCommunicator>> comm =
+      HostCommunicator::Create(worker, rank, addresses, {.timeout = absl::Seconds(20)});
+  if (!comm.ok()) {
+    std::printf("failed %s\n", comm.status().ToString().c_str());
+    std::fflush(stdout);
+    return 3;
+  }
+  std::printf("joined\n");
+  std::fflush(stdout);
+  if (await_go && ReadStdinLine() != "go") return 0;
+  for (const std::string& failure : RunCollectiveChecks(**comm)) {
+    std::printf("check %s\n", failure.c_str());
+  }
+  std::printf("checks done\n");
+  std::fflush(stdout);
+  while (!StdinClosed(1000)) {
+  }
+  return 0;
 }
 
 int RunOwner(UcxWorker& worker, const std::string& sizes) {
@@ -103,6 +147,10 @@ int Main(int argc, char** argv) {
   int count = 0;
   if (flags.count("count") && !absl::SimpleAtoi(flags["count"], &count)) return 2;
   if (mode == "fetcher") return RunFetcher(**worker, flags["owner"], flags["id"], count);
+  int rank = 0;
+  if (mode == "rank" && absl::SimpleAtoi(flags["rank"], &rank)) {
+    return RunRank(**worker, rank, flags["await_go"] == "1");
+  }
   return 2;
 }
 
