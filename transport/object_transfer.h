@@ -33,6 +33,9 @@
 // The server checks every request's size and layout; garbage is counted and dropped, never
 // trusted. Ids and the message in a reply are bounded too, so a bad owner cannot hurt a fetcher.
 //
+// Start the ObjectServer before the owner's address is published: a request that reaches a
+// worker with no server is dropped, and its fetch ends at its deadline.
+//
 // Threading: one ObjectServer and one ObjectFetcher per UcxWorker (they own the fetch AM ids).
 // Their blocking calls may come from any thread but the worker's loop thread; the async ones
 // call back on the loop thread. Both must be destroyed before their worker.

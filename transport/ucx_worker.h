@@ -1,7 +1,8 @@
 // File: transport/ucx_worker.h
 //
 // The process's one UCX (UCP) context and worker, and the thread that drives it: the data plane's
-// event loop. Object transfer (object_transfer.h) is a protocol that runs on this loop.
+// event loop. Object transfer (object_transfer.h) and the host communicator (host_communicator.h)
+// are protocols that run on this loop.
 //
 //   absl::StatusOr<std::unique_ptr<UcxWorker>> worker = UcxWorker::Create({.transports = "tcp"});
 //   SendAddressOutOfBand((*worker)->address());               // over MPI, a pipe, the head's RPC
@@ -87,7 +88,7 @@ using PeerId = uint64_t;
 enum class AmId : unsigned {
   kFetchRequest = 1,  // object_transfer: fetcher -> owner
   kFetchReply = 2,    // object_transfer: owner -> fetcher (eager or rendezvous payload)
-  kCollective = 3,    // reserved for host collectives (a host_communicator, not written yet)
+  kCollective = 3,    // host_communicator: rank -> rank
 };
 
 // One received active message, valid only during the handler call that receives it.
@@ -157,7 +158,8 @@ class UcxWorker {
   bool InLoopThread() const { return std::this_thread::get_id() == loop_thread_id_; }
 
   // Routes active messages with `id` to `handler` (on the loop thread); replaces any previous one.
-  // Messages for an id without a handler are dropped by UCX. Any thread (waits for the loop).
+  // Messages for an id without a handler are dropped (a rendezvous payload is never pulled), so
+  // a protocol must be listening before its peers learn it is there. Waits for the loop.
   void SetAmHandler(AmId id, AmHandler handler);
   void ClearAmHandler(AmId id);
 

@@ -60,7 +60,7 @@ void CheckSendRecvRing(HostCommunicator& comm, std::vector<std::string>& failure
   const int right = (comm.rank() + 1) % n, left = (comm.rank() - 1 + n) % n;
   // Two messages with one tag, then a large one: arrive in order, whole.
   for (int round = 0; round < 2; ++round) {
-    std::string out = absl::StrCat("from ", comm.rank(), " round ", round);
+    const std::string out = absl::StrCat("from ", comm.rank(), " round ", round);
     absl::Status sent = comm.Send(right, 7, Bytes(out));
     if (!sent.ok()) failures.push_back(absl::StrCat("send: ", sent.ToString()));
   }

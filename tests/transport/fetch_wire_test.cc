@@ -57,9 +57,13 @@ TEST(FetchWire, RandomBytesNeverDecodeAsSomethingElse) {
     for (char& c : bytes) c = static_cast<char>(random());
     if (i % 2 == 0 && bytes.size() >= 4) bytes.replace(0, 4, i % 4 == 0 ? "GPF1" : "GPR1");
     absl::StatusOr<FetchRequest> request = DecodeFetchRequest(bytes, 1024);
-    if (request.ok()) EXPECT_EQ(bytes.size(), 16 + request->object_id.size());
+    if (request.ok()) {
+      EXPECT_EQ(bytes.size(), 16 + request->object_id.size());
+    }
     absl::StatusOr<FetchReply> reply = DecodeFetchReply(bytes);
-    if (reply.ok()) EXPECT_GE(bytes.size(), 28u);
+    if (reply.ok()) {
+      EXPECT_GE(bytes.size(), 28u);
+    }
   }
 }
 
