@@ -2,7 +2,8 @@
 // the pool's nodes (declared by its configuration or --simulate, as slurm.conf declares Slurm's)
 // to the jobs of many teams; each node's agent registers the node and keeps it alive.
 //
-//   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens.yaml --listen 127.0.0.1:7070
+//   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens --listen 127.0.0.1:7070 \
+//                --journal /var/lib/gpupool/head.db
 //   gpupool agent --head 127.0.0.1:7070 --node node-1 --simulate 4xH100-80GB --token-file agent.token
 //
 // Both run until SIGINT or SIGTERM.
@@ -80,6 +81,7 @@ struct HeadFlags {
   std::string port_file;
   double clock_speed = 1.0;
   int heartbeat_timeout_ms = 3000;
+  std::string journal;
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -114,6 +116,7 @@ void RunHead(const HeadFlags& flags) {
   so.address = host;
   so.port = port;
   so.heartbeat_timeout = std::chrono::milliseconds(flags.heartbeat_timeout_ms);
+  so.journal_path = flags.journal;
   for (const auto& [name, token] : tokens) {
     if (name == "agents") {
       so.agent_token = token;
@@ -204,6 +207,7 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--port-file", flags->port_file, "write the port here once listening");
   head->add_option("--clock-speed", flags->clock_speed, "pool seconds per real second");
   head->add_option("--heartbeat-timeout-ms", flags->heartbeat_timeout_ms, "a silent agent's node is lost after this");
+  head->add_option("--journal", flags->journal, "SQLite file (WAL) for requests, leases and the usage ledger");
   head->callback([flags] { RunHead(*flags); });
 
   auto aflags = std::make_shared<AgentFlags>();

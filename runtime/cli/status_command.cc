@@ -1,9 +1,10 @@
-// `gpupool status` and `gpupool queue`: the operators' views of a running head, like Slurm's
-// sinfo and squeue. Both read the head's report (runtime/head/head_report.h) with a team's or
+// `gpupool status`, `gpupool queue` and `gpupool usage`: the operators' views of a running head,
+// like Slurm's sinfo, squeue and sacct. Both read the head's report (runtime/head/head_report.h) with a team's or
 // the agents' token and print a table, or the report itself with --json.
 //
 //   gpupool status --pool 127.0.0.1:7070 --token-file team.token
 //   gpupool queue  --pool 127.0.0.1:7070 --token-file team.token --json
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -29,9 +30,19 @@ struct ViewFlags {
   std::string token;
   std::string token_file;
   bool json = false;
+  // usage only
+  double from_s = 0;
+  double to_s = 0;  // 0: now
+  std::string by = "team";
 };
 
-json FetchReport(const ViewFlags& flags) {
+struct Head {
+  std::string host;
+  uint16_t port = 0;
+  std::string token;
+};
+
+Head ResolveHead(const ViewFlags& flags) {
   std::string address = flags.pool;
   if (address.empty()) {
     if (const char* env = std::getenv("GPUPOOL_ADDRESS")) address = env;
@@ -51,11 +62,42 @@ json FetchReport(const ViewFlags& flags) {
   if (token.empty()) {
     if (const char* env = std::getenv("GPUPOOL_TOKEN")) token = env;
   }
-  absl::StatusOr<std::string> report = runtime::FetchHeadReport(host, port, token);
-  if (!report.ok()) throw CommandFailed(std::string(report.status().message()));
-  json parsed = json::parse(*report, nullptr, /*allow_exceptions=*/false);
+  return Head{host, port, token};
+}
+
+json Parse(const std::string& text) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) throw CommandFailed("the head sent a report that is not JSON");
   return parsed;
+}
+
+json FetchReport(const ViewFlags& flags) {
+  Head head = ResolveHead(flags);
+  absl::StatusOr<std::string> report = runtime::FetchHeadReport(head.host, head.port, head.token);
+  if (!report.ok()) throw CommandFailed(std::string(report.status().message()));
+  return Parse(*report);
+}
+
+void RunUsage(const ViewFlags& flags) {
+  Head head = ResolveHead(flags);
+  double to = flags.to_s > 0 ? flags.to_s
+                             : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  absl::StatusOr<std::string> rows = runtime::FetchHeadUsage(head.host, head.port, head.token, flags.from_s, to, flags.by);
+  if (!rows.ok()) throw CommandFailed(std::string(rows.status().message()));
+  json usage = Parse(*rows);
+  if (flags.json) {
+    std::cout << json{{"from_s", flags.from_s}, {"to_s", to}, {"by", flags.by}, {"rows", usage}}.dump(2) << "\n";
+    return;
+  }
+  std::string column = absl::AsciiStrToUpper(flags.by);
+  TextTable table({column, "GPU-HOURS", "LEASES"});
+  double total = 0;
+  for (const json& r : usage) {
+    total += r["gpu_hours"].get<double>();
+    table.AddRow({r["group"], absl::StrFormat("%.3f", r["gpu_hours"].get<double>()), std::to_string(r["leases"].get<int64_t>())});
+  }
+  std::cout << table.Render();
+  std::cout << absl::StrFormat("%.3f GPU-hours (wall clock) in the period\n", total);
 }
 
 void RunStatus(const ViewFlags& flags) {
@@ -122,6 +164,13 @@ void RegisterStatusCommands(CLI::App& app) {
   CLI::App* q = app.add_subcommand("queue", "Running leases and pending requests with their reasons (like squeue)");
   AddViewFlags(q, *queue);
   q->callback([queue] { RunQueue(*queue); });
+  auto usage = std::make_shared<ViewFlags>();
+  CLI::App* u = app.add_subcommand("usage", "GPU-hours per team, project, class or model from the head's ledger (like sacct)");
+  AddViewFlags(u, *usage);
+  u->add_option("--from", usage->from_s, "period start, Unix seconds (default: the beginning)");
+  u->add_option("--to", usage->to_s, "period end, Unix seconds (default: now)");
+  u->add_option("--by", usage->by, "team, project, class, workload or model");
+  u->callback([usage] { RunUsage(*usage); });
 }
 
 }  // namespace gpupool::cli

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "pool/scheduler/wait_reason.h"
+#include "runtime/head/head_journal.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
@@ -94,6 +95,15 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
     return out;
   }
   std::string TeamOfRequest(const std::string& request_id) const;
+  std::string Usage(double from_s, double to_s, const std::string& group_by, absl::Status* st);
+
+  // The journal, when there is one. Journal* return the ticket to wait for (0: nothing to wait).
+  HeadJournal* journal() { return journal_.get(); }
+  // Resolves once `ticket` is durable (at once without a journal); fails with its error.
+  kj::Promise<absl::Status> Durable(JournalTicket ticket);
+  void JournalLease(const pool::Lease& lease, const std::string& job);
+  void JournalClose(const std::string& lease_id, const std::string& cause);
+  absl::Status OpenJournal();
   uint64_t NextSessionNumber() { return next_session_++; }
   EmbeddedPool& pool() { return *pool_; }
   std::map<std::string, SessionImpl*>& by_request() { return by_request_; }
@@ -127,6 +137,8 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake_;        // guarded by queue_mu_
   bool queue_closed_ = false;                                  // guarded by queue_mu_
 
+  std::unique_ptr<HeadJournal> journal_;
+
   struct Agent {
     AgentSessionImpl* session = nullptr;
     std::chrono::steady_clock::time_point last_heartbeat;
@@ -155,18 +167,29 @@ class SessionImpl final : public rpc::Session::Server {
     for (auto& [id, p] : pending_) {
       server_.by_request().erase(id);
       (void)server_.pool().Withdraw(id);
+      if (server_.journal() != nullptr) server_.journal()->RemoveRequest(id);
     }
     for (auto& [id, listener] : leases_) {
       server_.by_lease().erase(id);
       (void)server_.pool().Release(id);
+      server_.JournalClose(id, "job disconnected");
     }
   }
 
   kj::Promise<void> request(RequestContext context) override {
     auto params = context.getParams();
-    absl::Status st = DoRequest(params.getRequest(), params.getListener());
-    rpc::EncodeStatus(st, context.getResults().initStatus());
-    return kj::READY_NOW;
+    std::string pool_id;
+    absl::Status st = DoRequest(params.getRequest(), params.getListener(), &pool_id);
+    if (!st.ok() || server_.journal() == nullptr) {
+      rpc::EncodeStatus(st, context.getResults().initStatus());
+      return kj::READY_NOW;
+    }
+    // Acknowledged once durable: a head killed after this reply still knows the request.
+    JournalTicket t = server_.journal()->RecordRequest(RequestRecord{
+        .request_id = pool_id, .job_id = prefix_, .team = team_, .submitted_s = WallSeconds()});
+    return server_.Durable(t).then([context](absl::Status durable) mutable {
+      rpc::EncodeStatus(durable, context.getResults().initStatus());
+    });
   }
 
   kj::Promise<void> withdraw(WithdrawContext context) override {
@@ -180,6 +203,7 @@ class SessionImpl final : public rpc::Session::Server {
       st = server_.pool().Withdraw(pool_id);
       pending_.erase(it);
       server_.by_request().erase(pool_id);
+      if (server_.journal() != nullptr) server_.journal()->RemoveRequest(pool_id);
     }
     rpc::EncodeStatus(st, context.getResults().initStatus());
     return kj::READY_NOW;
@@ -198,6 +222,12 @@ class SessionImpl final : public rpc::Session::Server {
       st = server_.pool().Release(id);
       leases_.erase(it);
       server_.by_lease().erase(id);
+      if (server_.journal() != nullptr) {
+        JournalTicket t = server_.journal()->CloseLease(id, WallSeconds(), "released");
+        return server_.Durable(t).then([context, st](absl::Status durable) mutable {
+          rpc::EncodeStatus(st.ok() ? durable : st, context.getResults().initStatus());
+        });
+      }
     }
     rpc::EncodeStatus(st, context.getResults().initStatus());
     return kj::READY_NOW;
@@ -238,6 +268,7 @@ class SessionImpl final : public rpc::Session::Server {
     pending_.erase(it);
     server_.by_request().erase(lease.request.id);
     server_.by_lease()[lease.id] = this;
+    server_.JournalLease(lease, prefix_);
     lease.request.id = p.client_id;
     auto req = p.listener.grantedRequest();
     rpc::EncodeLease(lease, req.initLease());
@@ -262,6 +293,7 @@ class SessionImpl final : public rpc::Session::Server {
     req.send().detach([](kj::Exception&&) {});
     leases_.erase(it);
     server_.by_lease().erase(lease_id);
+    server_.JournalClose(lease_id, "lost");
   }
 
  private:
@@ -270,7 +302,11 @@ class SessionImpl final : public rpc::Session::Server {
     rpc::LeaseListener::Client listener;
   };
 
-  absl::Status DoRequest(rpc::LeaseRequest::Reader wire, rpc::LeaseListener::Client listener) {
+  static double WallSeconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+
+  absl::Status DoRequest(rpc::LeaseRequest::Reader wire, rpc::LeaseListener::Client listener, std::string* pool_id_out) {
     absl::StatusOr<pool::LeaseRequest> r = rpc::DecodeLeaseRequest(wire);
     if (!r.ok()) return r.status();
     if (r->id.empty()) return absl::InvalidArgumentError("the request has no id");
@@ -293,6 +329,7 @@ class SessionImpl final : public rpc::Session::Server {
       pending_.erase(pool_id);
       server_.by_request().erase(pool_id);
     }
+    *pool_id_out = pool_id;
     return st;
   }
 
@@ -336,6 +373,8 @@ class AgentSessionImpl final : public rpc::AgentSession::Server {
 
 namespace {
 
+bool SameToken(const std::string& a, const std::string& b);
+
 class PoolServiceImpl final : public rpc::PoolService::Server {
  public:
   explicit PoolServiceImpl(PoolServer::Impl& server) : server_(server) {}
@@ -372,12 +411,29 @@ class PoolServiceImpl final : public rpc::PoolService::Server {
     return kj::READY_NOW;
   }
 
-  kj::Promise<void> describe(DescribeContext context) override {
-    std::string token = context.getParams().getToken();
-    bool known = server_.AuthenticateAgent(token).ok();
-    for (const auto& [team, t] : server_.options_.team_tokens) known = known || t == token;
+  kj::Promise<void> usage(UsageContext context) override {
+    auto p = context.getParams();
     auto results = context.getResults();
-    if (!known) {
+    if (!Known(p.getToken())) {
+      rpc::EncodeStatus(absl::UnauthenticatedError("usage needs a team's or the agents' token"), results.initStatus());
+      return kj::READY_NOW;
+    }
+    absl::Status st;
+    std::string report = server_.Usage(p.getFromS(), p.getToS(), p.getGroupBy(), &st);
+    rpc::EncodeStatus(st, results.initStatus());
+    if (st.ok()) results.setReport(report);
+    return kj::READY_NOW;
+  }
+
+  bool Known(const std::string& token) const {
+    bool known = server_.AuthenticateAgent(token).ok();
+    for (const auto& [team, t] : server_.options_.team_tokens) known = known || SameToken(token, t);
+    return known;
+  }
+
+  kj::Promise<void> describe(DescribeContext context) override {
+    auto results = context.getResults();
+    if (!Known(context.getParams().getToken())) {
       rpc::EncodeStatus(absl::UnauthenticatedError("describe needs a team's or the agents' token"), results.initStatus());
       return kj::READY_NOW;
     }
@@ -529,6 +585,94 @@ std::string PoolServer::Impl::Report() {
   return report.dump();
 }
 
+absl::Status PoolServer::Impl::OpenJournal() {
+  if (options_.journal_path.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(options_.journal_path);
+  if (!journal.ok()) return journal.status();
+  journal_ = *std::move(journal);
+  absl::StatusOr<HeadState> previous = journal_->Load();
+  if (!previous.ok()) return previous.status();
+  // The jobs of a previous run lost their sessions when it died (their runtimes requeue the
+  // tasks): close what it had granted into the ledger, so no GPU-second goes unaccounted.
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const LeaseRecord& l : previous->leases) journal_->CloseLease(l.lease_id, now, "head restarted");
+  for (const RequestRecord& r : previous->requests) journal_->RemoveRequest(r.request_id);
+  if (!previous->leases.empty() || !previous->requests.empty()) {
+    std::fprintf(stderr, "gpupool head: journal %s: closed %zu lease(s) and %zu request(s) left by the previous run\n",
+                 options_.journal_path.c_str(), previous->leases.size(), previous->requests.size());
+  }
+  return journal_->Flush();
+}
+
+kj::Promise<absl::Status> PoolServer::Impl::Durable(JournalTicket ticket) {
+  if (journal_ == nullptr) return absl::OkStatus();
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<absl::Status>();
+  // OnDurable wants a copyable callback; the fulfiller is move-only.
+  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<absl::Status>>>(kj::mv(paf.fulfiller));
+  journal_->OnDurable(ticket, [fulfiller](absl::Status st) { (*fulfiller)->fulfill(kj::mv(st)); });
+  return kj::mv(paf.promise);
+}
+
+void PoolServer::Impl::JournalLease(const pool::Lease& lease, const std::string& job) {
+  if (journal_ == nullptr) return;
+  LeaseRecord record;
+  record.lease_id = lease.id;
+  record.request_id = lease.request.id;
+  record.job_id = job;
+  record.node = lease.gpus.empty() ? "" : lease.gpus.front().node;
+  record.account.team = lease.request.team;
+  record.account.project = lease.request.project;
+  record.account.workload_class = lease.request.workload_class;
+  record.account.priority_class = lease.request.priority_class;
+  if (!lease.gpus.empty()) {
+    const pool::InventoryGpu* gpu = pool_->inventory().Find(lease.gpus.front());
+    if (gpu != nullptr) record.account.gpu_model = gpu->device.model;
+  }
+  record.account.gpus = static_cast<double>(lease.milli) / 1000.0;
+  record.granted_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  journal_->RecordLease(std::move(record));
+}
+
+void PoolServer::Impl::JournalClose(const std::string& lease_id, const std::string& cause) {
+  if (journal_ == nullptr) return;
+  journal_->CloseLease(lease_id, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                       cause);
+}
+
+std::string PoolServer::Impl::Usage(double from_s, double to_s, const std::string& group_by, absl::Status* st) {
+  if (journal_ == nullptr) {
+    *st = absl::FailedPreconditionError("this head keeps no journal (start it with --journal PATH)");
+    return "";
+  }
+  const std::pair<const char*, UsageGroup> groups[] = {{"team", UsageGroup::kTeam},
+                                                       {"project", UsageGroup::kProject},
+                                                       {"class", UsageGroup::kPriorityClass},
+                                                       {"workload", UsageGroup::kWorkloadClass},
+                                                       {"model", UsageGroup::kGpuModel}};
+  const UsageGroup* group = nullptr;
+  for (const auto& [name, g] : groups) {
+    if (group_by == name) group = &g;
+  }
+  if (group == nullptr) {
+    *st = absl::InvalidArgumentError(absl::StrCat("cannot group usage by '", group_by,
+                                                  "' (team, project, class, workload or model)"));
+    return "";
+  }
+  if (absl::Status flushed = journal_->Flush(); !flushed.ok()) {
+    *st = flushed;
+    return "";
+  }
+  absl::StatusOr<std::vector<UsageRow>> rows = journal_->Usage(from_s, to_s, *group);
+  if (!rows.ok()) {
+    *st = rows.status();
+    return "";
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const UsageRow& r : *rows) out.push_back({{"group", r.group}, {"gpu_hours", r.gpu_hours}, {"leases", r.leases}});
+  *st = absl::OkStatus();
+  return out.dump();
+}
+
 void PoolServer::Impl::Push(PoolEvent e) {
   std::lock_guard<std::mutex> lock(queue_mu_);
   if (queue_closed_) return;
@@ -633,6 +777,7 @@ absl::Status PoolServer::Impl::Start() {
   return absl::InvalidArgumentError(
       absl::StrCat("the pool server binds only to loopback for now; got '", options_.address, "'"));
 loopback:
+  if (absl::Status st = OpenJournal(); !st.ok()) return st;
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
   thread_ = std::thread([this, &started] { Run(started); });
@@ -649,6 +794,7 @@ PoolServer::Impl::~Impl() noexcept {
     thread_.join();
   }
   pool_.reset();  // stops the pool's thread: no listener call reaches this object afterwards
+  journal_.reset();  // commits what is queued
 }
 
 absl::StatusOr<std::unique_ptr<PoolServer>> PoolServer::Start(std::unique_ptr<EmbeddedPool> pool,

@@ -40,6 +40,12 @@ struct PoolServerOptions {
   std::map<std::string, std::string> team_tokens;  // team -> token; a team not here is refused
   std::string agent_token;   // what node agents present; empty: agents are refused
   std::chrono::milliseconds heartbeat_timeout{3000};  // a silent agent's node is lost after this
+  // The head's durable journal (runtime/head/head_journal.h); empty: none (nothing survives a
+  // restart). With one, a job's request and release are acknowledged only once they are
+  // durable, grants and losses are recorded, and every closed lease lands in the ledger that
+  // `gpupool usage` reads. On start, leases and requests left by a previous run (its jobs lost
+  // their sessions with it) are closed into the ledger as "head restarted".
+  std::string journal_path;
 };
 
 class PoolServer {

@@ -129,4 +129,7 @@ interface PoolService {
   registerAgent @1 (token :Text, inventory :Data) -> (status :Status, agent :AgentSession);
   # Operators' views (`gpupool status`, `queue`), for any authenticated team or agent token.
   describe @2 (token :Text) -> (status :Status, report :Text);
+  # GPU-hours from the head's journal over [fromS, toS) (Unix seconds), grouped by "team",
+  # "project", "class" or "model": JSON rows, for `gpupool usage`.
+  usage @3 (token :Text, fromS :Float64, toS :Float64, groupBy :Text) -> (status :Status, report :Text);
 }
