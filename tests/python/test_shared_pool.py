@@ -1,0 +1,121 @@
+"""A shared pool as an organisation runs it: `gpupool head` (with its SQLite journal) and a
+`gpupool agent` as real daemons, and Python jobs of a team that join it by address
+(GPUPOOL_ADDRESS, GPUPOOL_TOKEN, GPUPOOL_NODE) in their own processes. The head is then killed
+with SIGKILL and restarted: the usage ledger it acknowledged is still there."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+CLI = os.environ.get("GPUPOOL_CLI", "")
+TEAM_TOKEN = "vision-token-0123456789"
+AGENT_TOKEN = "agent-token-0123456789"
+
+JOB = """
+import gpupool
+
+@gpupool.remote(gpus=0.5)
+def where(x):
+    return gpupool.context().slots[0]["node"], x * x
+
+print(sorted(gpupool.get([where.submit(i) for i in range(8)])))
+"""
+
+
+def start(args, log):
+    return subprocess.Popen([CLI] + args, stdout=log, stderr=subprocess.STDOUT)
+
+
+def cli(*args):
+    return subprocess.run([CLI] + list(args), capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def head(tmp_path):
+    if not CLI:
+        pytest.skip("GPUPOOL_CLI is not set (run through CTest)")
+    (tmp_path / "tokens").write_text(f"vision: {TEAM_TOKEN}\nagents: {AGENT_TOKEN}\n")
+    (tmp_path / "agent.token").write_text(AGENT_TOKEN + "\n")
+    procs = []
+    log = open(tmp_path / "daemons.log", "w")
+
+    def start_head():
+        port_file = tmp_path / "port"
+        if port_file.exists():
+            port_file.unlink()
+        p = start(["head", "--simulate", "2xH100-80GB", "--node-count", "2", "--tokens", str(tmp_path / "tokens"),
+                   "--listen", "127.0.0.1:0", "--port-file", str(port_file), "--journal", str(tmp_path / "head.db")], log)
+        procs.append(p)
+        for _ in range(100):
+            if port_file.exists() and port_file.read_text().strip():
+                return p, port_file.read_text().strip()
+            time.sleep(0.05)
+        raise AssertionError("the head did not start: " + (tmp_path / "daemons.log").read_text())
+
+    def start_agent(port, node):
+        procs.append(start(["agent", "--head", f"127.0.0.1:{port}", "--node", node, "--simulate", "2xH100-80GB",
+                            "--heartbeat-ms", "100", "--token-file", str(tmp_path / "agent.token")], log))
+
+    yield start_head, start_agent
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    log.close()
+
+
+def wait_for_agents(port, up):
+    for _ in range(100):
+        r = cli("status", "--json", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN)
+        if r.returncode == 0 and sum(n["agent"] == "up" for n in json.loads(r.stdout)["nodes"]) == up:
+            return
+        time.sleep(0.1)
+    raise AssertionError("agents did not come up")
+
+
+def run_job(port, node):
+    env = dict(os.environ, GPUPOOL_ADDRESS=f"127.0.0.1:{port}", GPUPOOL_TOKEN=TEAM_TOKEN, GPUPOOL_NODE=node,
+               GPUPOOL_TEAM="vision")
+    return subprocess.run([sys.executable, "-c", JOB], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_python_jobs_share_a_head_and_its_ledger_survives_kill_9(head):
+    start_head, start_agent = head
+    head_proc, port = start_head()
+    start_agent(port, "node-0")
+    start_agent(port, "node-1")
+    wait_for_agents(port, 2)
+
+    # Two jobs of one team, in their own processes, each on its own node.
+    for node in ("node-0", "node-1"):
+        job = run_job(port, node)
+        assert job.returncode == 0, job.stderr
+        assert job.stdout.strip() == str(sorted((node, i * i) for i in range(8)))
+
+    # A job that names a node the pool does not have is told what to set.
+    lost = run_job(port, "node-7")
+    assert lost.returncode != 0
+    assert "GPUPOOL_NODE" in lost.stderr
+
+    usage = cli("usage", "--json", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN)
+    assert usage.returncode == 0, usage.stderr
+    rows = json.loads(usage.stdout)["rows"]
+    assert [r["group"] for r in rows] == ["vision"]
+    leases_before = rows[0]["leases"]
+    assert leases_before >= 2
+
+    # kill -9 of the head; a new head on the same journal still has every closed lease.
+    head_proc.send_signal(signal.SIGKILL)
+    head_proc.wait()
+    _, port = start_head()
+    usage = cli("usage", "--json", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN)
+    assert usage.returncode == 0, usage.stderr
+    rows = json.loads(usage.stdout)["rows"]
+    assert rows[0]["group"] == "vision" and rows[0]["leases"] == leases_before
+
+    bad = cli("usage", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN, "--by", "colour")
+    assert bad.returncode == 1 and "cannot group usage by 'colour'" in bad.stderr
