@@ -309,6 +309,30 @@ TEST(ObjectTransfer, OwnerKeepsServingWhenAFetcherDiesMidTransfer) {
   EXPECT_TRUE(removed.get().ok());
 }
 
+// Over shared memory UCX cannot report a dead peer (UcxOptions::detect_peer_failure is off):
+// the fetch's deadline is what notices, and the fetcher goes on working.
+TEST(ObjectTransfer, DeadShmOwnerIsNoticedByTheDeadline) {
+  std::unique_ptr<PeerProcess> dead = StartOwner("shm", "1024");
+  std::unique_ptr<PeerProcess> alive = StartOwner("shm", "1024");
+  ASSERT_TRUE(dead && alive);
+  std::unique_ptr<UcxWorker> worker = MakeWorker("shm", "fetcher");
+  absl::StatusOr<std::unique_ptr<ObjectFetcher>> fetcher = ObjectFetcher::Create(*worker);
+  ASSERT_TRUE(fetcher.ok());
+  absl::StatusOr<PeerId> dead_owner = worker->Connect(dead->address(), "dead-owner");
+  absl::StatusOr<PeerId> live_owner = worker->Connect(alive->address(), "live-owner");
+  ASSERT_TRUE(dead_owner.ok() && live_owner.ok());
+  ASSERT_TRUE((*fetcher)->Fetch(*dead_owner, PatternId(1024)).ok());
+  dead->Kill();
+  dead->Wait();
+  absl::StatusOr<FetchedObject> lost =
+      (*fetcher)->Fetch(*dead_owner, PatternId(1024), {.timeout = absl::Milliseconds(300)});
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDeadlineExceeded) << lost.status();
+  EXPECT_THAT(lost.status().message(), HasSubstr("dead-owner"));
+  absl::StatusOr<FetchedObject> object = (*fetcher)->Fetch(*live_owner, PatternId(1024));
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(Checksum(object->bytes()), alive->checksums().at(PatternId(1024)));
+}
+
 TEST(ObjectRegistry, AddTwiceIsAlreadyExistsAndRemoveUnknownIsNotFound) {
   ObjectRegistry registry;
   std::vector<std::byte> bytes(3);
