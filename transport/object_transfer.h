@@ -22,12 +22,15 @@
 // socket), and a miss (NotFound) costs the same single round trip. Tag matching would need the
 // receive posted before the size is known, so a second round trip for "new buffer" fetches.
 //
-// Failures: a fetch fails on its own, never taking the worker or other fetches with it.
+// Failures: a fetch fails on its own; the worker and fetches from other owners go on.
 //   NotFound           the owner does not serve that id (the message names both)
-//   Unavailable        the owner failed (died, connection reset) before or during the transfer
+//   Unavailable        the owner failed (died, connection reset) before or during the transfer;
+//                      every fetch from it fails so. Without peer-failure detection (shared
+//                      memory, UcxOptions::detect_peer_failure) a dead owner shows as:
 //   DeadlineExceeded   no complete answer within FetchOptions::timeout; if bytes were landing
 //                      in caller memory then, the owner's endpoint is reset (UCX cannot cancel a
-//                      rendezvous halfway, and the caller's buffer must be free when we return)
+//                      rendezvous halfway, and the caller's buffer must be free when we return),
+//                      which fails the other fetches from that owner with Unavailable
 //   OutOfRange         the object is larger than the caller's buffer
 //   InvalidArgument    an object id longer than kMaxObjectIdBytes
 // The server checks every request's size and layout; garbage is counted and dropped, never
