@@ -202,6 +202,32 @@ TEST_F(ObjectTransferInProcess, FetchFromItsOwnWorker) {
   EXPECT_EQ(Checksum(object->bytes()), Checksum(small_));
 }
 
+// Two owner processes serving `sizes`, and this process's worker and fetcher connected to both.
+struct TwoOwners {
+  std::unique_ptr<PeerProcess> a, b;
+  std::unique_ptr<UcxWorker> worker;
+  std::unique_ptr<ObjectFetcher> fetcher;
+  PeerId owner_a = 0, owner_b = 0;
+
+  // False (with test failures recorded) when something did not start.
+  bool Start(const std::string& transports, const std::string& sizes, const std::string& name_a,
+             const std::string& name_b) {
+    a = StartOwner(transports, sizes);
+    b = StartOwner(transports, sizes);
+    worker = MakeWorker(transports, "fetcher");
+    if (!a || !b || !worker) return false;
+    absl::StatusOr<std::unique_ptr<ObjectFetcher>> f = ObjectFetcher::Create(*worker);
+    absl::StatusOr<PeerId> pa = worker->Connect(a->address(), name_a);
+    absl::StatusOr<PeerId> pb = worker->Connect(b->address(), name_b);
+    EXPECT_TRUE(f.ok() && pa.ok() && pb.ok());
+    if (!f.ok() || !pa.ok() || !pb.ok()) return false;
+    fetcher = *std::move(f);
+    owner_a = *pa;
+    owner_b = *pb;
+    return true;
+  }
+};
+
 bool Arrived(const std::byte* p, const std::vector<std::byte>& expected, size_t offset) {
   // Racy on purpose: UCX writes the buffer from the loop thread while this reads it.
   for (size_t i = 0; i < 4096; i += 8) {
@@ -220,25 +246,22 @@ bool Arrived(const std::byte* p, const std::vector<std::byte>& expected, size_t 
 TEST(ObjectTransfer, OwnerKilledMidTransferFailsOnlyThatFetch) {
   const size_t size = 64 * kMiB;
   const std::string id = PatternId(size);
-  std::unique_ptr<PeerProcess> a = StartOwner("tcp", absl::StrCat(size));
-  std::unique_ptr<PeerProcess> b = StartOwner("tcp", absl::StrCat(size));
-  ASSERT_TRUE(a && b);
-  std::unique_ptr<UcxWorker> worker = MakeWorker("tcp", "fetcher");
-  absl::StatusOr<std::unique_ptr<ObjectFetcher>> fetcher = ObjectFetcher::Create(*worker);
-  ASSERT_TRUE(fetcher.ok());
-  absl::StatusOr<PeerId> owner_a = worker->Connect(a->address(), "owner-A");
-  absl::StatusOr<PeerId> owner_b = worker->Connect(b->address(), "owner-B");
-  ASSERT_TRUE(owner_a.ok() && owner_b.ok());
+  TwoOwners owners;
+  ASSERT_TRUE(owners.Start("tcp", absl::StrCat(size), "owner-A", "owner-B"));
+  PeerProcess* a = owners.a.get();
+  PeerProcess* b = owners.b.get();
+  ObjectFetcher* fetcher = owners.fetcher.get();
+  const PeerId owner_a = owners.owner_a, owner_b = owners.owner_b;
   // Wire both endpoints up first, so the kill lands during the transfer, not the handshake.
-  ASSERT_TRUE((*fetcher)->Fetch(*owner_a, "warm-up").status().code() ==
+  ASSERT_TRUE(fetcher->Fetch(owner_a, "warm-up").status().code() ==
               absl::StatusCode::kNotFound);
   const std::vector<std::byte> expected = testing::Pattern(size);
   std::vector<std::byte> dst(size);
 
   std::promise<absl::StatusOr<FetchedObject>> from_a, from_b;
-  (*fetcher)->FetchIntoAsync(*owner_a, id, absl::MakeSpan(dst), {},
+  fetcher->FetchIntoAsync(owner_a, id, absl::MakeSpan(dst), {},
                              [&](absl::StatusOr<FetchedObject> r) { from_a.set_value(std::move(r)); });
-  (*fetcher)->FetchAsync(*owner_b, id, {},
+  fetcher->FetchAsync(owner_b, id, {},
                          [&](absl::StatusOr<FetchedObject> r) { from_b.set_value(std::move(r)); });
   absl::Time start = absl::Now();
   bool mid_transfer = false;
@@ -263,11 +286,11 @@ TEST(ObjectTransfer, OwnerKilledMidTransferFailsOnlyThatFetch) {
   absl::StatusOr<FetchedObject> concurrent = from_b.get_future().get();
   ASSERT_TRUE(concurrent.ok()) << concurrent.status();
   EXPECT_EQ(Checksum(concurrent->bytes()), b->checksums().at(id));
-  absl::StatusOr<FetchedObject> after = (*fetcher)->Fetch(*owner_b, id);
+  absl::StatusOr<FetchedObject> after = fetcher->Fetch(owner_b, id);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(Checksum(after->bytes()), b->checksums().at(id));
   // The dead owner fails at once from now on.
-  EXPECT_EQ((*fetcher)->Fetch(*owner_a, id).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fetcher->Fetch(owner_a, id).status().code(), absl::StatusCode::kUnavailable);
 }
 
 // A fetcher process dies while this process sends it 64 MiB: the reply fails, its bytes are
@@ -312,23 +335,20 @@ TEST(ObjectTransfer, OwnerKeepsServingWhenAFetcherDiesMidTransfer) {
 // Over shared memory UCX cannot report a dead peer (UcxOptions::detect_peer_failure is off):
 // the fetch's deadline is what notices, and the fetcher goes on working.
 TEST(ObjectTransfer, DeadShmOwnerIsNoticedByTheDeadline) {
-  std::unique_ptr<PeerProcess> dead = StartOwner("shm", "1024");
-  std::unique_ptr<PeerProcess> alive = StartOwner("shm", "1024");
-  ASSERT_TRUE(dead && alive);
-  std::unique_ptr<UcxWorker> worker = MakeWorker("shm", "fetcher");
-  absl::StatusOr<std::unique_ptr<ObjectFetcher>> fetcher = ObjectFetcher::Create(*worker);
-  ASSERT_TRUE(fetcher.ok());
-  absl::StatusOr<PeerId> dead_owner = worker->Connect(dead->address(), "dead-owner");
-  absl::StatusOr<PeerId> live_owner = worker->Connect(alive->address(), "live-owner");
-  ASSERT_TRUE(dead_owner.ok() && live_owner.ok());
-  ASSERT_TRUE((*fetcher)->Fetch(*dead_owner, PatternId(1024)).ok());
+  TwoOwners owners;
+  ASSERT_TRUE(owners.Start("shm", "1024", "dead-owner", "live-owner"));
+  PeerProcess* dead = owners.a.get();
+  PeerProcess* alive = owners.b.get();
+  ObjectFetcher* fetcher = owners.fetcher.get();
+  const PeerId dead_owner = owners.owner_a, live_owner = owners.owner_b;
+  ASSERT_TRUE(fetcher->Fetch(dead_owner, PatternId(1024)).ok());
   dead->Kill();
   dead->Wait();
   absl::StatusOr<FetchedObject> lost =
-      (*fetcher)->Fetch(*dead_owner, PatternId(1024), {.timeout = absl::Milliseconds(300)});
+      fetcher->Fetch(dead_owner, PatternId(1024), {.timeout = absl::Milliseconds(300)});
   EXPECT_EQ(lost.status().code(), absl::StatusCode::kDeadlineExceeded) << lost.status();
   EXPECT_THAT(lost.status().message(), HasSubstr("dead-owner"));
-  absl::StatusOr<FetchedObject> object = (*fetcher)->Fetch(*live_owner, PatternId(1024));
+  absl::StatusOr<FetchedObject> object = fetcher->Fetch(live_owner, PatternId(1024));
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_EQ(Checksum(object->bytes()), alive->checksums().at(PatternId(1024)));
 }
