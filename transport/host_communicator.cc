@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -422,7 +423,14 @@ void HostCommunicator::OnMessage(AmMessage& message) {
 
   // Nobody waits yet: keep the bytes until a Recv asks for them.
   auto unexpected = std::make_unique<Unexpected>();
-  unexpected->bytes = std::make_unique_for_overwrite<std::byte[]>(size);
+  // The size comes from the sender: a refusal breaks the communicator, not the process.
+  unexpected->bytes.reset(new (std::nothrow) std::byte[size]);
+  if (unexpected->bytes == nullptr) {
+    Break(absl::ResourceExhaustedError(
+        absl::StrCat("rank ", rank_, ": no memory for a message of ", size, " bytes from rank ",
+                     src)));
+    return;
+  }
   unexpected->size = size;
   Unexpected* u = unexpected.get();
   unexpected_[key].push_back(std::move(unexpected));

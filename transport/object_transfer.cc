@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -270,7 +271,14 @@ void ObjectFetcher::OnReply(AmMessage& message) {
     return;
   }
   if (fetch.allocate) {
-    fetch.buffer.data = std::make_unique_for_overwrite<std::byte[]>(size);
+    // The size comes from the owner: a refusal is this fetch's error, not the process's.
+    fetch.buffer.data.reset(new (std::nothrow) std::byte[size]);
+    if (fetch.buffer.data == nullptr) {
+      Finish(request, absl::ResourceExhaustedError(absl::StrCat(
+                          "object '", fetch.id, "' from '", fetch.owner_name, "' is ", size,
+                          " bytes; that much memory could not be allocated")));
+      return;
+    }
     fetch.dst = absl::Span<std::byte>(fetch.buffer.data.get(), size);
   } else if (size > fetch.dst.size()) {
     Finish(request, absl::OutOfRangeError(absl::StrCat(

@@ -32,6 +32,7 @@
 //                      rendezvous halfway, and the caller's buffer must be free when we return),
 //                      which fails the other fetches from that owner with Unavailable
 //   OutOfRange         the object is larger than the caller's buffer
+//   ResourceExhausted  a new buffer of the object's size could not be allocated
 //   InvalidArgument    an object id longer than kMaxObjectIdBytes
 // The server checks every request's size and layout; garbage is counted and dropped, never
 // trusted. Ids and the message in a reply are bounded too, so a bad owner cannot hurt a fetcher.
