@@ -4,8 +4,9 @@
 // node, and prints where they ran. MPI is used only while Init bootstraps the job, so a rank
 // that dies does not take the others down (launch with --enable-recovery).
 //
-//   mpirun --allow-run-as-root --oversubscribe --enable-recovery -np 4 \
+//   mpirun --allow-run-as-root --oversubscribe --enable-recovery -np 4
 //       ./build/examples/mpirun_fanout/mpirun_fanout --gpupool-simulate 2xH100-80GB
+// (one command line; see the README's mpirun section).
 #include <cstdio>
 #include <map>
 #include <string>

@@ -2,8 +2,8 @@
 // the pool's nodes (declared by its configuration or --simulate, as slurm.conf declares Slurm's)
 // to the jobs of many teams; each node's agent registers the node and keeps it alive.
 //
-//   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens --listen 127.0.0.1:7070 \
-//                --journal /var/lib/gpupool/head.db
+//   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens --journal head.db
+//                --listen 127.0.0.1:7070
 //   gpupool agent --head 127.0.0.1:7070 --node node-1 --simulate 4xH100-80GB --token-file agent.token
 //
 // Both run until SIGINT or SIGTERM.
