@@ -55,9 +55,9 @@ int64_t QuotaLedger::Lendable(const std::string& team, const std::string& group)
 QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group, int64_t milli,
                               bool may_borrow) const {
   if (open_pool()) return {true, false, WaitReason::kNone};
+  if (FitsNominal(team, group, milli)) return {true, false, WaitReason::kNone};
   const int64_t usage = Committed(team, group);
   const int64_t nominal = Nominal(team, group);
-  if (usage + milli <= nominal) return {true, false, WaitReason::kNone};
   if (!may_borrow) return {false, false, WaitReason::kOverQuota};
   const TeamQuota* q = QuotaOf(team, group);
   if (q != nullptr && q->borrowing_limit_milli.has_value() &&
@@ -81,6 +81,10 @@ QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group,
     return {false, true, WaitReason::kNoBorrowableCapacity};
   }
   return {true, true, WaitReason::kNone};
+}
+
+bool QuotaLedger::FitsNominal(const std::string& team, const std::string& group, int64_t milli) const {
+  return Committed(team, group) + milli <= Nominal(team, group);
 }
 
 void QuotaLedger::Add(const std::string& team, const std::string& group, int64_t milli) {

@@ -38,6 +38,9 @@ class QuotaLedger {
   // `may_borrow` is false for non-preemptible classes: they run within nominal quota only.
   QuotaCheck Check(const std::string& team, const std::string& group, int64_t milli,
                    bool may_borrow) const;
+  // Whether `milli` more keeps the team within its nominal quota: Check's fits && !borrowing,
+  // without asking what the cohort could lend.
+  bool FitsNominal(const std::string& team, const std::string& group, int64_t milli) const;
   void Add(const std::string& team, const std::string& group, int64_t milli);
   void Remove(const std::string& team, const std::string& group, int64_t milli);
   // Quota promised to a request that revoked victims to run within its team's nominal quota and

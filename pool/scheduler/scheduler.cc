@@ -512,10 +512,8 @@ bool Scheduler::WithinNominal(const PendingRequest& p) const {
   // An open pool, with no teams configured, guarantees nothing: everyone shares.
   if (ledger_.open_pool()) return false;
   if (p.claimed_milli > 0) return true;  // its claim is its room within nominal
-  const bool preemptible = ClassOf(p.request).preemptible;
   for (const auto& [group, unused] : p.eligibility->candidates) {
-    QuotaCheck c = ledger_.Check(p.request.team, group, RequestMilli(p.request, group), preemptible);
-    if (c.fits && !c.borrowing) return true;
+    if (ledger_.FitsNominal(p.request.team, group, RequestMilli(p.request, group))) return true;
   }
   return false;
 }

@@ -17,7 +17,11 @@
 // at once: a preemption, a lost notebook and a restart for nothing. The ageing credit grows with
 // waiting time (one share unit per `aging_horizon_s`), so a request cannot wait forever behind
 // an endless stream of equal-priority work from teams with a smaller share (guaranteed work is
-// no endless stream: it is bounded by the nominal quotas).
+// no endless stream: it is bounded by the nominal quotas). Within a team this lets a request that
+// fits nominal quota go before the team's higher-priority one that would borrow; if that one then
+// cannot borrow, it preempts the team's lower-priority work as Kueue's withinClusterQueue
+// LowerPriority does. Holding the first back instead would let other teams' borrowers take the
+// room and then be reclaimed by it, past its grace period.
 //
 // Gangs: the first request in that order that cannot be placed for lack of room (not quota) and
 // needs several slots gets a reservation on the GPUs where it can start soonest, predicted from

@@ -254,15 +254,20 @@ TEST(Scheduler, GangsAreAllOrNothingByTopology) {
   EXPECT_TRUE(pool.s().Cancel("gang2").ok());
 }
 
-TEST(Scheduler, FreeCapacityInTheWrongPlacesIsReportedAsFragmented) {
-  Pool pool(kOpenPool);
-  // Three singles pack onto one node; a same-node triple takes the other: one H100 free on each.
+// kOpenPool with one H100 free on each node: three singles pack onto one node, a same-node
+// triple takes the other.
+void LeaveOneH100FreePerNode(Pool& pool) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(pool.s().Submit({.id = absl::StrCat("s", i), .team = "t", .allowed_models = {"H100-80GB"}}, 0).ok());
   }
   ASSERT_TRUE(pool.s().Submit({.id = "triple", .team = "t", .slot_count = 3, .allowed_models = {"H100-80GB"},
                                .topology = GangTopology::kSameNode}, 0).ok());
-  EXPECT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
+  ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
+}
+
+TEST(Scheduler, FreeCapacityInTheWrongPlacesIsReportedAsFragmented) {
+  Pool pool(kOpenPool);
+  LeaveOneH100FreePerNode(pool);
   ASSERT_TRUE(pool.s().Submit({.id = "pair", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"},
                                .topology = GangTopology::kSameNode}, 1).ok());
   EXPECT_TRUE(pool.s().Schedule(1).granted.empty());
@@ -278,13 +283,7 @@ TEST(Scheduler, FreeCapacityInTheWrongPlacesIsReportedAsFragmented) {
 // for an earlier request of its shape, even when a grant in between had changed it.
 TEST(Scheduler, AWaitReasonFromThePlacementMemoIsDiagnosedAgainAfterAGrant) {
   Pool pool(kOpenPool);
-  // As above: one H100 free on each node.
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(pool.s().Submit({.id = absl::StrCat("s", i), .team = "t", .allowed_models = {"H100-80GB"}}, 0).ok());
-  }
-  ASSERT_TRUE(pool.s().Submit({.id = "triple", .team = "t", .slot_count = 3, .allowed_models = {"H100-80GB"},
-                               .topology = GangTopology::kSameNode}, 0).ok());
-  ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
+  LeaveOneH100FreePerNode(pool);
   // In one cycle: a pair fails (fragmented) and reserves one node's free GPU, a single takes the
   // other, and a second pair of the same shape now lacks room altogether.
   LeaseRequest pair{.id = "pair-1", .team = "t", .slot_count = 2, .allowed_models = {"H100-80GB"},
