@@ -3,69 +3,204 @@
 // once sharing (borrowing, reclaim with preemption, checkpoints). Issue 3's target: pooled
 // utilisation at least 2.5x dedicated's, guaranteed requests admitted within one grace period.
 //
-//   bench/run teams [--json] [--weeks=N] [--seed=S]
+// Beside the ratio it prints its ceiling: the offered load (work asked for / capacity) over
+// dedicated's utilisation, what the ratio would be if the pool ran every GPU-hour anyone asked
+// for. Pooled utilisation cannot exceed the offered load, so no scheduler beats that ceiling.
+//
+//   bench/run teams [--json] [--weeks=N] [--seeds=A-B] [--teams=N] [--burst=F]
+//                   [--sprint-probability=P] [--patient]
+//   bench/run teams --sweep [--seeds=A-B]   the ratio over teams, burstiness and sprint frequency
 #include <cstdio>
-
-#include "bench/common/json_figure.h"
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "bench/common/json_figure.h"
 #include "pool/config/pool_config.h"
 #include "pool/devices/simulated_driver.h"
 #include "pool/sim/lease_simulation.h"
+#include "pool/sim/seed_list.h"
 
 using namespace gpupool::pool;
 
-int main(int argc, char** argv) {
-  bool json = false;
+namespace {
+
+struct Setting {
+  int teams = sim::kDefaultTeams;
   sim::TeamWorkloadOptions workload;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0) json = true;
-    if (std::strncmp(argv[i], "--weeks=", 8) == 0) workload.weeks = std::atoi(argv[i] + 8);
-    if (std::strncmp(argv[i], "--seed=", 7) == 0) workload.seed = std::strtoull(argv[i] + 7, nullptr, 10);
-    if (std::strcmp(argv[i], "--patient") == 0) workload.impatient = false;
-  }
-  PoolConfig config = ParsePoolConfig(sim::kDefaultTeamsPoolYaml, "teams-bench").value();
+};
+
+// Both runs of one setting, summed over seeds (means are taken when printed).
+struct Comparison {
+  int seeds = 0;
+  sim::LeaseSimulationResult dedicated, pooled;  // sums of the per-seed figures
+  double worst_within_grace = 1;                  // pooled, over seeds
+  double max_guaranteed_delay_s = 0;              // pooled, over seeds
+  double ratio_min = 1e9, ratio_max = 0;          // per-seed pooled/dedicated
+};
+
+void Accumulate(sim::LeaseSimulationResult& sum, const sim::LeaseSimulationResult& r) {
+  sum.offered_load += r.offered_load;
+  sum.mean_utilisation += r.mean_utilisation;
+  sum.held_utilisation += r.held_utilisation;
+  sum.idle_while_waiting_gpu_hours += r.idle_while_waiting_gpu_hours;
+  sum.guaranteed_requests += r.guaranteed_requests;
+  sum.guaranteed_delay_mean_s += r.guaranteed_delay_mean_s;
+  sum.guaranteed_delay_p95_s += r.guaranteed_delay_p95_s;
+  sum.guaranteed_within_grace += r.guaranteed_within_grace;
+  sum.burst_gpu_hours_per_sprint_week += r.burst_gpu_hours_per_sprint_week;
+  sum.lost_gpu_hours += r.lost_gpu_hours;
+  sum.restart_gpu_hours += r.restart_gpu_hours;
+  sum.preemptions += r.preemptions;
+  sum.jain_fairness += r.jain_fairness;
+  sum.jobs_completed += r.jobs_completed;
+  sum.jobs_abandoned += r.jobs_abandoned;
+}
+
+Comparison Compare(const Setting& setting, const std::vector<uint64_t>& seeds, bool quiet) {
+  PoolConfig config = ParsePoolConfig(sim::TeamsPoolYaml(setting.teams), "teams-bench").value();
   auto driver = SimulatedDriver::Create(*config.simulated_nodes).value();
   Inventory inventory = Inventory::FromDiscovery(driver->Discover().value()).value();
-  std::vector<sim::SimJob> jobs = sim::GenerateTeamWorkload(config.scheduling, "H100-80GB", workload);
-  std::fprintf(stderr, "teams bench: %zu jobs over %d weeks on 64 H100, 4 teams\n", jobs.size(), workload.weeks);
-  auto progress = [](const char* mode) {
-    return [mode](int64_t now, int64_t horizon) {
-      if (now % (7 * 86400) < 86400) std::fprintf(stderr, "  %s: week %ld of %ld\n", mode, static_cast<long>(now / (7 * 86400)) + 1, static_cast<long>(horizon / (7 * 86400)));
-    };
+  Comparison c;
+  for (uint64_t seed : seeds) {
+    sim::TeamWorkloadOptions workload = setting.workload;
+    workload.seed = seed;
+    std::vector<sim::SimJob> jobs = sim::GenerateTeamWorkload(config.scheduling, "H100-80GB", workload);
+    sim::LeaseSimulationResult d = sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = false});
+    sim::LeaseSimulationResult p = sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = true});
+    double ratio = p.mean_utilisation / d.mean_utilisation;
+    if (!quiet) {
+      std::fprintf(stderr, "  seed %llu: %zu jobs, offered %.1f%%, dedicated %.1f%%, pooled %.1f%% (%.2fx)\n",
+                   static_cast<unsigned long long>(seed), jobs.size(), 100 * p.offered_load,
+                   100 * d.mean_utilisation, 100 * p.mean_utilisation, ratio);
+    }
+    ++c.seeds;
+    Accumulate(c.dedicated, d);
+    Accumulate(c.pooled, p);
+    c.worst_within_grace = std::min(c.worst_within_grace, p.guaranteed_within_grace);
+    c.max_guaranteed_delay_s = std::max(c.max_guaranteed_delay_s, p.guaranteed_delay_max_s);
+    c.ratio_min = std::min(c.ratio_min, ratio);
+    c.ratio_max = std::max(c.ratio_max, ratio);
+  }
+  return c;
+}
+
+double Ratio(const Comparison& c) { return c.pooled.mean_utilisation / c.dedicated.mean_utilisation; }
+double Ceiling(const Comparison& c) { return c.pooled.offered_load / c.dedicated.mean_utilisation; }
+
+void PrintComparison(const Setting& s, const Comparison& c) {
+  const double n = c.seeds;
+  const sim::LeaseSimulationResult& d = c.dedicated;
+  const sim::LeaseSimulationResult& p = c.pooled;
+  std::printf("%d teams x 16 nominal H100 (%d GPUs), %d weeks, sprint probability %.2f, bursts %.1fx quota%s; "
+              "mean of %d seeds\n\n",
+              s.teams, 16 * s.teams, s.workload.weeks, s.workload.sprint_probability,
+              s.workload.burst_factor, s.workload.impatient ? "" : ", patient jobs", c.seeds);
+  std::printf("%-46s %12s %12s\n", "", "dedicated", "pooled");
+  std::printf("%-46s %11.1f%% %11.1f%%\n", "offered load (work asked for / capacity)", 100 * d.offered_load / n, 100 * p.offered_load / n);
+  std::printf("%-46s %11.1f%% %11.1f%%\n", "mean utilisation (busy GPU-hours / capacity)", 100 * d.mean_utilisation / n, 100 * p.mean_utilisation / n);
+  std::printf("%-46s %11.1f%% %11.1f%%\n", "  held by leases", 100 * d.held_utilisation / n, 100 * p.held_utilisation / n);
+  std::printf("%-46s %12s %11.2fx   (seeds %.2f-%.2f; target >= 2.5x)\n", "pooled / dedicated", "", Ratio(c), c.ratio_min, c.ratio_max);
+  std::printf("%-46s %12s %11.2fx   (offered load / dedicated)\n", "  ceiling: the pool running all offered work", "", Ceiling(c));
+  std::printf("%-46s %12.0f %12.0f\n", "idle GPU-hours while requests waited", d.idle_while_waiting_gpu_hours / n, p.idle_while_waiting_gpu_hours / n);
+  std::printf("%-46s %12.0f %12.0f\n", "guaranteed requests", d.guaranteed_requests / n, p.guaranteed_requests / n);
+  std::printf("%-46s %12.0f %12.0f\n", "  delay mean (s)", d.guaranteed_delay_mean_s / n, p.guaranteed_delay_mean_s / n);
+  std::printf("%-46s %12.0f %12.0f\n", "  delay p95 (s)", d.guaranteed_delay_p95_s / n, p.guaranteed_delay_p95_s / n);
+  std::printf("%-46s %12s %12.0f\n", "  delay max over seeds (s)", "", c.max_guaranteed_delay_s);
+  std::printf("%-46s %11.1f%% %11.1f%%   (worst seed %.1f%%)\n", "  admitted within their class's grace period",
+              100 * d.guaranteed_within_grace / n, 100 * p.guaranteed_within_grace / n, 100 * c.worst_within_grace);
+  std::printf("%-46s %12.0f %12.0f\n", "burst GPU-hours per sprint week", d.burst_gpu_hours_per_sprint_week / n, p.burst_gpu_hours_per_sprint_week / n);
+  std::printf("%-46s %12.0f %12.0f\n", "preemptions", d.preemptions / n, p.preemptions / n);
+  std::printf("%-46s %12.1f %12.1f\n", "GPU-hours lost to preemption (work)", d.lost_gpu_hours / n, p.lost_gpu_hours / n);
+  std::printf("%-46s %12.1f %12.1f\n", "GPU-hours loading checkpoints after preemption", d.restart_gpu_hours / n, p.restart_gpu_hours / n);
+  std::printf("%-46s %12.3f %12.3f\n", "Jain fairness (received/demanded)", d.jain_fairness / n, p.jain_fairness / n);
+  std::printf("%-46s %12.0f %12.0f\n", "jobs completed", d.jobs_completed / n, p.jobs_completed / n);
+  std::printf("%-46s %12.0f %12.0f\n", "jobs abandoned (never started)", d.jobs_abandoned / n, p.jobs_abandoned / n);
+}
+
+void PrintJson(const Comparison& c) {
+  const double n = c.seeds;
+  auto line = [](const char* metric, double value, const char* unit, double ref) {
+    gpupool::bench::PrintJsonFigure("teams", metric, value, unit, "dedicated", ref);
   };
-  sim::LeaseSimulationResult dedicated =
-      sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = false, .progress = progress("dedicated")});
-  sim::LeaseSimulationResult pooled =
-      sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = true, .progress = progress("pooled")});
-  if (json) {
-    auto line = [](const char* metric, double value, const char* unit, double ref) {
-      gpupool::bench::PrintJsonFigure("teams", metric, value, unit, "dedicated", ref);
-    };
-    line("mean_utilisation", pooled.mean_utilisation, "fraction", dedicated.mean_utilisation);
-    line("guaranteed_delay_max", pooled.guaranteed_delay_max_s, "s", dedicated.guaranteed_delay_max_s);
-    line("guaranteed_within_grace", pooled.guaranteed_within_grace, "fraction", dedicated.guaranteed_within_grace);
-    line("burst_gpu_hours_per_sprint_week", pooled.burst_gpu_hours_per_sprint_week, "GPU-h", dedicated.burst_gpu_hours_per_sprint_week);
-    line("lost_gpu_hours", pooled.lost_gpu_hours, "GPU-h", dedicated.lost_gpu_hours);
-    line("jain_fairness", pooled.jain_fairness, "index", dedicated.jain_fairness);
+  const sim::LeaseSimulationResult& d = c.dedicated;
+  const sim::LeaseSimulationResult& p = c.pooled;
+  line("mean_utilisation", p.mean_utilisation / n, "fraction", d.mean_utilisation / n);
+  line("offered_load", p.offered_load / n, "fraction", d.offered_load / n);
+  line("utilisation_ratio_ceiling", Ceiling(c), "x", 1.0);
+  line("guaranteed_delay_max", c.max_guaranteed_delay_s, "s", 0);
+  line("guaranteed_within_grace", c.worst_within_grace, "fraction", d.guaranteed_within_grace / n);
+  line("burst_gpu_hours_per_sprint_week", p.burst_gpu_hours_per_sprint_week / n, "GPU-h", d.burst_gpu_hours_per_sprint_week / n);
+  line("lost_gpu_hours", p.lost_gpu_hours / n, "GPU-h", d.lost_gpu_hours / n);
+  line("restart_gpu_hours", p.restart_gpu_hours / n, "GPU-h", d.restart_gpu_hours / n);
+  line("jain_fairness", p.jain_fairness / n, "index", d.jain_fairness / n);
+}
+
+// One line per setting: how the ratio and its ceiling move with the workload's parameters.
+void Sweep(const std::vector<uint64_t>& seeds, int weeks) {
+  std::vector<Setting> settings;
+  auto add = [&](int teams, double burst, double probability, bool impatient) {
+    Setting s;
+    s.teams = teams;
+    s.workload.weeks = weeks;
+    s.workload.burst_factor = burst;
+    s.workload.sprint_probability = probability;
+    s.workload.impatient = impatient;
+    settings.push_back(s);
+  };
+  for (int teams : {4, 8, 16}) add(teams, 3.0, 0.3, true);
+  for (double burst : {2.0, 4.0, 6.0}) add(4, burst, 0.3, true);
+  for (double probability : {0.15, 0.5}) add(4, 3.0, probability, true);
+  add(4, 6.0, 0.15, true);
+  add(16, 6.0, 0.15, true);
+  add(4, 3.0, 0.3, false);
+  std::printf("%5s %6s %7s %8s | %8s %10s %8s | %7s %8s | %13s\n", "teams", "burst", "sprint", "patient",
+              "offered", "dedicated", "pooled", "ratio", "ceiling", "within grace");
+  for (const Setting& s : settings) {
+    Comparison c = Compare(s, seeds, /*quiet=*/true);
+    const double n = c.seeds;
+    std::printf("%5d %5.1fx %7.2f %8s | %7.1f%% %9.1f%% %7.1f%% | %6.2fx %7.2fx | %12.1f%%\n", s.teams,
+                s.workload.burst_factor, s.workload.sprint_probability,
+                s.workload.impatient ? "no" : "yes", 100 * c.pooled.offered_load / n,
+                100 * c.dedicated.mean_utilisation / n, 100 * c.pooled.mean_utilisation / n, Ratio(c),
+                Ceiling(c), 100 * c.worst_within_grace);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false, sweep = false;
+  std::string seed_list = "42-44";
+  Setting setting;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--json") == 0) json = true;
+    if (std::strcmp(a, "--sweep") == 0) sweep = true;
+    if (std::strcmp(a, "--patient") == 0) setting.workload.impatient = false;
+    if (std::strncmp(a, "--weeks=", 8) == 0) setting.workload.weeks = std::atoi(a + 8);
+    if (std::strncmp(a, "--seed=", 7) == 0) seed_list = a + 7;
+    if (std::strncmp(a, "--seeds=", 8) == 0) seed_list = a + 8;
+    if (std::strncmp(a, "--teams=", 8) == 0) setting.teams = std::atoi(a + 8);
+    if (std::strncmp(a, "--burst=", 8) == 0) setting.workload.burst_factor = std::atof(a + 8);
+    if (std::strncmp(a, "--sprint-probability=", 21) == 0) setting.workload.sprint_probability = std::atof(a + 21);
+  }
+  absl::StatusOr<std::vector<uint64_t>> seeds = sim::ParseSeedList(seed_list);
+  if (!seeds.ok() || setting.teams < 1 || setting.workload.weeks < 1) {
+    std::fprintf(stderr, "teams bench: bad --seeds, --teams or --weeks\n");
+    return 2;
+  }
+  if (sweep) {
+    Sweep(*seeds, setting.workload.weeks);
     return 0;
   }
-  std::printf("%-40s %12s %12s\n", "64 H100, 4 teams x 16 nominal", "dedicated", "pooled");
-  std::printf("%-40s %12.1f%% %11.1f%%\n", "mean utilisation", 100 * dedicated.mean_utilisation, 100 * pooled.mean_utilisation);
-  std::printf("%-40s %12s %11.2fx   (target >= 2.5x)\n", "pooled / dedicated", "", pooled.mean_utilisation / dedicated.mean_utilisation);
-  std::printf("%-40s %12d %12d\n", "guaranteed requests", dedicated.guaranteed_requests, pooled.guaranteed_requests);
-  std::printf("%-40s %12.0f %12.0f\n", "  delay mean (s)", dedicated.guaranteed_delay_mean_s, pooled.guaranteed_delay_mean_s);
-  std::printf("%-40s %12.0f %12.0f\n", "  delay p95 (s)", dedicated.guaranteed_delay_p95_s, pooled.guaranteed_delay_p95_s);
-  std::printf("%-40s %12.0f %12.0f\n", "  delay max (s)", dedicated.guaranteed_delay_max_s, pooled.guaranteed_delay_max_s);
-  std::printf("%-40s %11.1f%% %11.1f%%\n", "  admitted within a grace period", 100 * dedicated.guaranteed_within_grace, 100 * pooled.guaranteed_within_grace);
-  std::printf("%-40s %12.0f %12.0f\n", "burst GPU-hours per sprint week", dedicated.burst_gpu_hours_per_sprint_week, pooled.burst_gpu_hours_per_sprint_week);
-  std::printf("%-40s %12d %12d\n", "preemptions", dedicated.preemptions, pooled.preemptions);
-  std::printf("%-40s %12.1f %12.1f\n", "GPU-hours lost to preemption", dedicated.lost_gpu_hours, pooled.lost_gpu_hours);
-  std::printf("%-40s %12.3f %12.3f\n", "Jain fairness (received/demanded)", dedicated.jain_fairness, pooled.jain_fairness);
-  std::printf("%-40s %12d %12d\n", "jobs completed", dedicated.jobs_completed, pooled.jobs_completed);
-  std::printf("%-40s %12d %12d\n", "jobs abandoned (never started)", dedicated.jobs_abandoned, pooled.jobs_abandoned);
-  std::printf("%-40s %12d %12d\n", "jobs unfinished at the horizon", dedicated.jobs_unfinished, pooled.jobs_unfinished);
+  Comparison c = Compare(setting, *seeds, /*quiet=*/json);
+  if (json) {
+    PrintJson(c);
+  } else {
+    PrintComparison(setting, c);
+  }
   return 0;
 }

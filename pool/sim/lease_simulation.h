@@ -30,6 +30,9 @@ struct LeaseSimulationOptions {
   int64_t horizon_s = 0;            // 0: the last arrival plus one day
   int64_t safe_point_s = 30;        // a revoked task reaches a safe point this soon
   int64_t restart_overhead_s = 60;  // loading a checkpoint on the new slot
+  // Checkpointable jobs commit a snapshot every `checkpoint_interval_s` of their priority class
+  // (the runtime forces it, ../shared/DESIGN.md §5) and on revocation at their safe point; the
+  // scheduler is told of each, so its victim choice sees the work really at risk.
   // Called once per simulated day with (simulated seconds, horizon), for progress output.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -42,20 +45,34 @@ struct TeamFigures {
   int preemptions = 0;
 };
 
+// Utilisation is measured the same way for both runs: GPU-hours of work over capacity x horizon.
+// "Held" counts every GPU-hour a lease held; "busy" (mean_utilisation) leaves out what preemption
+// wasted there: progress thrown away (work since the last checkpoint, all of it for a job that
+// cannot checkpoint) and the time a resumed job spends loading its checkpoint. The difference is
+// the price of sharing, so the pooled/dedicated ratio is taken on busy hours.
 struct LeaseSimulationResult {
   std::string mode;               // "pooled" | "dedicated"
   double capacity_gpus = 0;
   double horizon_hours = 0;
-  double mean_utilisation = 0;    // GPU-hours held / (capacity x horizon)
+  double offered_load = 0;        // work of the jobs that arrived / (capacity x horizon)
+  double mean_utilisation = 0;    // busy GPU-hours / (capacity x horizon)
+  double held_utilisation = 0;    // GPU-hours held by leases / (capacity x horizon)
+  // GPU-hours of free capacity while at least one request waited: an upper bound on what the
+  // scheduler itself (ordering, reservations, placement, quota rules) left unused. Part of it is
+  // capacity no waiting request could use (a fragment too small, a team at its limit).
+  double idle_while_waiting_gpu_hours = 0;
   // Requests once within their team's nominal quota (as the scheduler saw them): how long from
   // then until admitted. Requests still waiting at the horizon are not counted.
   int guaranteed_requests = 0;
   double guaranteed_delay_mean_s = 0;
   double guaranteed_delay_p95_s = 0;
   double guaranteed_delay_max_s = 0;
-  double guaranteed_within_grace = 0;  // fraction admitted within the longest grace period
+  // Fraction admitted within the grace period of their own priority class (the promise:
+  // "admitted within its class's grace period").
+  double guaranteed_within_grace = 0;
   double burst_gpu_hours_per_sprint_week = 0;  // sprint work done, per team sprint-week
-  double lost_gpu_hours = 0;
+  double lost_gpu_hours = 0;      // progress thrown away by preemption
+  double restart_gpu_hours = 0;   // spent loading checkpoints after preemption
   int preemptions = 0;
   double jain_fairness = 0;       // over teams' received / demanded
   int jobs_completed = 0;

@@ -30,6 +30,17 @@ class Draw {
 
 }  // namespace
 
+std::string TeamsPoolYaml(int teams) {
+  static constexpr const char* kNames[] = {"vision", "speech", "search", "ads"};
+  std::string yaml = absl::StrCat("nodes:\n  - {name: n, count: ", 2 * teams,
+                                  ", gpus: [{model: H100-80GB, count: 8}]}\nteams:\n");
+  for (int t = 0; t < teams; ++t) {
+    std::string name = t < 4 ? kNames[t] : absl::StrCat("team", t + 1);
+    absl::StrAppend(&yaml, "  - {name: ", name, ", quotas: [{gpus: H100-80GB, nominal: 16}]}\n");
+  }
+  return yaml;
+}
+
 std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const std::string& group,
                                          const TeamWorkloadOptions& o) {
   Draw draw(o.seed);

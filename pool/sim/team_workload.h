@@ -8,8 +8,20 @@
 //   TeamWorkloadOptions o;            // defaults: 8 weeks, 30% sprint weeks, bursts 3x quota
 //   std::vector<SimJob> jobs = GenerateTeamWorkload(config.scheduling, "H100-80GB", o);
 //
-// The defaults follow the problem statement in ../shared/DESIGN.md §1 (bursty training, teams
-// sized for their peak); they are parameters, not a fit to any target.
+// What each team of nominal quota Q GPUs submits (all on the given model group):
+//   inference   Q/16 GPUs as half-GPU fractions, non-preemptible, for the whole horizon.
+//   quiet week  one notebook a working day (a quarter GPU, 2-6 h, from 9-12 h, patience 1 h).
+//   sprint week (probability `sprint_probability`, drawn per team and week, independently)
+//               `burst_factor` x Q x 168 GPU-hours of work:
+//     60% training: gangs of min(8, Q/2) whole GPUs on one node, 1 h + Exp(mean 12 h), arriving
+//         over the first five days, checkpointable, waiting until the end of the following week;
+//     35% experiments: 1-2 whole GPUs on one node, 1-6 h, arriving over six days,
+//         checkpointable, cancelled if not started by the sprint's end;
+//      5% notebooks: a quarter GPU, 2-8 h, 9-12 h on working days, not checkpointable, patience
+//         1 h.
+// Every figure is a parameter of the problem in ../shared/DESIGN.md §1 (bursty training, teams
+// idle between pushes), not a fit to any target. How the pooled/dedicated comparison depends on
+// them (teams, burst factor, sprint probability, patience): bench/teams/README.md.
 #ifndef GPUPOOL_POOL_SIM_TEAM_WORKLOAD_H_
 #define GPUPOOL_POOL_SIM_TEAM_WORKLOAD_H_
 
@@ -22,16 +34,12 @@
 
 namespace gpupool::pool::sim {
 
-// The pool `gpupool simulate --workload teams` uses without --config: 8 nodes x 8 H100 shared by
-// four teams with 16 GPUs of nominal quota each.
-inline constexpr char kDefaultTeamsPoolYaml[] = R"(nodes:
-  - {name: n, count: 8, gpus: [{model: H100-80GB, count: 8}]}
-teams:
-  - {name: vision, quotas: [{gpus: H100-80GB, nominal: 16}]}
-  - {name: speech, quotas: [{gpus: H100-80GB, nominal: 16}]}
-  - {name: search, quotas: [{gpus: H100-80GB, nominal: 16}]}
-  - {name: ads, quotas: [{gpus: H100-80GB, nominal: 16}]}
-)";
+// The pool `gpupool simulate --workload teams` uses without --config is TeamsPoolYaml(4): 8 nodes
+// x 8 H100 shared by vision, speech, search and ads with 16 GPUs of nominal quota each. More teams
+// (team5, team6, ...) bring two nodes each, so every team's share of the pool stays the same and
+// only the number of teams whose bursts can interleave changes.
+inline constexpr int kDefaultTeams = 4;
+std::string TeamsPoolYaml(int teams);
 
 struct TeamWorkloadOptions {
   int weeks = 8;

@@ -161,6 +161,12 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_option("--config", flags->teams.config, "teams: YAML pool with nodes and teams");
   cmd->add_option("--weeks", flags->teams.weeks, "teams: weeks to simulate (default: 8)");
   cmd->add_option("--seed", flags->teams.seed, "teams: workload seed (default: 42)");
+  cmd->add_option("--sprint-probability", flags->teams.sprint_probability,
+                  "teams: chance a team's week is a sprint (default: 0.3)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--burst", flags->teams.burst_factor,
+                  "teams: a sprint's work as a multiple of the team's quota (default: 3)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--policy", flags->policy,
                   absl::StrCat("Placement policy: ", PolicyNameList("|"), " (default: gpupool's own)"))
       ->check([](const std::string& name) {

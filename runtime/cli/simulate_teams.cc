@@ -25,7 +25,10 @@ nlohmann::json ToJson(const sim::LeaseSimulationResult& r) {
                      {"preemptions", t.preemptions}});
   }
   return {{"mode", r.mode},
+          {"offered_load", r.offered_load},
           {"mean_utilisation", r.mean_utilisation},
+          {"held_utilisation", r.held_utilisation},
+          {"idle_while_waiting_gpu_hours", r.idle_while_waiting_gpu_hours},
           {"guaranteed_requests", r.guaranteed_requests},
           {"guaranteed_delay_mean_s", r.guaranteed_delay_mean_s},
           {"guaranteed_delay_p95_s", r.guaranteed_delay_p95_s},
@@ -34,6 +37,7 @@ nlohmann::json ToJson(const sim::LeaseSimulationResult& r) {
           {"burst_gpu_hours_per_sprint_week", r.burst_gpu_hours_per_sprint_week},
           {"preemptions", r.preemptions},
           {"lost_gpu_hours", r.lost_gpu_hours},
+          {"restart_gpu_hours", r.restart_gpu_hours},
           {"jain_fairness", r.jain_fairness},
           {"jobs_completed", r.jobs_completed},
           {"jobs_abandoned", r.jobs_abandoned},
@@ -45,7 +49,7 @@ nlohmann::json ToJson(const sim::LeaseSimulationResult& r) {
 
 void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
   absl::StatusOr<pool::PoolConfig> config =
-      flags.config.empty() ? pool::ParsePoolConfig(sim::kDefaultTeamsPoolYaml, "built-in pool")
+      flags.config.empty() ? pool::ParsePoolConfig(sim::TeamsPoolYaml(sim::kDefaultTeams), "built-in pool")
                            : pool::LoadPoolConfig(flags.config);
   if (!config.ok()) throw CommandFailed(std::string(config.status().message()));
   if (!config->simulated_nodes.has_value() || config->scheduling.teams.empty()) {
@@ -67,7 +71,9 @@ void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
   }
   if (first == nullptr) throw CommandFailed("no team has a quota: nothing to simulate");
   std::vector<sim::SimJob> jobs = sim::GenerateTeamWorkload(
-      config->scheduling, first->group, {.weeks = flags.weeks, .seed = flags.seed});
+      config->scheduling, first->group,
+      {.weeks = flags.weeks, .seed = flags.seed, .sprint_probability = flags.sprint_probability,
+       .burst_factor = flags.burst_factor});
   std::cerr << absl::StrFormat("simulate: %d jobs over %d weeks on %d GPUs, %d teams\n", jobs.size(),
                                flags.weeks, inventory->gpu_count(), config->scheduling.teams.size());
   auto progress = [](const char* mode) {
@@ -98,8 +104,12 @@ void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
   auto pct = [](double v) { return absl::StrFormat("%.1f%%", 100 * v); };
   auto num = [](double v) { return absl::StrFormat("%.0f", v); };
   TextTable table({"", "DEDICATED", "POOLED"});
-  table.AddRow({"mean utilisation", pct(dedicated.mean_utilisation), pct(pooled.mean_utilisation)});
-  table.AddRow({"guaranteed requests admitted within a grace period",
+  table.AddRow({"offered load (work asked for / capacity)", pct(dedicated.offered_load), pct(pooled.offered_load)});
+  table.AddRow({"mean utilisation (busy GPU-hours / capacity)", pct(dedicated.mean_utilisation), pct(pooled.mean_utilisation)});
+  table.AddRow({"  held by leases", pct(dedicated.held_utilisation), pct(pooled.held_utilisation)});
+  table.AddRow({"idle GPU-hours while requests waited", num(dedicated.idle_while_waiting_gpu_hours),
+                num(pooled.idle_while_waiting_gpu_hours)});
+  table.AddRow({"guaranteed requests admitted within their class's grace period",
                 pct(dedicated.guaranteed_within_grace), pct(pooled.guaranteed_within_grace)});
   table.AddRow({"  their wait p95 / max (s)",
                 num(dedicated.guaranteed_delay_p95_s) + " / " + num(dedicated.guaranteed_delay_max_s),
@@ -109,14 +119,19 @@ void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
   table.AddRow({"preemptions", num(dedicated.preemptions), num(pooled.preemptions)});
   table.AddRow({"GPU-hours lost to preemption", absl::StrFormat("%.1f", dedicated.lost_gpu_hours),
                 absl::StrFormat("%.1f", pooled.lost_gpu_hours)});
+  table.AddRow({"GPU-hours loading checkpoints after preemption",
+                absl::StrFormat("%.1f", dedicated.restart_gpu_hours),
+                absl::StrFormat("%.1f", pooled.restart_gpu_hours)});
   table.AddRow({"Jain fairness (received / demanded)", absl::StrFormat("%.3f", dedicated.jain_fairness),
                 absl::StrFormat("%.3f", pooled.jain_fairness)});
   table.AddRow({"jobs completed / abandoned / unfinished",
                 absl::StrFormat("%d / %d / %d", dedicated.jobs_completed, dedicated.jobs_abandoned, dedicated.jobs_unfinished),
                 absl::StrFormat("%d / %d / %d", pooled.jobs_completed, pooled.jobs_abandoned, pooled.jobs_unfinished)});
   std::cout << table.Render()
-            << absl::StrFormat("pooled utilisation is %.2fx dedicated's\n",
-                               pooled.mean_utilisation / std::max(1e-9, dedicated.mean_utilisation));
+            << absl::StrFormat("pooled utilisation is %.2fx dedicated's (at most %.2fx: the offered "
+                               "load over dedicated's)\n",
+                               pooled.mean_utilisation / std::max(1e-9, dedicated.mean_utilisation),
+                               pooled.offered_load / std::max(1e-9, dedicated.mean_utilisation));
   TextTable teams({"TEAM", "DEMANDED GPU-H", "RECEIVED DEDICATED", "RECEIVED POOLED", "LOST POOLED"});
   for (size_t i = 0; i < pooled.teams.size() && i < dedicated.teams.size(); ++i) {
     teams.AddRow({pooled.teams[i].team, num(pooled.teams[i].demanded_gpu_hours),

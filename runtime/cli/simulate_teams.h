@@ -14,6 +14,8 @@ struct TeamsSimulationFlags {
   std::string config;  // YAML with nodes and teams; empty: the built-in 64-GPU, 4-team pool
   int weeks = 8;
   uint64_t seed = 42;
+  double sprint_probability = 0.3;  // see pool/sim/team_workload.h
+  double burst_factor = 3.0;
   bool json = false;
 };
 

@@ -237,6 +237,16 @@ TEST(SimulateCommand, TeamsWorkloadComparesDedicatedAndPooled) {
   EXPECT_GT(j["pooled"]["mean_utilisation"].get<double>(), 0);
   EXPECT_GT(j["dedicated"]["mean_utilisation"].get<double>(), 0);
   EXPECT_EQ(j["pooled"]["teams"].size(), 4u);
+  for (const char* mode : {"dedicated", "pooled"}) {
+    EXPECT_LE(j[mode]["mean_utilisation"].get<double>(), j[mode]["held_utilisation"].get<double>()) << mode;
+    EXPECT_LE(j[mode]["mean_utilisation"].get<double>(), j[mode]["offered_load"].get<double>()) << mode;
+  }
+  // The workload's shape is the user's to set: no sprints leaves only notebooks and inference.
+  r = RunCli("simulate --workload teams --weeks 1 --sprint-probability 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(json::parse(r.out)["pooled"]["offered_load"].get<double>(), 0.1);
+  r = RunCli("simulate --workload teams --sprint-probability 2");
+  EXPECT_NE(r.exit_code, 0);
   std::string no_teams = WriteTemp("noteams.yaml", "nodes:\n  - gpus: [{model: L4}]\n");
   r = RunCli("simulate --workload teams --config " + no_teams);
   EXPECT_NE(r.exit_code, 0);
