@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -333,6 +334,16 @@ int Main(int argc, char** argv) {
   Flags flags = ParseFlags(argc, argv);
   if (flags.role == "owner") return RunOwner(flags.transports.at(0), Sizes(flags));
   if (!flags.json) {
+    // Both sides poll; on a machine with few cores and other load, the figures say as much
+    // about scheduling as about the transport. Say what the machine was doing.
+    std::string load = "?";
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      char text[64] = {};
+      if (std::fgets(text, sizeof(text), f) != nullptr) load = std::string(text, 4);
+      std::fclose(f);
+    }
+    std::printf("# %u CPUs, load average %s at start\n", std::thread::hardware_concurrency(),
+                load.c_str());
     std::printf("%-5s %8s %12s %14s %9s\n", "tls", "size", "gpupool MiB/s", "perftest MiB/s",
                 "ratio");
   }
