@@ -8,33 +8,16 @@
 #include "pool/health.h"
 #include "pool/inventory.h"
 #include "runtime/api/status_to_error.h"
+#include "runtime/rpc/node_codec.h"
 
 namespace gpupool {
 namespace {
 
 GpuInfo ToGpuInfo(const pool::InventoryGpu& gpu, const pool::GpuHealthReading& reading,
                   const pool::HealthVerdict& verdict, const pool::PoolConfig& config) {
-  const pool::DiscoveredGpu& d = gpu.device;
-  GpuInfo info;
-  info.index = d.index;
-  info.model = gpu.model != nullptr ? gpu.model->name : d.name;
-  info.name = d.name;
-  info.uuid = d.uuid;
-  info.memory_mib = d.memory_mib;
-  info.compute_capability_major = d.compute_capability_major;
-  info.compute_capability_minor = d.compute_capability_minor;
-  info.sm_count = d.sm_count;
-  info.mig_mode = std::string(pool::MigModeName(d.mig_mode));
-  for (const pool::GpuInstanceInfo& gi : d.instances) {
-    MigInstance mi{gi.id, gi.profile, gi.start, gi.size, gi.uuid, {}};
-    for (const pool::ComputeInstanceInfo& ci : gi.compute_instances) {
-      mi.compute_instances.push_back({ci.id, ci.profile});
-    }
-    info.instances.push_back(std::move(mi));
-  }
-  info.nvlink_island = gpu.nvlink_island;
-  info.pci_bus_id = d.pci_bus_id;
-  info.numa_node = d.numa_node;
+  GpuInfo info = rpc::GpuInfoOf(gpu.device);
+  info.model = gpu.model != nullptr ? gpu.model->name : gpu.device.name;  // the device's name when uncatalogued
+  info.nvlink_island = gpu.nvlink_island;  // pool-wide: "node-0/nvl0"
   info.health = std::string(pool::HealthStateName(verdict.state));
   info.health_reasons = verdict.reasons;
   info.temperature_c = reading.temperature_c;

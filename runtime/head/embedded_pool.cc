@@ -195,12 +195,7 @@ void EmbeddedPool::PollHealth(std::vector<Delivery>& out) {
     std::string key = absl::StrCat(gpu.ref.node, "/", gpu.ref.index);
     auto known = health_.find(key);
     pool::HealthState previous = known == health_.end() ? gpu.health : known->second;
-    pool::HealthVerdict verdict = pool::AssessHealth(*reading, previous);
-    if (known != health_.end() && verdict.state == previous) continue;
-    health_[key] = verdict.state;
-    if (known == health_.end() && verdict.state == gpu.health) continue;
-    Absorb(scheduler_->SetGpuHealth(gpu.ref, verdict.state, NowSeconds()), out);
-    dirty_ = true;
+    ApplyHealth(gpu.ref, pool::AssessHealth(*reading, previous).state, out);
   }
 }
 

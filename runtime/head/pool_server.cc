@@ -25,6 +25,11 @@
 namespace gpupool::runtime {
 namespace {
 
+// The journal's clock: Unix seconds (pool time restarts with the head; the ledger must not).
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // A listener call from the pool's thread, waiting for the event loop.
 struct PoolEvent {
   enum Kind { kGranted, kRevoked, kLost } kind;
@@ -301,10 +306,6 @@ class SessionImpl final : public rpc::Session::Server {
     std::string client_id;
     rpc::LeaseListener::Client listener;
   };
-
-  static double WallSeconds() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
 
   absl::Status DoRequest(rpc::LeaseRequest::Reader wire, rpc::LeaseListener::Client listener, std::string* pool_id_out) {
     absl::StatusOr<pool::LeaseRequest> r = rpc::DecodeLeaseRequest(wire);
@@ -594,7 +595,7 @@ absl::Status PoolServer::Impl::OpenJournal() {
   if (!previous.ok()) return previous.status();
   // The jobs of a previous run lost their sessions when it died (their runtimes requeue the
   // tasks): close what it had granted into the ledger, so no GPU-second goes unaccounted.
-  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double now = WallSeconds();
   for (const LeaseRecord& l : previous->leases) journal_->CloseLease(l.lease_id, now, "head restarted");
   for (const RequestRecord& r : previous->requests) journal_->RemoveRequest(r.request_id);
   if (!previous->leases.empty() || !previous->requests.empty()) {
@@ -629,14 +630,13 @@ void PoolServer::Impl::JournalLease(const pool::Lease& lease, const std::string&
     if (gpu != nullptr) record.account.gpu_model = gpu->device.model;
   }
   record.account.gpus = static_cast<double>(lease.milli) / 1000.0;
-  record.granted_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record.granted_s = WallSeconds();
   journal_->RecordLease(std::move(record));
 }
 
 void PoolServer::Impl::JournalClose(const std::string& lease_id, const std::string& cause) {
   if (journal_ == nullptr) return;
-  journal_->CloseLease(lease_id, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                       cause);
+  journal_->CloseLease(lease_id, WallSeconds(), cause);
 }
 
 std::string PoolServer::Impl::Usage(double from_s, double to_s, const std::string& group_by, absl::Status* st) {

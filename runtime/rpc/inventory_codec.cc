@@ -1,4 +1,5 @@
 #include "absl/strings/string_view.h"
+#include "runtime/rpc/label_codec.h"
 #include "runtime/rpc/inventory_codec.h"
 
 #include <capnp/message.h>
@@ -20,16 +21,6 @@ uint16_t IndexOf(const Names& names, const std::string& value) {
     if (value == names[i]) return i;
   }
   return 0;
-}
-
-void EncodeLabels(const std::map<std::string, std::string>& labels,
-                  capnp::List<Label>::Builder out) {
-  unsigned i = 0;
-  for (const auto& [k, v] : labels) {
-    out[i].setKey(k);
-    out[i].setValue(v);
-    ++i;
-  }
 }
 
 std::map<std::string, std::string> DecodeLabels(capnp::List<Label>::Reader in) {

@@ -1,3 +1,4 @@
+#include "runtime/rpc/label_codec.h"
 #include "runtime/rpc/lease_codec.h"
 
 #include <algorithm>
@@ -31,15 +32,6 @@ absl::Status Labels(capnp::List<Label>::Reader in, const char* field,
     out[*std::move(k)] = *std::move(v);
   }
   return absl::OkStatus();
-}
-
-void EncodeLabels(const std::map<std::string, std::string>& in, capnp::List<Label>::Builder out) {
-  unsigned i = 0;
-  for (const auto& [k, v] : in) {
-    out[i].setKey(k);
-    out[i].setValue(v);
-    ++i;
-  }
 }
 
 }  // namespace

@@ -19,32 +19,6 @@ Enum FromName(absl::string_view name, absl::string_view (*namer)(Enum), std::ini
   return fallback;
 }
 
-// Only what a DiscoveredGpu has travels; NVLink peers are summarised by the island, which is
-// what the scheduler places by.
-GpuInfo ToWire(const pool::DiscoveredGpu& d) {
-  GpuInfo g;
-  g.index = d.index;
-  g.model = d.model;
-  g.name = d.name;
-  g.uuid = d.uuid;
-  g.memory_mib = d.memory_mib;
-  g.compute_capability_major = d.compute_capability_major;
-  g.compute_capability_minor = d.compute_capability_minor;
-  g.sm_count = d.sm_count;
-  g.mig_mode = std::string(pool::MigModeName(d.mig_mode));
-  for (const pool::GpuInstanceInfo& gi : d.instances) {
-    MigInstance mi{gi.id, gi.profile, gi.start, gi.size, gi.uuid, {}};
-    for (const pool::ComputeInstanceInfo& ci : gi.compute_instances) mi.compute_instances.push_back({ci.id, ci.profile});
-    g.instances.push_back(std::move(mi));
-  }
-  g.nvlink_island = d.nvlink_island;  // the node-local island, as discovered
-  g.pci_bus_id = d.pci_bus_id;
-  g.numa_node = d.numa_node;
-  g.health = std::string(pool::HealthStateName(d.health));
-  g.labels = d.labels;
-  return g;
-}
-
 pool::DiscoveredGpu FromWire(const GpuInfo& g) {
   pool::DiscoveredGpu d;
   d.index = g.index;
@@ -86,12 +60,38 @@ pool::DiscoveredGpu FromWire(const GpuInfo& g) {
 
 }  // namespace
 
+// Only what a DiscoveredGpu has travels; NVLink peers are summarised by the island, which is
+// what the scheduler places by.
+GpuInfo GpuInfoOf(const pool::DiscoveredGpu& d) {
+  GpuInfo g;
+  g.index = d.index;
+  g.model = d.model;
+  g.name = d.name;
+  g.uuid = d.uuid;
+  g.memory_mib = d.memory_mib;
+  g.compute_capability_major = d.compute_capability_major;
+  g.compute_capability_minor = d.compute_capability_minor;
+  g.sm_count = d.sm_count;
+  g.mig_mode = std::string(pool::MigModeName(d.mig_mode));
+  for (const pool::GpuInstanceInfo& gi : d.instances) {
+    MigInstance mi{gi.id, gi.profile, gi.start, gi.size, gi.uuid, {}};
+    for (const pool::ComputeInstanceInfo& ci : gi.compute_instances) mi.compute_instances.push_back({ci.id, ci.profile});
+    g.instances.push_back(std::move(mi));
+  }
+  g.nvlink_island = d.nvlink_island;  // the node-local island, as discovered
+  g.pci_bus_id = d.pci_bus_id;
+  g.numa_node = d.numa_node;
+  g.health = std::string(pool::HealthStateName(d.health));
+  g.labels = d.labels;
+  return g;
+}
+
 std::string EncodeNodes(const DiscoveredPool& pool) {
   PoolDescription wire;
   wire.driver = pool.driver;
   for (const pool::DiscoveredNode& node : pool.nodes) {
     NodeInfo info{node.name, node.labels, {}};
-    for (const pool::DiscoveredGpu& gpu : node.gpus) info.gpus.push_back(ToWire(gpu));
+    for (const pool::DiscoveredGpu& gpu : node.gpus) info.gpus.push_back(GpuInfoOf(gpu));
     wire.nodes.push_back(std::move(info));
   }
   return EncodeInventory(wire);

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gpupool/pool_description.h"
 #include "pool/devices/device_driver.h"
 #include "pool/inventory.h"
 
@@ -25,6 +26,10 @@ struct DiscoveredPool {
 };
 
 std::string EncodeNodes(const DiscoveredPool& pool);
+
+// A discovered GPU as the public GpuInfo, with what discovery knows (island node-local, health
+// as discovered); DescribePool adds the pool's view on top.
+GpuInfo GpuInfoOf(const pool::DiscoveredGpu& gpu);
 absl::StatusOr<DiscoveredPool> DecodeNodes(absl::string_view bytes);
 
 // The nodes of an inventory as they were discovered (all of them, or the one named `only`).
