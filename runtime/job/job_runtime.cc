@@ -386,12 +386,15 @@ void JobRuntime::OnGranted(const pool::Lease& lease) {
   }
   LeaseRun* raw = run.get();
   bool keep = false;
+  // Workers that have given their lease back, reaped here. They are joined only after
+  // leases_mu_ is released: a finished worker may still be taking that lock (to ask for the next
+  // lease of its shape), and joining it under the lock deadlocked the job.
+  std::vector<std::unique_ptr<LeaseRun>> reaped;
   {
     std::lock_guard<std::mutex> lock(leases_mu_);
-    // Reap workers that have exited.
     for (auto it = finished_runs_.begin(); it != finished_runs_.end();) {
       if ((*it)->finished.load()) {
-        if ((*it)->thread.joinable()) (*it)->thread.join();
+        reaped.push_back(std::move(*it));
         it = finished_runs_.erase(it);
       } else {
         ++it;
@@ -407,6 +410,10 @@ void JobRuntime::OnGranted(const pool::Lease& lease) {
       runs_[lease.id] = std::move(run);
     }
   }
+  for (auto& done : reaped) {
+    if (done->thread.joinable()) done->thread.join();
+  }
+  reaped.clear();
   if (!keep) {
     (void)pool_->Release(lease.id);  // granted after we stopped wanting it
     return;

@@ -36,7 +36,7 @@ struct LeaseRun {
   std::atomic<bool> revoked{false};
   std::atomic<double> revoke_deadline_s{0};  // pool time by which a revoked lease must be released
   std::atomic<bool> lost{false};
-  std::atomic<bool> finished{false};      // the worker thread has exited (join it)
+  std::atomic<bool> finished{false};      // lease given back; the thread may still be winding down (join it, never under leases_mu_)
   std::thread thread;
 };
 
