@@ -388,12 +388,14 @@ void JobRuntime::OnGranted(const pool::Lease& lease) {
   bool keep = false;
   // Workers that have given their lease back, reaped here. They are joined only after
   // leases_mu_ is released: a finished worker may still be taking that lock (to ask for the next
-  // lease of its shape), and joining it under the lock deadlocked the job.
+  // lease of its shape), and joining it under the lock deadlocked the job. Once the runtime is
+  // stopping, its destructor joins every worker, so none is reaped here (a thread joined twice,
+  // or freed under the destructor's join, hung rank 0 of an mpirun job at exit).
   std::vector<std::unique_ptr<LeaseRun>> reaped;
   {
     std::lock_guard<std::mutex> lock(leases_mu_);
     for (auto it = finished_runs_.begin(); it != finished_runs_.end();) {
-      if ((*it)->finished.load()) {
+      if ((*it)->finished.load() && !stopping_.load()) {
         reaped.push_back(std::move(*it));
         it = finished_runs_.erase(it);
       } else {
