@@ -5,6 +5,8 @@
 
 #include "gpupool/task_context.h"
 #include "runtime/api/status_to_error.h"
+#include "runtime/gpu/device_copy.h"
+#include "runtime/job/job_group.h"
 #include "runtime/job/job_runtime.h"
 #include "runtime/job/lease_run.h"
 
@@ -97,6 +99,41 @@ void TaskContext::SleepPoolTime(double seconds) {
   if (seconds <= 0) return;
   double real = seconds / state_->runtime->clock_speed();
   std::this_thread::sleep_for(std::chrono::duration<double>(real));
+}
+
+int TaskContext::rank() const { return state_->runtime->group().rank(); }
+int TaskContext::ranks() const { return state_->runtime->group().size(); }
+
+void TaskContext::Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device) {
+  if (count == 0) return;
+  if (data == nullptr) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': AllReduce of no memory");
+  runtime::JobGroup& group = state_->runtime->group();
+  const auto type = static_cast<runtime::ElementType>(element_code);
+  if (cuda_device < 0) {
+    api::ThrowIfError(group.AllReduce(data, count, type, op));
+    return;
+  }
+  // Device memory: staged through pinned host memory, reduced there, copied back.
+  const uint64_t bytes = count * runtime::ElementSize(type);
+  runtime::PinnedHostBuffer staging(bytes);
+  api::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device));
+  api::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
+  api::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device));
+}
+
+void TaskContext::Broadcast(int root, void* data, size_t bytes) {
+  if (data == nullptr && bytes > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast of no memory");
+  api::ThrowIfError(state_->runtime->group().Broadcast(root, data, bytes));
+}
+
+void TaskContext::Send(int dst, uint64_t tag, const void* data, size_t bytes) {
+  if (data == nullptr && bytes > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Send of no memory");
+  api::ThrowIfError(state_->runtime->group().Send(dst, tag, data, bytes));
+}
+
+size_t TaskContext::Recv(int src, uint64_t tag, void* data, size_t capacity) {
+  if (data == nullptr && capacity > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Recv into no memory");
+  return api::ValueOrThrow(state_->runtime->group().Recv(src, tag, data, capacity));
 }
 
 }  // namespace gpupool

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->ranks_ = joined.ranks;
   rt->notice_ = std::move(joined.notice);
   rt->companions_ = std::move(joined.companions);
+  rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{
       .dir = o.checkpoint_dir, .shared = o.checkpoint_dir_shared, .keep_last = o.checkpoint_keep_last,
       .staging_bytes = o.checkpoint_staging_mib << 20});

@@ -65,6 +65,8 @@ class JobRuntime final : public LeaseListener {
   const std::string& node() const { return node_label_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
+  // The job's ranks connected for TaskContext's collectives (a group of one outside mpirun).
+  JobGroup& group() { return *group_; }
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }
   double clock_speed() const { return options_.clock_speed; }
@@ -116,6 +118,7 @@ class JobRuntime final : public LeaseListener {
   int rank_ = 0, ranks_ = 1;              // under mpirun
   std::string notice_;
   std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
+  std::unique_ptr<JobGroup> group_;
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
   std::unique_ptr<CheckpointService> checkpoints_;
   std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed

@@ -215,6 +215,15 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   joined.local_nodes = mine.nodes;
   joined.driver = mine.driver;
   joined.node_label = mine.nodes[0].name;
+  // 4. The ranks' data plane for collectives: UCX worker addresses allgathered, all connected.
+  bool one_host = true;
+  for (const pool::DiscoveredNode& n : nodes) one_host &= mine.driver != "nvidia" || n.name == b.host();
+  absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
+      rank, b.size(), [&b](std::string address) { return b.AllGather(std::move(address)); },
+      JobGroupOptions{.collective_timeout = absl::Seconds(o.collective_timeout_s),
+                      .net_devices = one_host ? "lo" : ""});
+  if (!group.ok()) return group.status();
+  joined.group = *std::move(group);
   // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.
   b.Finish();
   return joined;

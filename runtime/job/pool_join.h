@@ -29,6 +29,7 @@
 #include "pool/devices/device_driver.h"
 #include "runtime/head/embedded_pool.h"
 #include "runtime/head/pool_client.h"
+#include "runtime/job/job_group.h"
 
 namespace gpupool::runtime {
 
@@ -41,6 +42,7 @@ struct JoinedPool {
   std::string node_label;                         // non-empty: leases are pinned to this node
   int rank = 0;                                   // under mpirun
   int ranks = 1;
+  std::unique_ptr<JobGroup> group;                // the ranks, connected for collectives
   // What this process hosts for the pool (rank 0's head, a rank's agent and its driver). They
   // must outlive `pool` and are destroyed newest first after it.
   std::vector<std::shared_ptr<void>> companions;

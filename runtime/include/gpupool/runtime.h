@@ -73,6 +73,10 @@ struct RuntimeOptions {
   // Under mpirun: where rank 0's head listens (loopback unless set; HOST or HOST:PORT).
   std::string head_listen = "127.0.0.1";
   bool use_mpi = true;       // false: ignore mpirun even when launched by it
+  // Under mpirun: how long a rank waits in a collective for the others (TaskContext::AllReduce
+  // ...) before it gives up with kDeadlineExceeded. A preempted rank's peers wait this long for
+  // its task to resume.
+  double collective_timeout_s = 600;
   double clock_speed = 1.0;  // pool seconds per real second (the demo runs hours in seconds)
   int cpu_workers = 0;       // threads for CPU tasks; 0: one per hardware thread
   int lease_linger_ms = 200; // an idle lease goes back to the pool after this long

@@ -106,6 +106,20 @@ struct StateRegion {
   }
 };
 
+// How AllReduce combines the ranks' values, element by element.
+enum class ReduceOp { kSum, kMax, kMin };
+
+namespace detail {
+template <typename T>
+struct ElementCode {
+  static_assert(sizeof(T) == 0, "gpupool: AllReduce takes float, double, int32_t or int64_t");
+};
+template <> struct ElementCode<float> { static constexpr int value = 0; };
+template <> struct ElementCode<double> { static constexpr int value = 1; };
+template <> struct ElementCode<int32_t> { static constexpr int value = 2; };
+template <> struct ElementCode<int64_t> { static constexpr int value = 3; };
+}  // namespace detail
+
 class GPUPOOL_API TaskContext {
  public:
   explicit TaskContext(detail::TaskState* state) : state_(state) {}
@@ -151,7 +165,52 @@ class GPUPOOL_API TaskContext {
   double pool_time_s() const;
   void SleepPoolTime(double seconds);
 
+  // Collectives over the job's ranks: under mpirun every rank of the job (the ranks' UCX workers
+  // are connected at Init); otherwise the job is one rank and they are local. As with MPI or
+  // NCCL, every rank makes the same calls in the same order, and one task per rank at a time uses
+  // them. Data-parallel training, one task per rank:
+  //
+  //   std::vector<float> grad = Gradient(shard, weights);
+  //   ctx.AllReduce(grad);                       // sum over ranks, in place, same bits everywhere
+  //   for (float& g : grad) g /= ctx.ranks();
+  //
+  // A rank whose task was preempted is not lost: the others wait in their next collective while
+  // its task resumes from its snapshot (up to RuntimeOptions::collective_timeout_s). A rank that
+  // died makes every later collective throw gpupool::Error(kUnavailable) naming it; one that never
+  // arrives, kDeadlineExceeded. Bad arguments throw kInvalidArgument. Host memory is reduced over
+  // UCX; a DeviceBuffer is staged through pinned host memory (NCCL is not wired in yet).
+  int rank() const;   // this task's rank in the job (its process's)
+  int ranks() const;  // the job's ranks
+  template <typename T>  // T: float, double, int32_t, int64_t
+  void AllReduce(T* data, size_t count, ReduceOp op = ReduceOp::kSum) {
+    Reduce(data, count, detail::ElementCode<T>::value, op, -1);
+  }
+  template <typename T>
+  void AllReduce(std::vector<T>& data, ReduceOp op = ReduceOp::kSum) {
+    AllReduce(data.data(), data.size(), op);
+  }
+  // The buffer holds elements of T; on a real GPU it is staged through pinned host memory.
+  template <typename T>
+  void AllReduce(DeviceBuffer& buffer, ReduceOp op = ReduceOp::kSum) {
+    Reduce(buffer.data(), buffer.size() / sizeof(T), detail::ElementCode<T>::value, op, buffer.cuda_device());
+  }
+  // `bytes` at `data` on rank `root` are copied to every rank's `data` (same size everywhere).
+  void Broadcast(int root, void* data, size_t bytes);
+  template <typename T>
+  void Broadcast(int root, std::vector<T>& data) {
+    static_assert(std::is_trivially_copyable_v<T>, "gpupool: broadcast trivially copyable values");
+    Broadcast(root, data.data(), data.size() * sizeof(T));
+  }
+  // Point to point. Send returns once the bytes have left (the receiver holds them until its
+  // Recv), so every rank may send before it receives. Messages from one rank with one tag arrive
+  // in order; tags are below 2^63. Recv returns the message's size and throws kOutOfRange when it
+  // is larger than `capacity`.
+  void Send(int dst, uint64_t tag, const void* data, size_t bytes);
+  size_t Recv(int src, uint64_t tag, void* data, size_t capacity);
+
  private:
+  void Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device);
+
   detail::TaskState* state_;
 };
 
