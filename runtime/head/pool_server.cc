@@ -159,11 +159,13 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
 };
 
 // A team's session. Pool request ids are the job's ids prefixed with "s<N>/", so that jobs
-// cannot collide or name each other's requests.
+// cannot collide or name each other's requests. A request names the session's team, or another
+// team whose token is the one the session presented (an mpirun job's head gives every team the
+// job's token, so one job submits for several teams; a shared head gives each team its own).
 class SessionImpl final : public rpc::Session::Server {
  public:
-  SessionImpl(PoolServer::Impl& server, std::string team)
-      : server_(server), team_(std::move(team)),
+  SessionImpl(PoolServer::Impl& server, std::string team, std::string token)
+      : server_(server), team_(std::move(team)), token_(std::move(token)),
         prefix_(absl::StrCat("s", server.NextSessionNumber(), "/")) {}
 
   ~SessionImpl() {
@@ -312,7 +314,7 @@ class SessionImpl final : public rpc::Session::Server {
     if (!r.ok()) return r.status();
     if (r->id.empty()) return absl::InvalidArgumentError("the request has no id");
     if (r->team.empty()) r->team = team_;
-    if (r->team != team_) {
+    if (r->team != team_ && !server_.Authenticate(r->team, token_).ok()) {
       return absl::PermissionDeniedError(absl::StrCat(
           "this session is team '", team_, "'; it cannot request for team '", r->team, "'"));
     }
@@ -336,6 +338,7 @@ class SessionImpl final : public rpc::Session::Server {
 
   PoolServer::Impl& server_;
   const std::string team_;
+  const std::string token_;  // what it authenticated with
   const std::string prefix_;
   std::map<std::string, Pending> pending_;                     // by pool request id
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
@@ -389,7 +392,7 @@ class PoolServiceImpl final : public rpc::PoolService::Server {
     }
     auto results = context.getResults();
     rpc::EncodeStatus(st, results.initStatus());
-    if (st.ok()) results.setSession(kj::heap<SessionImpl>(server_, params.getTeam()));
+    if (st.ok()) results.setSession(kj::heap<SessionImpl>(server_, params.getTeam(), params.getToken()));
     return kj::READY_NOW;
   }
 

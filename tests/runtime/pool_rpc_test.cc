@@ -144,6 +144,33 @@ TEST_F(PoolRpc, ASessionCannotTouchAnotherSessionsLeaseOrRequest) {
   ASSERT_TRUE(rb.WaitFor("granted"));
 }
 
+// An mpirun job's head gives all its teams the job's token: one session then requests for any of
+// them, and still for no team whose token differs.
+TEST(PoolRpcTokens, ASessionRequestsForEveryTeamItsTokenOpens) {
+  EmbeddedPoolOptions o;
+  o.simulate = "2xH100-80GB";
+  o.config_text = kConfig;
+  auto pool = EmbeddedPool::Start(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  PoolServerOptions so;
+  so.team_tokens = {{"owner", "job-token"}, {"borrower", "job-token"}, {"default", "other-token"}};
+  auto server = PoolServer::Start(*std::move(pool), so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto job = RemotePool::Connect({.port = (*server)->port(), .team = "owner", .token = "job-token"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  Recorder mine, borrowed, refused;
+  ASSERT_TRUE((*job)->Request(Req("serve", "owner"), &mine).ok());
+  ASSERT_TRUE((*job)->Request(Req("train", "borrower"), &borrowed).ok());
+  ASSERT_TRUE(mine.WaitFor("granted"));
+  ASSERT_TRUE(borrowed.WaitFor("granted"));
+  EXPECT_EQ(borrowed.last_lease().request.team, "borrower");
+  EXPECT_TRUE(borrowed.last_lease().borrowing);
+  absl::Status st = (*job)->Request(Req("sneak", "default"), &refused);
+  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+  EXPECT_TRUE((*job)->Release(mine.last_lease().id).ok());
+  EXPECT_TRUE((*job)->Release(borrowed.last_lease().id).ok());
+}
+
 TEST_F(PoolRpc, GarbageBytesDoNotHurtTheServer) {
   for (int round = 0; round < 20; ++round) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
