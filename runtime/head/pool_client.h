@@ -30,6 +30,12 @@ class LeaseListener {
   // service became unreachable): stop using it now. The pool has already taken it back; do not
   // Release it.
   virtual void OnLost(const std::string& lease_id, const std::string& why) = 0;
+  // A request that was accepted will never be granted: the pool service became unreachable for
+  // good before it was. (An embedded pool never says this.)
+  virtual void OnRequestFailed(const std::string& request_id, const absl::Status& why) {
+    (void)request_id;
+    (void)why;
+  }
 };
 
 struct LedgerTeam {

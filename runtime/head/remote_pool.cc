@@ -29,8 +29,16 @@ class RemotePool::Impl {
   absl::Status Withdraw(const std::string& request_id);
   absl::Status Release(const std::string& lease_id);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
-  bool connected() const { return connection_ != nullptr && connection_->connected(); }
+  bool connected() const {
+    std::shared_ptr<Link> link = CurrentLink();
+    return link != nullptr && link->connection->connected();
+  }
+  uint64_t reconnections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reconnections_;
+  }
   double Now() const {
+    std::lock_guard<std::mutex> lock(mu_);
     std::chrono::duration<double> real = std::chrono::steady_clock::now() - connected_at_;
     return pool_now_at_connect_ + real.count() * clock_speed_;
   }
@@ -40,8 +48,9 @@ class RemotePool::Impl {
   void Granted(pool::Lease lease, LeaseListener* user) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      pending_.erase(lease.request.id);
       leases_[lease.id] = Held{user, lease.request.team, static_cast<double>(lease.milli) / 1000.0,
-                               lease.borrowing, Now()};
+                               lease.borrowing, NowLocked()};
       ++ledger_[lease.request.team].leases;
     }
     Post([user, lease = std::move(lease)] { user->OnGranted(lease); });
@@ -58,6 +67,15 @@ class RemotePool::Impl {
   double capacity_gpus_ = 0;
 
  private:
+  // One connection to the head and the session authenticated on it. The session is a
+  // capability of the connection's loop, so it is dropped there before the connection closes.
+  struct Link {
+    std::unique_ptr<RpcConnection> connection;
+    std::optional<rpc::Session::Client> session;  // the connection's loop thread
+    ~Link() {
+      if (connection != nullptr) connection->Sync([this] { session.reset(); });
+    }
+  };
   struct Held {
     LeaseListener* listener;
     std::string team;
@@ -65,25 +83,50 @@ class RemotePool::Impl {
     bool borrowing;
     double started_s;
   };
-  void Disconnected(const absl::Status& why);
+  struct Pending {  // accepted, not granted yet: sent again after a reconnection
+    pool::LeaseRequest request;
+    LeaseListener* listener;
+  };
+  // Connects and authenticates; reads the head's clock (and, the first time, its configuration).
+  absl::StatusOr<std::shared_ptr<Link>> Dial(std::string* config_yaml);
+  std::shared_ptr<Link> CurrentLink() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return link_;
+  }
+  absl::Status SendRequest(Link& link, const pool::LeaseRequest& r, LeaseListener* listener);
+  double NowLocked() const {
+    std::chrono::duration<double> real = std::chrono::steady_clock::now() - connected_at_;
+    return pool_now_at_connect_ + real.count() * clock_speed_;
+  }
+  void Disconnected(const absl::Status& why);  // a connection's loop thread
+  void Reconnect();                            // the reconnect thread
+  void GiveUp(const absl::Status& why);
   void Close(const std::string& lease_id);  // into the ledger
   void Post(std::function<void()> f);
   void CallbackLoop();
 
   const RemotePoolOptions options_;
-  std::unique_ptr<RpcConnection> connection_;
-  std::optional<rpc::Session::Client> session_;   // loop thread
   std::thread callback_thread_;
-  double pool_now_at_connect_ = 0;
-  double clock_speed_ = 1;
-  std::chrono::steady_clock::time_point connected_at_;
+  std::thread reconnect_thread_;
 
   mutable std::mutex mu_;
+  std::shared_ptr<Link> link_;                     // guarded by mu_; null once given up
+  double pool_now_at_connect_ = 0;                 // guarded by mu_
+  double clock_speed_ = 1;                         // guarded by mu_
+  std::chrono::steady_clock::time_point connected_at_;  // guarded by mu_
   std::map<std::string, Held> leases_;             // guarded by mu_: granted, not released/lost
+  std::map<std::string, Pending> pending_;         // guarded by mu_: by the job's request id
   std::map<std::string, LedgerTeam> ledger_;       // guarded by mu_: closed leases (+ counts)
   std::condition_variable cv_;
   std::deque<std::function<void()>> callbacks_;    // guarded by mu_
   bool callbacks_stop_ = false;                    // guarded by mu_
+  // Reconnection, guarded by mu_: a loss seen, waiting for the reconnect thread; or given up.
+  bool link_lost_ = false;
+  absl::Status lost_why_;
+  bool gave_up_ = false;
+  bool stopping_ = false;
+  uint64_t reconnections_ = 0;
+  std::condition_variable reconnect_cv_;
 };
 
 namespace {
@@ -142,7 +185,7 @@ void RemotePool::Impl::Close(const std::string& lease_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
-  double held = (Now() - it->second.started_s) * it->second.gpus;
+  double held = (NowLocked() - it->second.started_s) * it->second.gpus;
   LedgerTeam& team = ledger_[it->second.team];
   team.leased_gpu_s += held;
   if (it->second.borrowing) team.borrowed_gpu_s += held;
@@ -152,7 +195,7 @@ void RemotePool::Impl::Close(const std::string& lease_id) {
 std::map<std::string, LedgerTeam> RemotePool::Impl::Ledger() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, LedgerTeam> out = ledger_;
-  double now = Now();
+  double now = NowLocked();
   for (const auto& [id, lease] : leases_) {
     double held = (now - lease.started_s) * lease.gpus;
     out[lease.team].leased_gpu_s += held;
@@ -162,6 +205,8 @@ std::map<std::string, LedgerTeam> RemotePool::Impl::Ledger() const {
 }
 
 void RemotePool::Impl::Disconnected(const absl::Status& why) {
+  // The head takes a vanished job's leases back (and a restarted one closes its previous run's),
+  // so whatever this job held is lost either way.
   std::vector<std::pair<std::string, LeaseListener*>> lost;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,14 +216,92 @@ void RemotePool::Impl::Disconnected(const absl::Status& why) {
     Close(id);
     Post([user = user, id = id] { user->OnLost(id, RpcConnection::kConnectionLost); });
   }
+  if (options_.reconnect_for.count() <= 0) {
+    GiveUp(why);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link_lost_ = true;
+    lost_why_ = why;
+  }
+  reconnect_cv_.notify_all();
+}
+
+void RemotePool::Impl::GiveUp(const absl::Status& why) {
+  std::vector<std::pair<std::string, LeaseListener*>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gave_up_ = true;
+    for (const auto& [id, p] : pending_) failed.emplace_back(id, p.listener);
+    pending_.clear();
+  }
+  absl::Status status = absl::UnavailableError(absl::StrCat("the pool service is unreachable: ", why.message()));
+  for (auto& [id, user] : failed) {
+    Post([user = user, id = id, status] { user->OnRequestFailed(id, status); });
+  }
   Post([cb = options_.on_disconnected, why] {
     if (cb) cb(why);
   });
 }
 
-absl::Status RemotePool::Impl::Start() {
-  callback_thread_ = std::thread([this] { CallbackLoop(); });
-  std::string config_yaml;
+void RemotePool::Impl::Reconnect() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    reconnect_cv_.wait(lock, [this] { return stopping_ || link_lost_; });
+    if (stopping_) return;
+    const auto deadline = std::chrono::steady_clock::now() + options_.reconnect_for;
+    auto backoff = std::chrono::milliseconds(50);
+    absl::Status why = lost_why_;
+    std::shared_ptr<Link> fresh;
+    while (fresh == nullptr && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+      lock.unlock();
+      absl::StatusOr<std::shared_ptr<Link>> link = Dial(nullptr);
+      lock.lock();
+      if (link.ok()) {
+        fresh = *std::move(link);
+        break;
+      }
+      why = link.status();
+      reconnect_cv_.wait_for(lock, backoff, [this] { return stopping_; });
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
+    if (stopping_) return;
+    std::shared_ptr<Link> old = std::move(link_);
+    if (fresh == nullptr) {
+      link_lost_ = false;
+      lock.unlock();
+      old.reset();
+      GiveUp(why);
+      return;
+    }
+    link_ = fresh;
+    link_lost_ = false;
+    ++reconnections_;
+    std::vector<Pending> resend;
+    for (const auto& [id, p] : pending_) resend.push_back(p);
+    lock.unlock();
+    old.reset();  // closes the dead connection's loop
+    // Queued work is admitted again: what the job asked for and was not granted yet.
+    for (const Pending& p : resend) {
+      absl::Status st = SendRequest(*fresh, p.request, p.listener);
+      if (st.ok() || absl::IsAlreadyExists(st)) continue;
+      bool still_pending;
+      {
+        std::lock_guard<std::mutex> relock(mu_);
+        still_pending = pending_.erase(p.request.id) > 0;
+      }
+      if (still_pending) {
+        Post([user = p.listener, id = p.request.id, st] { user->OnRequestFailed(id, st); });
+      }
+    }
+    lock.lock();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<RemotePool::Impl::Link>> RemotePool::Impl::Dial(std::string* config_yaml) {
+  auto link = std::make_shared<Link>();
+  double pool_now = 0, clock_speed = 1, capacity = 0;
   absl::StatusOr<std::unique_ptr<RpcConnection>> c = RpcConnection::Connect(
       RpcConnectionOptions{.host = options_.host, .port = options_.port,
                            .on_disconnected = [this](const absl::Status& why) { Disconnected(why); }},
@@ -189,17 +312,35 @@ absl::Status RemotePool::Impl::Start() {
         auto resp = req.send().wait(wait);
         absl::Status st = rpc::DecodeStatus(resp.getStatus());
         if (!st.ok()) return st;
-        session_ = resp.getSession();
-        auto info = session_->infoRequest().send().wait(wait).getInfo();
-        pool_now_at_connect_ = info.getPoolNowS();
-        clock_speed_ = info.getClockSpeed() > 0 ? info.getClockSpeed() : 1.0;
-        connected_at_ = std::chrono::steady_clock::now();
-        config_yaml = info.getConfigYaml();
-        capacity_gpus_ = info.getCapacityGpus();
+        rpc::Session::Client session = resp.getSession();
+        auto info = session.infoRequest().send().wait(wait).getInfo();
+        pool_now = info.getPoolNowS();
+        clock_speed = info.getClockSpeed() > 0 ? info.getClockSpeed() : 1.0;
+        capacity = info.getCapacityGpus();
+        if (config_yaml != nullptr) *config_yaml = info.getConfigYaml();
+        link->session = kj::mv(session);  // only once nothing can fail: it must die on this loop
         return absl::OkStatus();
       });
   if (!c.ok()) return c.status();
-  connection_ = *std::move(c);
+  link->connection = *std::move(c);
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_now_at_connect_ = pool_now;
+  clock_speed_ = clock_speed;
+  connected_at_ = std::chrono::steady_clock::now();
+  capacity_gpus_ = capacity;
+  return link;
+}
+
+absl::Status RemotePool::Impl::Start() {
+  callback_thread_ = std::thread([this] { CallbackLoop(); });
+  std::string config_yaml;
+  absl::StatusOr<std::shared_ptr<Link>> link = Dial(&config_yaml);
+  if (!link.ok()) return link.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link_ = *std::move(link);
+  }
+  if (options_.reconnect_for.count() > 0) reconnect_thread_ = std::thread([this] { Reconnect(); });
   if (config_yaml.empty()) {
     config_.scheduling = pool::DefaultSchedulingConfig();
     return absl::OkStatus();
@@ -211,10 +352,15 @@ absl::Status RemotePool::Impl::Start() {
 }
 
 RemotePool::Impl::~Impl() {
-  if (connection_ != nullptr) {
-    connection_->Sync([this] { session_.reset(); });  // capabilities die on their loop
-    connection_.reset();
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    link = std::move(link_);
   }
+  reconnect_cv_.notify_all();
+  if (reconnect_thread_.joinable()) reconnect_thread_.join();
+  link.reset();  // closes the connection: no listener is called after this
   {
     std::lock_guard<std::mutex> lock(mu_);
     callbacks_stop_ = true;
@@ -223,10 +369,9 @@ RemotePool::Impl::~Impl() {
   if (callback_thread_.joinable()) callback_thread_.join();
 }
 
-absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListener* listener) {
-  if (listener == nullptr) return absl::InvalidArgumentError("a lease request needs a listener");
-  return connection_->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = session_->requestRequest();
+absl::Status RemotePool::Impl::SendRequest(Link& link, const pool::LeaseRequest& r, LeaseListener* listener) {
+  return link.connection->Call([&]() -> kj::Promise<absl::Status> {
+    auto req = link.session->requestRequest();
     rpc::EncodeLeaseRequest(r, req.initRequest());
     req.setListener(kj::heap<ListenerImpl>(*this, listener));
     return req.send().then([](capnp::Response<rpc::Session::RequestResults>&& resp) {
@@ -235,9 +380,43 @@ absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListene
   });
 }
 
+absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListener* listener) {
+  if (listener == nullptr) return absl::InvalidArgumentError("a lease request needs a listener");
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (gave_up_ || link_ == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
+    if (pending_.count(r.id)) return absl::AlreadyExistsError(absl::StrCat("request '", r.id, "' is already pending"));
+    // Recorded first: its grant may arrive before the call returns.
+    pending_[r.id] = Pending{r, listener};
+    // While the connection is being made again, the request waits for it.
+    if (link_lost_) return absl::OkStatus();
+    link = link_;
+  }
+  absl::Status st = SendRequest(*link, r, listener);
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A connection lost under the call: the request is sent again once reconnected.
+    if (link_lost_ && absl::IsUnavailable(st)) return absl::OkStatus();
+    pending_.erase(r.id);
+  }
+  return st;
+}
+
 absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
-  return connection_->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = session_->withdrawRequest();
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool was_pending = pending_.erase(request_id) > 0;
+    if (link_lost_) {
+      return was_pending ? absl::OkStatus()
+                         : absl::NotFoundError(absl::StrCat("request '", request_id, "' is not pending"));
+    }
+    if (gave_up_ || link_ == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
+    link = link_;
+  }
+  return link->connection->Call([&]() -> kj::Promise<absl::Status> {
+    auto req = link->session->withdrawRequest();
     req.setRequestId(request_id);
     return req.send().then([](capnp::Response<rpc::Session::WithdrawResults>&& resp) {
       return rpc::DecodeStatus(resp.getStatus());
@@ -246,8 +425,10 @@ absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
 }
 
 absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
-  absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = session_->releaseRequest();
+  std::shared_ptr<Link> link = CurrentLink();
+  if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
+  absl::Status st = link->connection->Call([&]() -> kj::Promise<absl::Status> {
+    auto req = link->session->releaseRequest();
     req.setLeaseId(lease_id);
     return req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&& resp) {
       return rpc::DecodeStatus(resp.getStatus());
@@ -258,9 +439,11 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
 }
 
 absl::StatusOr<rpc::DiscoveredPool> RemotePool::Impl::DescribeNode(const std::string& name) {
+  std::shared_ptr<Link> link = CurrentLink();
+  if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
   std::string bytes;
-  absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = session_->describeNodeRequest();
+  absl::Status st = link->connection->Call([&]() -> kj::Promise<absl::Status> {
+    auto req = link->session->describeNodeRequest();
     req.setName(name);
     return req.send().then([&bytes](capnp::Response<rpc::Session::DescribeNodeResults>&& resp) {
       absl::Status s = rpc::DecodeStatus(resp.getStatus());
@@ -294,5 +477,6 @@ absl::StatusOr<rpc::DiscoveredPool> RemotePool::DescribeNode(const std::string& 
   return impl_->DescribeNode(name);
 }
 bool RemotePool::connected() const { return impl_->connected(); }
+uint64_t RemotePool::reconnections() const { return impl_->reconnections(); }
 
 }  // namespace gpupool::runtime

@@ -11,12 +11,18 @@
 // Thread-safe: every method may be called from any thread, including from a listener callback.
 // It runs the RPC on an event-loop thread of its own (runtime/head/rpc_connection.h) and calls
 // listeners from one callback thread of its own, in the order the service sent them. When the
-// connection is lost, every lease it knows of is reported lost, `on_disconnected` is called once,
-// and later calls fail with kUnavailable. Do not destroy a RemotePool from one of its own
-// listener callbacks.
+// connection is lost, every lease it knows of is reported lost (the head takes a lost job's leases
+// back, and a restarted head closes the leases of its previous run). Then, with `reconnect_for`,
+// it connects again (a restarted head, or one that came back) and sends its requests that were
+// not granted yet again, so queued work is re-admitted; requests made meanwhile wait for the new
+// connection. When it cannot reconnect in time (or without `reconnect_for`), `on_disconnected` is
+// called once, requests not granted are failed through their listeners (OnRequestFailed), and
+// later calls fail with kUnavailable. Do not destroy a RemotePool from one of its own listener
+// callbacks.
 #ifndef GPUPOOL_RUNTIME_HEAD_REMOTE_POOL_H_
 #define GPUPOOL_RUNTIME_HEAD_REMOTE_POOL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,9 +41,12 @@ struct RemotePoolOptions {
   uint16_t port = 0;
   std::string team;
   std::string token;
-  // Called once, from the callback thread, when the connection to the service is lost (not when
-  // this object is destroyed).
+  // Called once, from the callback thread, when the connection to the service is lost for good
+  // (not when this object is destroyed).
   std::function<void(const absl::Status&)> on_disconnected;
+  // How long to try to connect again after the connection is lost (0: do not). Each try
+  // authenticates anew, with the same team and token.
+  std::chrono::milliseconds reconnect_for{0};
 };
 
 class RemotePool final : public PoolClient {
@@ -60,6 +69,7 @@ class RemotePool final : public PoolClient {
   // One node's GPUs as the head knows them (a job process asks for the node it runs on).
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
   bool connected() const;
+  uint64_t reconnections() const;  // connections made again after a loss
 
   class Impl;
 

@@ -457,6 +457,20 @@ void JobRuntime::OnLost(const std::string& lease_id, const std::string& why) {
   }
 }
 
+void JobRuntime::OnRequestFailed(const std::string& request_id, const absl::Status& why) {
+  TaskShape* shape = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    auto it = pending_requests_.find(request_id);
+    if (it == pending_requests_.end()) return;
+    shape = it->second;
+    pending_requests_.erase(it);
+    --shape->queue->leases_requested;
+  }
+  // The shape's queued tasks cannot get a lease: they fail with the reason, as a refused request's do.
+  RefuseShape(shape, why);
+}
+
 void JobRuntime::CpuWorker() {
   constexpr size_t kMaxBatch = 32;
   Task* batch[kMaxBatch];

@@ -82,6 +82,7 @@ class JobRuntime final : public LeaseListener {
   void OnGranted(const pool::Lease& lease) override;
   void OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) override;
   void OnLost(const std::string& lease_id, const std::string& why) override;
+  void OnRequestFailed(const std::string& request_id, const absl::Status& why) override;
 
  private:
   explicit JobRuntime(RuntimeOptions options) : options_(std::move(options)) {}

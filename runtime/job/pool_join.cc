@@ -54,15 +54,18 @@ absl::StatusOr<JoinedPool> Embedded(const RuntimeOptions& o) {
 }
 
 absl::StatusOr<std::unique_ptr<RemotePool>> ConnectAsTeam(const std::string& host, uint16_t port,
-                                                          const RuntimeOptions& o, const std::string& token) {
-  return RemotePool::Connect(RemotePoolOptions{.host = host, .port = port, .team = o.team, .token = token});
+                                                          const RuntimeOptions& o, const std::string& token,
+                                                          double reconnect_s) {
+  return RemotePool::Connect(RemotePoolOptions{
+      .host = host, .port = port, .team = o.team, .token = token,
+      .reconnect_for = std::chrono::milliseconds(static_cast<int64_t>(reconnect_s * 1000))});
 }
 
 absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
   std::string host;
   uint16_t port = 0;
   if (absl::Status st = ParseHostPort(o.pool_address, &host, &port); !st.ok()) return st;
-  absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, o.pool_token);
+  absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, o.pool_token, o.pool_reconnect_s);
   if (!pool.ok()) return pool.status();
   std::string node = o.node_name.empty() ? HostName() : o.node_name;
   absl::StatusOr<rpc::DiscoveredPool> mine = (*pool)->DescribeNode(node);
@@ -209,7 +212,7 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
       .host = host, .port = port, .token = parts[1], .node = mine, .driver = driver.get(), .driver_node = driver_node});
   if (!agent.ok()) return agent.status();
   joined.companions.push_back(std::shared_ptr<NodeAgent>(std::move(*agent)));
-  absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, parts[2]);
+  absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, parts[2], /*reconnect_s=*/0);  // rank 0's head ends with the job
   if (!pool.ok()) return pool.status();
   joined.pool = *std::move(pool);
   joined.local_nodes = mine.nodes;

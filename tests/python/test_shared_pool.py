@@ -1,7 +1,8 @@
 """A shared pool as an organisation runs it: `gpupool head` (with its SQLite journal) and a
 `gpupool agent` as real daemons, and Python jobs of a team that join it by address
 (GPUPOOL_ADDRESS, GPUPOOL_TOKEN, GPUPOOL_NODE) in their own processes. The head is then killed
-with SIGKILL and restarted: the usage ledger it acknowledged is still there."""
+with SIGKILL and restarted: the usage ledger it acknowledged is still there, and a job that was
+running through the restart reconnects, has its waiting requests admitted again and finishes."""
 import json
 import os
 import signal
@@ -43,12 +44,12 @@ def head(tmp_path):
     procs = []
     log = open(tmp_path / "daemons.log", "w")
 
-    def start_head():
+    def start_head(port="0"):
         port_file = tmp_path / "port"
         if port_file.exists():
             port_file.unlink()
         p = start(["head", "--simulate", "2xH100-80GB", "--node-count", "2", "--tokens", str(tmp_path / "tokens"),
-                   "--listen", "127.0.0.1:0", "--port-file", str(port_file), "--journal", str(tmp_path / "head.db")], log)
+                   "--listen", f"127.0.0.1:{port}", "--port-file", str(port_file), "--journal", str(tmp_path / "head.db")], log)
         procs.append(p)
         for _ in range(100):
             if port_file.exists() and port_file.read_text().strip():
@@ -77,10 +78,46 @@ def wait_for_agents(port, up):
     raise AssertionError("agents did not come up")
 
 
+def job_env(port, node):
+    return dict(os.environ, GPUPOOL_ADDRESS=f"127.0.0.1:{port}", GPUPOOL_TOKEN=TEAM_TOKEN, GPUPOOL_NODE=node,
+                GPUPOOL_TEAM="vision")
+
+
 def run_job(port, node):
-    env = dict(os.environ, GPUPOOL_ADDRESS=f"127.0.0.1:{port}", GPUPOOL_TOKEN=TEAM_TOKEN, GPUPOOL_NODE=node,
-               GPUPOOL_TEAM="vision")
-    return subprocess.run([sys.executable, "-c", JOB], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", JOB], env=job_env(port, node), capture_output=True, text=True,
+                          timeout=60)
+
+
+SLOW_JOB = """
+import time
+import gpupool
+
+@gpupool.remote(gpus=0.5)
+def slow(x):
+    time.sleep(0.1)
+    return x * x
+
+print(sorted(gpupool.get([slow.submit(i) for i in range(40)])))
+"""
+
+
+def test_a_job_lives_through_a_head_restart(head):
+    start_head, start_agent = head
+    head_proc, port = start_head()
+    start_agent(port, "node-0")
+    wait_for_agents(port, 1)
+    # 40 tasks of 0.1 s, four at a time: about a second of work, with the head killed in the middle.
+    job = subprocess.Popen([sys.executable, "-c", SLOW_JOB], env=job_env(port, "node-0"), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    time.sleep(0.4)
+    assert job.poll() is None, job.communicate()
+    head_proc.send_signal(signal.SIGKILL)
+    head_proc.wait()
+    time.sleep(0.3)
+    start_head(port)  # the same address and journal; the agent and the job reconnect by themselves
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err
+    assert out.strip() == str(sorted(i * i for i in range(40)))
 
 
 def test_python_jobs_share_a_head_and_its_ledger_survives_kill_9(head):

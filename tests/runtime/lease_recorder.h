@@ -27,6 +27,9 @@ class Recorder : public LeaseListener {
     cv_.notify_all();
   }
   void OnLost(const std::string& id, const std::string& why) override { Add("lost " + id + ": " + why, nullptr); }
+  void OnRequestFailed(const std::string& id, const absl::Status& why) override {
+    Add("request failed " + id + ": " + std::string(why.message()), nullptr);
+  }
 
   bool WaitFor(const std::string& prefix, int count = 1) {
     std::unique_lock<std::mutex> lock(mu_);

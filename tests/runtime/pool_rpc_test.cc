@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -169,6 +170,77 @@ TEST(PoolRpcTokens, ASessionRequestsForEveryTeamItsTokenOpens) {
   EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
   EXPECT_TRUE((*job)->Release(mine.last_lease().id).ok());
   EXPECT_TRUE((*job)->Release(borrowed.last_lease().id).ok());
+}
+
+// A head that goes away and comes back on the same address (a restart): the job's lease is lost
+// (the new head knows nothing of it), its queued request is sent again and granted there, and new
+// requests work; nothing the job asked for is forgotten.
+TEST(PoolRpcRestart, AJobReconnectsAndItsQueuedRequestIsAdmittedAgain) {
+  auto start_head = [](uint16_t port) {
+    EmbeddedPoolOptions o;
+    o.simulate = "1xH100-80GB";
+    o.config_text = kConfig;
+    auto pool = EmbeddedPool::Start(o);
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    PoolServerOptions so;
+    so.port = port;
+    so.team_tokens = {{"owner", "owner-token"}};
+    auto server = PoolServer::Start(*std::move(pool), so);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  };
+  std::unique_ptr<PoolServer> head = start_head(0);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  Recorder held, queued, later;  // outlive the job
+  auto job = RemotePool::Connect({.port = port, .team = "owner", .token = "owner-token",
+                                  .reconnect_for = std::chrono::seconds(20)});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  ASSERT_TRUE((*job)->Request(Req("queued"), &queued).ok());  // the one GPU is taken: it waits
+
+  head.reset();  // the head goes away
+  ASSERT_TRUE(held.WaitFor("lost"));
+  head = start_head(port);
+  ASSERT_NE(head, nullptr);
+  ASSERT_TRUE(queued.WaitFor("granted")) << "the queued request was not admitted by the new head";
+  EXPECT_EQ(queued.last_lease().request.id, "queued");
+  EXPECT_EQ((*job)->reconnections(), 1u);
+  EXPECT_TRUE((*job)->Release(queued.last_lease().id).ok());
+  ASSERT_TRUE((*job)->Request(Req("later"), &later).ok());
+  ASSERT_TRUE(later.WaitFor("granted"));
+  EXPECT_TRUE((*job)->Release(later.last_lease().id).ok());
+}
+
+// A head that does not come back in time: requests still waiting fail through their listener
+// with the reason, the job hears of the disconnection, and new requests are refused at once.
+TEST(PoolRpcRestart, AJobThatCannotReconnectFailsItsWaitingRequests) {
+  EmbeddedPoolOptions o;
+  o.simulate = "1xH100-80GB";
+  o.config_text = kConfig;
+  auto pool = EmbeddedPool::Start(o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  PoolServerOptions so;
+  so.team_tokens = {{"owner", "owner-token"}};
+  auto head = PoolServer::Start(*std::move(pool), so);
+  ASSERT_TRUE(head.ok()) << head.status();
+  Recorder held, queued, refused;
+  std::promise<absl::Status> disconnected;
+  auto job = RemotePool::Connect({.port = (*head)->port(), .team = "owner", .token = "owner-token",
+                                  .on_disconnected = [&](const absl::Status& why) { disconnected.set_value(why); },
+                                  .reconnect_for = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  ASSERT_TRUE((*job)->Request(Req("queued"), &queued).ok());
+  head->reset();
+  ASSERT_TRUE(queued.WaitFor("request failed queued"));
+  EXPECT_THAT(queued.events().back(), HasSubstr("unreachable"));
+  auto why = disconnected.get_future();
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  absl::Status st = (*job)->Request(Req("after"), &refused);
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
 }
 
 TEST_F(PoolRpc, GarbageBytesDoNotHurtTheServer) {

@@ -67,6 +67,10 @@ struct RuntimeOptions {
   // otherwise the pool is embedded in this process. (--gpupool-pool, GPUPOOL_ADDRESS)
   std::string pool_address;
   std::string pool_token;    // the team's token in the head's configuration (GPUPOOL_TOKEN)
+  // With pool_address: how long to keep trying to reach the head again when the connection is
+  // lost (a restarted head). Leases held are lost (their tasks resume from their snapshots);
+  // requests not granted yet are sent again. 0: fail the job's waiting tasks at once.
+  double pool_reconnect_s = 60;
   // The node this process runs on, as the head knows it; empty: this host's name. Tasks of this
   // process run on this node's GPUs. (--gpupool-node, GPUPOOL_NODE)
   std::string node_name;
