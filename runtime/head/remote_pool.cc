@@ -425,8 +425,32 @@ absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
 }
 
 absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
-  std::shared_ptr<Link> link = CurrentLink();
+  std::shared_ptr<Link> link;
+  bool held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link = link_;
+    held = leases_.count(lease_id) > 0;
+  }
   if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
+  if (held) {
+    // A lease this job holds: given back without waiting for the answer (Ray returns leases the
+    // same way). The head can refuse only a lease it already took back (lost, revoked past its
+    // deadline), which it has told this job about, so nothing is lost by not waiting. The
+    // connection keeps the request alive until it is answered. The closure holds the link by
+    // pointer: it runs on the link's loop, which ~Link stops before the link is freed, and it
+    // finds the session already dropped if ~Link got there first.
+    Close(lease_id);
+    link->connection->Post([raw = link.get(), lease_id] {
+      if (!raw->session.has_value()) return;
+      auto req = raw->session->releaseRequest();
+      req.setLeaseId(lease_id);
+      req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&&) {}).detach([](kj::Exception&&) {});
+    });
+    return absl::OkStatus();
+  }
+  // Not one of this job's leases (given back already, or never granted to it): the head says
+  // why (NotFound, PermissionDenied).
   absl::Status st = link->connection->Call([&]() -> kj::Promise<absl::Status> {
     auto req = link->session->releaseRequest();
     req.setLeaseId(lease_id);

@@ -2,6 +2,8 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <future>
 #include <utility>
@@ -9,6 +11,7 @@
 #include <capnp/message.h>
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
+#include <kj/async-unix.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +44,8 @@ absl::Status ParseHostPort(const std::string& text, std::string* host, uint16_t*
 
 absl::StatusOr<std::unique_ptr<RpcConnection>> RpcConnection::Connect(RpcConnectionOptions options, Setup setup) {
   std::unique_ptr<RpcConnection> c(new RpcConnection(std::move(options)));
+  c->posted_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->posted_fd_ < 0) return absl::InternalError("eventfd failed: cannot start an RPC connection");
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
   c->thread_ = std::thread([raw = c.get(), &setup, &started] { raw->Run(setup, started); });
@@ -88,6 +93,23 @@ void RpcConnection::Run(Setup& setup, std::promise<absl::Status>& started) {
     return;
   }
   executor_ = kj::getCurrentThreadExecutor().addRef();
+  // Post's wake-up: one eventfd, watched by the loop, drained with the queue it guards.
+  kj::UnixEventPort::FdObserver posted(io.unixEventPort, posted_fd_, kj::UnixEventPort::FdObserver::OBSERVE_READ);
+  std::function<kj::Promise<void>()> pump = [&]() -> kj::Promise<void> {
+    return posted.whenBecomesReadable().then([&]() {
+      uint64_t n = 0;
+      while (read(posted_fd_, &n, sizeof n) > 0) {
+      }
+      std::vector<std::function<void()>> work;
+      {
+        std::lock_guard<std::mutex> lock(posted_mu_);
+        work.swap(posted_);
+      }
+      for (auto& f : work) f();
+      return pump();
+    });
+  };
+  kj::Promise<void> pumping = pump().eagerlyEvaluate([](kj::Exception&&) {});
   auto stop = kj::newPromiseAndFulfiller<void>();
   stop_ = kj::mv(stop.fulfiller);
   auto lost = [this](absl::Status why) {
@@ -107,6 +129,20 @@ RpcConnection::~RpcConnection() {
   if (thread_.joinable()) {
     executor_->executeSync([this] { stop_->fulfill(); });
     thread_.join();
+  }
+  if (posted_fd_ >= 0) close(posted_fd_);
+}
+
+void RpcConnection::Post(std::function<void()> f) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    wake = posted_.empty();  // otherwise a wake-up is already on its way
+    posted_.push_back(std::move(f));
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!write(posted_fd_, &one, sizeof one);
   }
 }
 

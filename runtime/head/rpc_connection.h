@@ -19,8 +19,10 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <kj/async.h>
 
@@ -51,24 +53,56 @@ class RpcConnection {
   static absl::StatusOr<std::unique_ptr<RpcConnection>> Connect(RpcConnectionOptions options, Setup setup);
   ~RpcConnection();  // closes the connection
 
-  // Runs `f` on the loop thread and waits for the promise it returns (an absl::Status).
+  // Runs `f` on the loop thread and waits for the promise it returns (an absl::Status). Calls and
+  // Posts run in the order they were made, from whichever threads.
   template <typename F>
   absl::Status Call(F&& f) {
     if (disconnected_.load()) return absl::UnavailableError(kConnectionLost);
-    absl::Status out;
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { out = executor_->executeSync(std::forward<F>(f)); })) {
-      return StatusFromKj(*e, "pool service");
-    }
-    return out;
+    auto reply = std::make_shared<Reply>();
+    std::future<absl::Status> result = reply->promise.get_future();
+    Post([&f, reply] {
+      kj::Maybe<kj::Promise<absl::Status>> sent;
+      KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { sent = f(); })) {
+        reply->Set(StatusFromKj(*e, "pool service"));
+        return;
+      }
+      KJ_IF_MAYBE(p, sent) {
+        p->then([reply](absl::Status s) { reply->Set(std::move(s)); },
+                [reply](kj::Exception&& e) { reply->Set(StatusFromKj(e, "pool service")); })
+            .detach([](kj::Exception&&) {});
+      }
+    });
+    return result.get();
   }
   // Runs `f` on the loop thread and waits, whether or not the connection is still up (for
   // dropping capabilities, which must die on the loop thread, before destruction).
   void Sync(const std::function<void()>& f);
+  // Runs `f` on the loop thread soon, without waiting: for calls whose answer nobody waits for
+  // (a lease given back). Costs the caller one eventfd write (a cross-thread executeSync costs a
+  // round trip through the loop); dropped if the connection stops first. Any thread, the
+  // loop's included.
+  void Post(std::function<void()> f);
   bool connected() const { return !disconnected_.load(); }
 
   static constexpr char kConnectionLost[] = "the connection to the pool service was lost";
 
  private:
+  // A Call's answer. Set once on the loop thread; if the call is dropped unanswered (the
+  // connection stopped first), the last owner's destructor answers kUnavailable, so no caller
+  // waits forever.
+  struct Reply {
+    std::promise<absl::Status> promise;
+    bool set = false;
+    void Set(absl::Status s) {
+      if (set) return;
+      set = true;
+      promise.set_value(std::move(s));
+    }
+    ~Reply() {
+      if (!set) promise.set_value(absl::UnavailableError(kConnectionLost));
+    }
+  };
+
   explicit RpcConnection(RpcConnectionOptions options) : options_(std::move(options)) {}
   void Run(Setup& setup, std::promise<absl::Status>& started);
 
@@ -78,6 +112,10 @@ class RpcConnection {
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
   std::atomic<bool> stopping_{false};
   std::atomic<bool> disconnected_{false};
+  // Post's queue: the loop drains it when the eventfd says there is something.
+  int posted_fd_ = -1;  // an eventfd, made before the loop starts
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;  // guarded by posted_mu_
 };
 
 }  // namespace gpupool::runtime
