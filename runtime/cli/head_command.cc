@@ -82,6 +82,7 @@ struct HeadFlags {
   double clock_speed = 1.0;
   int heartbeat_timeout_ms = 3000;
   std::string journal;
+  bool insecure_network = false;
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -114,6 +115,7 @@ void RunHead(const HeadFlags& flags) {
   if (!pool.ok()) throw CommandFailed(std::string(pool.status().message()));
   runtime::PoolServerOptions so;
   so.address = host;
+  so.allow_network = flags.insecure_network;
   so.port = port;
   so.heartbeat_timeout = std::chrono::milliseconds(flags.heartbeat_timeout_ms);
   so.journal_path = flags.journal;
@@ -203,7 +205,9 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--node-count", flags->node_count, "how many such nodes (node-0, node-1, ...)");
   head->add_option("--tokens", flags->tokens_path, "file of 'team: token' lines; 'agents: token' for node agents")
       ->required();
-  head->add_option("--listen", flags->listen, "HOST:PORT to listen on (loopback; port 0 picks one)");
+  head->add_option("--listen", flags->listen, "HOST:PORT to listen on (port 0 picks one); loopback unless --insecure-network");
+  head->add_flag("--insecure-network", flags->insecure_network,
+                 "allow --listen on an address other machines reach: tokens travel unencrypted (no TLS yet)");
   head->add_option("--port-file", flags->port_file, "write the port here once listening");
   head->add_option("--clock-speed", flags->clock_speed, "pool seconds per real second");
   head->add_option("--heartbeat-timeout-ms", flags->heartbeat_timeout_ms, "a silent agent's node is lost after this");

@@ -774,12 +774,13 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
 }
 
 absl::Status PoolServer::Impl::Start() {
-  for (const char* ok : {"127.0.0.1", "localhost", "::1"}) {
-    if (options_.address == ok) goto loopback;
+  bool loopback = false;
+  for (const char* ok : {"127.0.0.1", "localhost", "::1"}) loopback |= options_.address == ok;
+  if (!loopback && !options_.allow_network) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the pool server listens on loopback unless told it may use the network; got '", options_.address,
+        "' (gpupool head --insecure-network, or --gpupool-head-listen under mpirun: tokens travel unencrypted)"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("the pool server binds only to loopback for now; got '", options_.address, "'"));
-loopback:
   if (absl::Status st = OpenJournal(); !st.ok()) return st;
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();

@@ -35,7 +35,10 @@
 namespace gpupool::runtime {
 
 struct PoolServerOptions {
-  std::string address = "127.0.0.1";  // loopback only, for now
+  std::string address = "127.0.0.1";  // loopback unless allow_network
+  // Listen on an address other machines can reach. Off by default: tokens and leases travel
+  // unencrypted (no TLS yet), so the network between the nodes must be trusted.
+  bool allow_network = false;
   uint16_t port = 0;                  // 0: the system picks one; see PoolServer::port()
   std::map<std::string, std::string> team_tokens;  // team -> token; a team not here is refused
   std::string agent_token;   // what node agents present; empty: agents are refused

@@ -157,6 +157,11 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
     }
   }
 
+  // Real GPUs' nodes are their hosts: ranks on several machines need a head and a data plane
+  // the other machines can reach, not loopback.
+  bool one_host = true;
+  for (const pool::DiscoveredNode& n : nodes) one_host &= mine.driver != "nvidia" || n.name == b.host();
+
   // 2. Rank 0 hosts the head over every rank's node and shares its address and tokens.
   std::shared_ptr<HeadHolder> head;
   std::string contact;  // "host:port\nagent-token\nteam-token", or "!why"
@@ -173,13 +178,15 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
       contact = absl::StrCat("!", pool.status().message());
     } else {
       PoolServerOptions so;
-      std::string listen_host = o.head_listen;
+      std::string listen_host = !one_host && o.head_listen == "127.0.0.1" ? b.host() : o.head_listen;
       uint16_t listen_port = 0;
       if (listen_host.find(':') != std::string::npos && !ParseHostPort(o.head_listen, &listen_host, &listen_port).ok()) {
         listen_host = o.head_listen;
       }
       so.address = listen_host;
       so.port = listen_port;
+      // A head_listen that is not loopback was asked for (ranks on several machines).
+      so.allow_network = true;
       so.agent_token = *agent_token;
       // One job: every team it may submit for shares the job's token.
       so.team_tokens[o.team] = *team_token;
@@ -219,8 +226,6 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   joined.driver = mine.driver;
   joined.node_label = mine.nodes[0].name;
   // 4. The ranks' data plane for collectives: UCX worker addresses allgathered, all connected.
-  bool one_host = true;
-  for (const pool::DiscoveredNode& n : nodes) one_host &= mine.driver != "nvidia" || n.name == b.host();
   absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
       rank, b.size(), [&b](std::string address) { return b.AllGather(std::move(address)); },
       JobGroupOptions{.collective_timeout = absl::Seconds(o.collective_timeout_s),

@@ -378,6 +378,13 @@ TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
   Result short_token = RunCli("head --simulate 1xL4 --tokens " + Path("short.tokens"));
   EXPECT_EQ(short_token.exit_code, 1);
   EXPECT_THAT(short_token.err, HasSubstr("short.tokens:1: the token for 'vision' is shorter than 16 characters"));
+
+  // Listening where other machines can connect needs the operator to say so (no TLS yet). The
+  // refusal comes before anything binds, so this test listens nowhere but loopback.
+  Result exposed = RunCli("head --simulate 1xL4 --tokens " + Path("tokens") + " --listen 0.0.0.0:0");
+  EXPECT_EQ(exposed.exit_code, 1);
+  EXPECT_THAT(exposed.err, HasSubstr("listens on loopback unless told it may use the network; got '0.0.0.0'"));
+  EXPECT_THAT(exposed.err, HasSubstr("--insecure-network"));
 }
 
 }  // namespace
