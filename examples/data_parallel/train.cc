@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "examples/common/reclaim.h"
 #include "examples/logistic_regression/logistic_regression.h"
 #include "gpupool/gpupool.h"
 
@@ -32,20 +33,11 @@ using logistic_regression::Data;
 // One data-parallel step: this rank's shard of the step's minibatch, the gradients summed over
 // the ranks, the same update everywhere.
 void ShardStep(gpupool::TaskContext& ctx, const Config& c, const Data& d, std::vector<float>& w, int64_t step) {
-  const int batches = c.examples / c.batch;
   const int shard = c.batch / ctx.ranks();
-  const int first = static_cast<int>(step % batches) * c.batch + ctx.rank() * shard;
-  std::vector<float> grad(w.size(), 0.0f);
-  for (int i = first; i < first + shard; ++i) {
-    const float* x = &d.x[size_t(i) * c.features];
-    float z = w[c.features];
-    for (int j = 0; j < c.features; ++j) z += w[j] * x[j];
-    float err = 1.0f / (1.0f + std::exp(-z)) - d.y[i];
-    for (int j = 0; j < c.features; ++j) grad[j] += err * x[j];
-    grad[c.features] += err;
-  }
+  std::vector<float> grad =
+      logistic_regression::Gradient(c, d, w, logistic_regression::BatchStart(c, step) + ctx.rank() * shard, shard);
   ctx.AllReduce(grad);  // sum over ranks: the same bits on every rank
-  for (size_t j = 0; j < w.size(); ++j) w[j] -= c.learning_rate * grad[j] / static_cast<float>(c.batch);
+  logistic_regression::Apply(c, grad, w);
 }
 
 // The task each rank runs: checkpointable (its state is the weights), one Step() per step.
@@ -62,36 +54,14 @@ std::vector<float> TrainShard(gpupool::TaskContext& ctx, const Config& c) {
 }
 GPUPOOL_REMOTE(TrainShard);
 
-int Serve(gpupool::TaskContext& ctx, double pool_seconds) {
-  ctx.SleepPoolTime(pool_seconds);
-  return 1;
-}
-GPUPOOL_REMOTE(Serve);
-
-constexpr char kTeams[] = R"(
-teams:
-  - name: prod
-    quotas: [{gpus: H100-80GB, nominal: 1}]
-  - name: research
-    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 8}]
-)";
+GPUPOOL_REMOTE(reclaim::Serve);
 
 constexpr int kPreemptedRank = 1;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gpupool::RuntimeOptions options = gpupool::OptionsFromFlags(argc, argv);
-  if (options.simulate.empty() && options.config_path.empty()) options.simulate = "1xH100-80GB";
-  if (options.config_path.empty() && options.config_text.empty()) options.config_text = kTeams;
-  if (options.clock_speed == 1.0) options.clock_speed = 600;  // 1 real second = 10 pool minutes
-  options.lease_linger_ms = 50;
-  options.on_event = [](const gpupool::RuntimeEvent& e) {
-    if (e.kind == "lease-revoked" || e.kind == "task-preempted") {
-      std::printf("[pool %6.0f s] %-8s %-14s %s\n", e.pool_time_s, e.team.c_str(), e.kind.c_str(), e.detail.c_str());
-      std::fflush(stdout);
-    }
-  };
+  gpupool::RuntimeOptions options = reclaim::Options(argc, argv, {"lease-revoked", "task-preempted"});
   try {
     gpupool::Runtime rt = gpupool::Init(options);
     const int rank = rt.rank();
@@ -107,7 +77,7 @@ int main(int argc, char** argv) {
     auto training = gpupool::Task(TrainShard).Gpus(1).Team("research").PriorityClass("experiment").Submit(config);
     if (rank == kPreemptedRank) {
       std::this_thread::sleep_for(std::chrono::duration<double>(600 / options.clock_speed));
-      gpupool::Get(gpupool::Task(Serve).Gpus(1).Team("prod").PriorityClass("production-inference").Submit(600.0));
+      gpupool::Get(gpupool::Task(reclaim::Serve).Gpus(1).Team("prod").PriorityClass("production-inference").Submit(600.0));
     }
     std::vector<float> weights = *gpupool::Get(training);
     uint64_t preemptions = 0;

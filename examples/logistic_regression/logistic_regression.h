@@ -59,12 +59,16 @@ inline Data Generate(const Config& c) {
   return d;
 }
 
-// One minibatch step on weights (features + 1: the last is the bias).
-inline void TrainStep(const Config& c, const Data& d, std::vector<float>& w, int64_t step) {
-  const int batches = c.examples / c.batch;
-  const int first = static_cast<int>(step % batches) * c.batch;
+// The first example of step `step`'s minibatch.
+inline int BatchStart(const Config& c, int64_t step) {
+  return static_cast<int>(step % (c.examples / c.batch)) * c.batch;
+}
+
+// The loss gradient summed over examples [first, first + count), for weights `w` (features + 1:
+// the last is the bias).
+inline std::vector<float> Gradient(const Config& c, const Data& d, const std::vector<float>& w, int first, int count) {
   std::vector<float> grad(w.size(), 0.0f);
-  for (int i = first; i < first + c.batch; ++i) {
+  for (int i = first; i < first + count; ++i) {
     const float* x = &d.x[size_t(i) * c.features];
     float z = w[c.features];
     for (int j = 0; j < c.features; ++j) z += w[j] * x[j];
@@ -72,7 +76,17 @@ inline void TrainStep(const Config& c, const Data& d, std::vector<float>& w, int
     for (int j = 0; j < c.features; ++j) grad[j] += err * x[j];
     grad[c.features] += err;
   }
+  return grad;
+}
+
+// Gradient descent with a gradient summed over a whole minibatch.
+inline void Apply(const Config& c, const std::vector<float>& grad, std::vector<float>& w) {
   for (size_t j = 0; j < w.size(); ++j) w[j] -= c.learning_rate * grad[j] / static_cast<float>(c.batch);
+}
+
+// One minibatch step.
+inline void TrainStep(const Config& c, const Data& d, std::vector<float>& w, int64_t step) {
+  Apply(c, Gradient(c, d, w, BatchStart(c, step), c.batch), w);
 }
 
 // The reference: the same training with no pool, no interruption.

@@ -11,36 +11,16 @@
 #include <cstring>
 #include <thread>
 
+#include "examples/common/reclaim.h"
 #include "examples/logistic_regression/logistic_regression.h"
 #include "gpupool/gpupool.h"
 
 GPUPOOL_REMOTE(logistic_regression::Train);
 
-int Serve(gpupool::TaskContext& ctx, double pool_seconds) {
-  ctx.SleepPoolTime(pool_seconds);
-  return 1;
-}
-GPUPOOL_REMOTE(Serve);
-
-constexpr char kTeams[] = R"(
-teams:
-  - name: prod
-    quotas: [{gpus: H100-80GB, nominal: 1}]
-  - name: research
-    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 1}]
-)";
+GPUPOOL_REMOTE(reclaim::Serve);
 
 int main(int argc, char** argv) {
-  gpupool::RuntimeOptions options = gpupool::OptionsFromFlags(argc, argv);
-  if (options.simulate.empty() && options.config_path.empty()) options.simulate = "1xH100-80GB";
-  if (options.config_path.empty() && options.config_text.empty()) options.config_text = kTeams;
-  if (options.clock_speed == 1.0) options.clock_speed = 600;  // 1 real second = 10 pool minutes
-  options.lease_linger_ms = 50;
-  options.on_event = [](const gpupool::RuntimeEvent& e) {
-    if (e.kind == "lease-revoked" || e.kind == "task-preempted" || e.kind == "lease-granted") {
-      std::printf("[pool %6.0f s] %-8s %-14s %s\n", e.pool_time_s, e.team.c_str(), e.kind.c_str(), e.detail.c_str());
-    }
-  };
+  gpupool::RuntimeOptions options = reclaim::Options(argc, argv, {"lease-revoked", "task-preempted", "lease-granted"});
   gpupool::Runtime runtime = gpupool::Init(options);
 
   logistic_regression::Config config;
@@ -50,7 +30,7 @@ int main(int argc, char** argv) {
                       .PriorityClass("experiment").Submit(config);
   std::this_thread::sleep_for(std::chrono::duration<double>(600 / options.clock_speed));
   // Ten pool minutes in, prod's service needs its guaranteed GPU for ten minutes.
-  auto serving = gpupool::Task(Serve).Gpus(1).Team("prod").PriorityClass("production-inference").Submit(600.0);
+  auto serving = gpupool::Task(reclaim::Serve).Gpus(1).Team("prod").PriorityClass("production-inference").Submit(600.0);
   gpupool::Get(serving);
   std::vector<float> weights = *gpupool::Get(training);
 

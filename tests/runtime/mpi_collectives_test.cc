@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpupool/gpupool.h"
+#include "tests/runtime/die_rank_flag.h"
 
 namespace {
 
@@ -33,11 +34,7 @@ std::string Exchange(gpupool::TaskContext& ctx, int die_rank) {
   const int64_t ranks_sum = static_cast<int64_t>(n) * (n + 1) / 2;
   for (size_t i = 0; i < sums.size(); ++i) check(sums[i] == ranks_sum * static_cast<int64_t>(i + 1), "int64 sum");
 
-  if (r == die_rank) {
-    std::printf("rank %d dying\n", r);
-    std::fflush(stdout);
-    raise(SIGKILL);
-  }
+  if (r == die_rank) DieNow(r);
 
   // Max and min of doubles; a length that does not divide by the ranks.
   std::vector<double> high(4099), low(4099);
@@ -75,10 +72,7 @@ GPUPOOL_REMOTE(Exchange);
 }  // namespace
 
 int main(int argc, char** argv) {
-  int die_rank = -1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--die-rank=", 11) == 0) die_rank = std::atoi(argv[i] + 11);
-  }
+  const int die_rank = DieRankFlag(argc, argv);
   try {
     gpupool::RuntimeOptions options = gpupool::OptionsFromFlags(argc, argv);
     if (die_rank >= 0) options.collective_timeout_s = 20;

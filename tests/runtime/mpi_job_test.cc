@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpupool/gpupool.h"
+#include "tests/runtime/die_rank_flag.h"
 
 namespace {
 
@@ -40,10 +41,7 @@ int RunOnMyNode(int n, const std::string& node) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int die_rank = -1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--die-rank=", 11) == 0) die_rank = std::atoi(argv[i] + 11);
-  }
+  const int die_rank = DieRankFlag(argc, argv);
   try {
     gpupool::Runtime rt = gpupool::Init(argc, argv);
     const int rank = rt.rank();
@@ -57,11 +55,7 @@ int main(int argc, char** argv) {
     std::printf("rank %d on %s: %d tasks ok\n", rank, expected.c_str(), ok);
     std::fflush(stdout);
     if (ok != n) return 1;
-    if (rank == die_rank) {
-      std::printf("rank %d dying\n", rank);
-      std::fflush(stdout);
-      raise(SIGKILL);
-    }
+    if (rank == die_rank) DieNow(rank);
     if (die_rank >= 0) {
       // The killed rank's node goes down at the head; everyone else carries on.
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));

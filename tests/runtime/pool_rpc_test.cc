@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <future>
 #include <mutex>
 #include <string>
@@ -43,19 +44,28 @@ pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
   return r;
 }
 
+// A head over `gpus` simulated GPUs of one node with kConfig's teams, on 127.0.0.1:`port` (0: any).
+std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
+                                      uint16_t port = 0) {
+  EmbeddedPoolOptions o;
+  o.simulate = gpus;
+  o.config_text = kConfig;
+  auto pool = EmbeddedPool::Start(o);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  if (!pool.ok()) return nullptr;
+  PoolServerOptions so;
+  so.port = port;
+  so.team_tokens = std::move(tokens);
+  auto server = PoolServer::Start(*std::move(pool), so);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
 class PoolRpc : public ::testing::Test {
  protected:
   void SetUp() override {
-    EmbeddedPoolOptions o;
-    o.simulate = "1xH100-80GB";
-    o.config_text = kConfig;
-    auto pool = EmbeddedPool::Start(o);
-    ASSERT_TRUE(pool.ok()) << pool.status();
-    PoolServerOptions so;
-    so.team_tokens = {{"owner", "owner-token"}, {"borrower", "borrower-token"}};
-    auto server = PoolServer::Start(*std::move(pool), so);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    server_ = StartHead("1xH100-80GB", {{"owner", "owner-token"}, {"borrower", "borrower-token"}});
+    ASSERT_NE(server_, nullptr);
     ASSERT_NE(server_->port(), 0);
   }
   std::unique_ptr<RemotePool> Connect(const std::string& team, RemotePoolOptions o = {}) {
@@ -148,16 +158,9 @@ TEST_F(PoolRpc, ASessionCannotTouchAnotherSessionsLeaseOrRequest) {
 // An mpirun job's head gives all its teams the job's token: one session then requests for any of
 // them, and still for no team whose token differs.
 TEST(PoolRpcTokens, ASessionRequestsForEveryTeamItsTokenOpens) {
-  EmbeddedPoolOptions o;
-  o.simulate = "2xH100-80GB";
-  o.config_text = kConfig;
-  auto pool = EmbeddedPool::Start(o);
-  ASSERT_TRUE(pool.ok()) << pool.status();
-  PoolServerOptions so;
-  so.team_tokens = {{"owner", "job-token"}, {"borrower", "job-token"}, {"default", "other-token"}};
-  auto server = PoolServer::Start(*std::move(pool), so);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto job = RemotePool::Connect({.port = (*server)->port(), .team = "owner", .token = "job-token"});
+  auto server = StartHead("2xH100-80GB", {{"owner", "job-token"}, {"borrower", "job-token"}, {"default", "other-token"}});
+  ASSERT_NE(server, nullptr);
+  auto job = RemotePool::Connect({.port = server->port(), .team = "owner", .token = "job-token"});
   ASSERT_TRUE(job.ok()) << job.status();
   Recorder mine, borrowed, refused;
   ASSERT_TRUE((*job)->Request(Req("serve", "owner"), &mine).ok());
@@ -176,20 +179,7 @@ TEST(PoolRpcTokens, ASessionRequestsForEveryTeamItsTokenOpens) {
 // (the new head knows nothing of it), its queued request is sent again and granted there, and new
 // requests work; nothing the job asked for is forgotten.
 TEST(PoolRpcRestart, AJobReconnectsAndItsQueuedRequestIsAdmittedAgain) {
-  auto start_head = [](uint16_t port) {
-    EmbeddedPoolOptions o;
-    o.simulate = "1xH100-80GB";
-    o.config_text = kConfig;
-    auto pool = EmbeddedPool::Start(o);
-    EXPECT_TRUE(pool.ok()) << pool.status();
-    PoolServerOptions so;
-    so.port = port;
-    so.team_tokens = {{"owner", "owner-token"}};
-    auto server = PoolServer::Start(*std::move(pool), so);
-    EXPECT_TRUE(server.ok()) << server.status();
-    return server.ok() ? *std::move(server) : nullptr;
-  };
-  std::unique_ptr<PoolServer> head = start_head(0);
+  std::unique_ptr<PoolServer> head = StartHead("1xH100-80GB", {{"owner", "owner-token"}});
   ASSERT_NE(head, nullptr);
   const uint16_t port = head->port();
   Recorder held, queued, later;  // outlive the job
@@ -202,7 +192,7 @@ TEST(PoolRpcRestart, AJobReconnectsAndItsQueuedRequestIsAdmittedAgain) {
 
   head.reset();  // the head goes away
   ASSERT_TRUE(held.WaitFor("lost"));
-  head = start_head(port);
+  head = StartHead("1xH100-80GB", {{"owner", "owner-token"}}, port);
   ASSERT_NE(head, nullptr);
   ASSERT_TRUE(queued.WaitFor("granted")) << "the queued request was not admitted by the new head";
   EXPECT_EQ(queued.last_lease().request.id, "queued");
@@ -216,25 +206,18 @@ TEST(PoolRpcRestart, AJobReconnectsAndItsQueuedRequestIsAdmittedAgain) {
 // A head that does not come back in time: requests still waiting fail through their listener
 // with the reason, the job hears of the disconnection, and new requests are refused at once.
 TEST(PoolRpcRestart, AJobThatCannotReconnectFailsItsWaitingRequests) {
-  EmbeddedPoolOptions o;
-  o.simulate = "1xH100-80GB";
-  o.config_text = kConfig;
-  auto pool = EmbeddedPool::Start(o);
-  ASSERT_TRUE(pool.ok()) << pool.status();
-  PoolServerOptions so;
-  so.team_tokens = {{"owner", "owner-token"}};
-  auto head = PoolServer::Start(*std::move(pool), so);
-  ASSERT_TRUE(head.ok()) << head.status();
+  std::unique_ptr<PoolServer> head = StartHead("1xH100-80GB", {{"owner", "owner-token"}});
+  ASSERT_NE(head, nullptr);
   Recorder held, queued, refused;
   std::promise<absl::Status> disconnected;
-  auto job = RemotePool::Connect({.port = (*head)->port(), .team = "owner", .token = "owner-token",
+  auto job = RemotePool::Connect({.port = head->port(), .team = "owner", .token = "owner-token",
                                   .on_disconnected = [&](const absl::Status& why) { disconnected.set_value(why); },
                                   .reconnect_for = std::chrono::milliseconds(300)});
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
   ASSERT_TRUE(held.WaitFor("granted"));
   ASSERT_TRUE((*job)->Request(Req("queued"), &queued).ok());
-  head->reset();
+  head.reset();
   ASSERT_TRUE(queued.WaitFor("request failed queued"));
   EXPECT_THAT(queued.events().back(), HasSubstr("unreachable"));
   auto why = disconnected.get_future();
