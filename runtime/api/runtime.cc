@@ -196,6 +196,16 @@ ObjectHeader* LookupObject(ObjectId id) {
   return entry;
 }
 
+void ExportObject(ObjectHeader* object) {
+  Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
+}
+
+ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode) {
+  runtime::JobRuntime& rt = Current();
+  if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) return LookupObject(id);
+  return rt.exchange().Import(id, decode);
+}
+
 void ThrowTypeMismatch(ObjectId id, const std::type_info& stored, const std::type_info& wanted) {
   throw Error(ErrorCode::kInvalidArgument, absl::StrCat("object ", id, " holds a value of type ",
                                                         stored.name(), ", read as ", wanted.name()));

@@ -136,4 +136,31 @@ size_t TaskContext::Recv(int src, uint64_t tag, void* data, size_t capacity) {
   return api::ValueOrThrow(state_->runtime->group().Recv(src, tag, data, capacity));
 }
 
+// A value's bytes travel as two messages with the tag: their size, then themselves.
+void TaskContext::SendBytes(int dst, uint64_t tag, const std::string& bytes) {
+  uint64_t size = bytes.size();
+  Send(dst, tag, &size, sizeof size);
+  Send(dst, tag, bytes.data(), bytes.size());
+}
+
+std::string TaskContext::RecvBytes(int src, uint64_t tag) {
+  uint64_t size = 0;
+  if (Recv(src, tag, &size, sizeof size) != sizeof size) {
+    throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': RecvValue got a malformed size from rank " +
+                                          std::to_string(src) + " (was it sent with SendValue?)");
+  }
+  std::string bytes(size, '\0');
+  if (Recv(src, tag, bytes.data(), bytes.size()) != size) {
+    throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': RecvValue got fewer bytes than announced");
+  }
+  return bytes;
+}
+
+void TaskContext::BroadcastBytes(int root, std::string& bytes) {
+  uint64_t size = bytes.size();
+  Broadcast(root, &size, sizeof size);
+  bytes.resize(size);
+  Broadcast(root, bytes.data(), bytes.size());
+}
+
 }  // namespace gpupool

@@ -80,6 +80,11 @@ class JobGroup {
   // Returns the message's size; OutOfRange when it is larger than `capacity`.
   absl::StatusOr<size_t> Recv(int src, uint64_t tag, void* data, size_t capacity);
 
+  // The data plane the group runs on, for other protocols of the job's ranks (object fetches):
+  // null for a group of one. address(r) is rank r's worker address.
+  transport::UcxWorker* worker() const { return worker_.get(); }
+  const std::string& address(int r) const { return addresses_.at(r); }
+
  private:
   JobGroup(int rank, int size);
   absl::Status CheckPeer(int peer, const char* what) const;
@@ -88,6 +93,7 @@ class JobGroup {
   const int size_;
   std::mutex mu_;  // one operation at a time
   std::unique_ptr<transport::UcxWorker> worker_;
+  std::vector<std::string> addresses_;  // by rank (empty for a group of one)
   std::unique_ptr<transport::HostCommunicator> comm_;  // null for a group of one
   // A group of one sends to itself: messages wait here for their Recv, by tag, in order.
   std::map<uint64_t, std::deque<std::string>> to_self_;

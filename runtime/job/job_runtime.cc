@@ -70,6 +70,18 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->notice_ = std::move(joined.notice);
   rt->companions_ = std::move(joined.companions);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
+  // Ids name their rank, so refs can cross ranks (runtime/job/object_exchange.h).
+  rt->store_->SetIdBase(static_cast<ObjectId>(rt->group_->rank()) << ObjectStore::kRankShift);
+  absl::StatusOr<std::unique_ptr<ObjectExchange>> exchange = ObjectExchange::Start(
+      *rt->group_, *rt->store_,
+      [raw = rt.get()](ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {
+        std::vector<Task*> waiting = failure ? raw->store_->Fail(entry, std::move(failure))
+                                             : raw->store_->Complete(entry, std::move(value));
+        for (Task* t : waiting) raw->DependencyResolved(t, entry);
+      },
+      absl::Seconds(o.collective_timeout_s));
+  if (!exchange.ok()) return exchange.status();
+  rt->exchange_ = *std::move(exchange);
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{
       .dir = o.checkpoint_dir, .shared = o.checkpoint_dir_shared, .keep_last = o.checkpoint_keep_last,
       .staging_bytes = o.checkpoint_staging_mib << 20});
@@ -132,6 +144,7 @@ JobRuntime::~JobRuntime() {
     left.insert(left.end(), more.begin(), more.end());
   }
   for (Task* t : left) FailTask(t, ErrorCode::kCancelled, "queue", "the runtime shut down");
+  exchange_.reset();  // before the group whose worker it runs on
   pool_.reset();
   while (!companions_.empty()) companions_.pop_back();  // newest first: the agent, then the head
   // Runs may still own memory budgets shared with live DeviceBuffers; the pools must outlive those

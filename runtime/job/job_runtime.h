@@ -37,6 +37,7 @@
 #include "runtime/job/pool_join.h"
 #include "runtime/job/checkpoint_service.h"
 #include "runtime/job/lease_run.h"
+#include "runtime/job/object_exchange.h"
 #include "runtime/objects/object_store.h"
 #include "runtime/tasks/shape_queue.h"
 #include "runtime/tasks/task.h"
@@ -67,6 +68,7 @@ class JobRuntime final : public LeaseListener {
   int ranks() const { return ranks_; }
   // The job's ranks connected for TaskContext's collectives (a group of one outside mpirun).
   JobGroup& group() { return *group_; }
+  ObjectExchange& exchange() { return *exchange_; }
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }
   double clock_speed() const { return options_.clock_speed; }
@@ -120,6 +122,7 @@ class JobRuntime final : public LeaseListener {
   std::string notice_;
   std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
   std::unique_ptr<JobGroup> group_;
+  std::unique_ptr<ObjectExchange> exchange_;  // refs crossing ranks; before group_ goes
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
   std::unique_ptr<CheckpointService> checkpoints_;
   std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed

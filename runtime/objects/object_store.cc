@@ -4,9 +4,9 @@
 
 namespace gpupool::runtime {
 
-ObjectEntry* ObjectStore::Register(ObjectEntry* entry) {
+ObjectEntry* ObjectStore::Register(ObjectEntry* entry, ObjectId id) {
   entry->store = this;
-  entry->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  entry->id = id != 0 ? id : next_id_.fetch_add(1, std::memory_order_relaxed);
   live_.fetch_add(1, std::memory_order_relaxed);
   holds_.fetch_add(1, std::memory_order_relaxed);
   Shard& shard = shards_[entry->id % kShards];
@@ -16,6 +16,8 @@ ObjectEntry* ObjectStore::Register(ObjectEntry* entry) {
 }
 
 ObjectEntry* ObjectStore::CreatePending() { return Register(new ObjectEntry()); }
+
+ObjectEntry* ObjectStore::CreatePendingWithId(ObjectId id) { return Register(new ObjectEntry(), id); }
 
 ObjectEntry* ObjectStore::CreateReady(std::unique_ptr<detail::ValueBox> value) {
   ObjectEntry* entry = new ObjectEntry();

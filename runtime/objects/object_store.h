@@ -52,6 +52,13 @@ class ObjectStore {
 
   // A new pending entry with one reference (the caller's).
   ObjectEntry* CreatePending();
+  // The same under an id given from outside: an object of another process of the job, whose
+  // value will be fetched (its id must not be one this store hands out: see SetIdBase).
+  ObjectEntry* CreatePendingWithId(ObjectId id);
+  // The ids this store hands out start after `base`. Under mpirun each rank's store takes
+  // rank << kRankShift, so ids are unique in the job and name their owner.
+  void SetIdBase(ObjectId base) { next_id_.store(base + 1, std::memory_order_relaxed); }
+  static constexpr int kRankShift = 48;
   // A new ready entry holding `value`, with one reference.
   ObjectEntry* CreateReady(std::unique_ptr<detail::ValueBox> value);
 
@@ -84,7 +91,7 @@ class ObjectStore {
     std::mutex mu;
     absl::flat_hash_map<ObjectId, ObjectEntry*> entries;
   };
-  ObjectEntry* Register(ObjectEntry* entry);
+  ObjectEntry* Register(ObjectEntry* entry, ObjectId id = 0);
   std::vector<Task*> Resolve(ObjectEntry* entry, uint32_t state, std::unique_ptr<detail::ValueBox> value,
                              std::exception_ptr failure);
   void WakeWaiters();

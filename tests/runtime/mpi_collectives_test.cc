@@ -4,12 +4,17 @@
 // value against what it computes alone. Exit status 0 on every rank means all checks held.
 //
 // With --die-rank=K rank K kills itself (SIGKILL) after the first reduction; the others' next
-// collective must fail with kUnavailable naming it (or kDeadlineExceeded), not hang.
+// collective must fail with kUnavailable naming it (or kDeadlineExceeded), not hang. With
+// --die-rank=K --owner-dies (last), rank K sends the others a ref to its pending object and dies:
+// their Get must fail naming it.
 #include <signal.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -69,14 +74,110 @@ std::string Exchange(gpupool::TaskContext& ctx, int die_rank) {
 }
 GPUPOOL_REMOTE(Exchange);
 
+int SlowSquare(int x) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return x * x;
+}
+GPUPOOL_REMOTE(SlowSquare);
+
+int Explode(int rank) { throw std::runtime_error("boom from rank " + std::to_string(rank)); }
+GPUPOOL_REMOTE(Explode);
+
+double Sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+GPUPOOL_REMOTE(Sum);
+
+// ObjectRefs crossing ranks inside values: the receiver reads the sender's object, fetched over
+// UCX. Returns "" when every check held, else what failed.
+std::string ShareObjects(gpupool::TaskContext& ctx) {
+  const int r = ctx.rank();
+  const int n = ctx.ranks();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  std::string failed;
+  auto check = [&failed](bool ok, const std::string& what) {
+    if (!ok) failed += what + "; ";
+  };
+
+  // 1. A 4 MiB object of rank 0, to every rank (rendezvous-sized), and used as a task argument.
+  gpupool::ObjectRef<std::vector<double>> table;
+  if (r == 0) {
+    std::vector<double> v(1 << 19);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * static_cast<double>(i);
+    table = gpupool::Put(std::move(v));
+  }
+  ctx.BroadcastValue(0, table);
+  {
+    gpupool::View<std::vector<double>> t = gpupool::Get(table);
+    check(t->size() == (1u << 19) && (*t)[12345] == 6172.5, "broadcast object's contents");
+  }
+  const double expected_sum = 0.5 * (double(1 << 19) - 1) * double(1 << 19) / 2;
+  check(*gpupool::Get(gpupool::Submit(Sum, table)) == expected_sum, "imported object as a task argument");
+
+  // 2. A task result that is not ready yet when its ref is sent round the ring.
+  gpupool::ObjectRef<int> mine = gpupool::Submit(SlowSquare, r + 1);
+  ctx.SendValue(next, 11, mine);
+  gpupool::ObjectRef<int> theirs = ctx.RecvValue<gpupool::ObjectRef<int>>(prev, 11);
+  check(*gpupool::Get(theirs) == (prev + 1) * (prev + 1), "a pending object fetched when ready");
+
+  // 3. A failed task's object: its failure crosses with the reason.
+  gpupool::ObjectRef<int> bad = gpupool::Submit(Explode, r);
+  ctx.SendValue(next, 12, bad);
+  gpupool::ObjectRef<int> their_bad = ctx.RecvValue<gpupool::ObjectRef<int>>(prev, 12);
+  try {
+    gpupool::Get(their_bad);
+    check(false, "a failed object read without an error");
+  } catch (const gpupool::Error& e) {
+    check(std::string(e.what()).find("boom from rank " + std::to_string(prev)) != std::string::npos,
+          std::string("failure reason lost: ") + e.what());
+  }
+  // Every rank is done reading the others' objects before any rank stops serving its own.
+  int32_t done = 1;
+  ctx.AllReduce(&done, 1);
+  return failed;
+}
+GPUPOOL_REMOTE(ShareObjects);
+
+// Rank `owner` sends the others a ref to an object that is not ready yet, then dies: their Get
+// must fail with the reason (kUnavailable naming the owner), not hang. Returns what Get said.
+std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
+  if (ctx.rank() == owner) {
+    gpupool::ObjectRef<int> pending = gpupool::Submit(SlowSquare, 7);
+    for (int r = 0; r < ctx.ranks(); ++r) {
+      if (r != owner) ctx.SendValue(r, 13, pending);
+    }
+    // Dies once every rank holds the ref (a dead rank's unreceived messages are lost with it).
+    for (int r = 0; r < ctx.ranks(); ++r) {
+      if (r != owner) ctx.RecvValue<int>(r, 14);
+    }
+    DieNow(owner);
+  }
+  gpupool::ObjectRef<int> theirs = ctx.RecvValue<gpupool::ObjectRef<int>>(owner, 13);
+  ctx.SendValue(owner, 14, 1);
+  try {
+    return "read " + std::to_string(*gpupool::Get(theirs));
+  } catch (const gpupool::Error& e) {
+    return std::string(e.code() == gpupool::ErrorCode::kUnavailable ? "unavailable: " : "other error: ") + e.what();
+  }
+}
+GPUPOOL_REMOTE(OwnerDies);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int die_rank = DieRankFlag(argc, argv);
+  const bool owner_dies = argc > 1 && std::strcmp(argv[argc - 1], "--owner-dies") == 0;
   try {
     gpupool::RuntimeOptions options = gpupool::OptionsFromFlags(argc, argv);
     if (die_rank >= 0) options.collective_timeout_s = 20;
     gpupool::Runtime rt = gpupool::Init(options);
+    if (owner_dies) {
+      std::string said = *gpupool::Get(gpupool::Task(OwnerDies).Submit(die_rank));
+      std::printf("rank %d: %s\n", rt.rank(), said.c_str());
+      return 0;
+    }
     try {
       std::string failed = *gpupool::Get(gpupool::Task(Exchange).Gpus(0.5).Submit(die_rank));
       if (!failed.empty()) {
@@ -84,7 +185,14 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::printf("rank %d of %d: collectives ok\n", rt.rank(), rt.ranks());
-      return die_rank >= 0 ? 1 : 0;  // a death test must not get here
+      if (die_rank >= 0) return 1;  // a death test must not get here
+      failed = *gpupool::Get(gpupool::Task(ShareObjects).Submit());
+      if (!failed.empty()) {
+        std::printf("rank %d: FAILED: %s\n", rt.rank(), failed.c_str());
+        return 1;
+      }
+      std::printf("rank %d of %d: objects ok\n", rt.rank(), rt.ranks());
+      return 0;
     } catch (const gpupool::TaskError& e) {
       const bool expected = die_rank >= 0 && (e.code() == gpupool::ErrorCode::kUnavailable ||
                                               e.code() == gpupool::ErrorCode::kDeadlineExceeded);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <typeinfo>
 #include <utility>
@@ -86,6 +87,23 @@ GPUPOOL_API ObjectHeader* LookupObject(ObjectId id);
 // Throws kInvalidArgument naming both types when a stored value is read as the wrong type.
 [[noreturn]] GPUPOOL_API void ThrowTypeMismatch(ObjectId id, const std::type_info& stored,
                                                 const std::type_info& wanted);
+
+// Objects of other ranks of an mpirun job (runtime/job/object_exchange.h). A ref encoded outside
+// a task's arguments is leaving the process: its object is exported (pinned and served to the
+// job's other ranks). Decoding a ref finds the local object, or imports another rank's: its bytes
+// are fetched and turned back into a value by `decode`.
+using BoxDecoder = std::unique_ptr<ValueBox> (*)(Reader& r);
+template <typename T>
+std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
+  if constexpr (requires(Reader& in) { Codec<T>::Decode(in); }) {
+    return std::make_unique<TypedBox<T>>(Codec<T>::Decode(r));
+  } else {
+    throw Error(ErrorCode::kUnimplemented, "this object's type has no gpupool::Codec: it cannot cross ranks");
+  }
+}
+GPUPOOL_API void ExportObject(ObjectHeader* object);
+// Retained; throws kNotFound for a local id whose object was freed (or never existed).
+GPUPOOL_API ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode);
 
 template <typename T>
 const T& ValueAs(ObjectId id, const ValueBox& box) {
@@ -174,17 +192,23 @@ inline void NoteNestedRef(ObjectHeader* object) {
 }
 }  // namespace detail
 
-// Refs nested in arguments travel as ids; the receiving side looks them up.
+// Refs travel as ids. Nested in a task's arguments they stay in the process (the task keeps
+// them alive); encoded anywhere else they leave it (TaskContext::SendValue to another rank), and
+// their object is exported. Decoding finds the local object or imports the owner rank's.
 template <typename T>
 struct Codec<ObjectRef<T>> {
   static void Encode(Writer& w, const ObjectRef<T>& r) {
-    detail::NoteNestedRef(r.header());
+    if (detail::nested_refs_sink != nullptr) {
+      detail::NoteNestedRef(r.header());
+    } else if (r.header() != nullptr) {
+      detail::ExportObject(r.header());
+    }
     w.Varint(r.id());
   }
   static ObjectRef<T> Decode(Reader& r) {
     ObjectId id = r.Varint("an object id");
     if (id == 0) return ObjectRef<T>();
-    return ObjectRef<T>::Adopt(detail::LookupObject(id));
+    return ObjectRef<T>::Adopt(detail::ImportObject(id, &detail::DecodeBox<T>));
   }
 };
 

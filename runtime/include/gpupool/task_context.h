@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpupool/codec.h"
 #include "gpupool/export.h"
 
 namespace gpupool {
@@ -208,8 +209,47 @@ class GPUPOOL_API TaskContext {
   void Send(int dst, uint64_t tag, const void* data, size_t bytes);
   size_t Recv(int src, uint64_t tag, void* data, size_t capacity);
 
+  // Values of any encodable type (gpupool/codec.h), of any size. ObjectRefs inside them cross
+  // ranks: the receiver gets a ref to the sender's object, fetched from it over UCX at once
+  // (Get waits for the fetch; a task may take it as an argument). The sender keeps such objects
+  // until its runtime stops.
+  //
+  //   // rank 0                                        // every rank
+  //   auto table = gpupool::Put(LoadTable());          ctx.BroadcastValue(0, table);
+  //                                                    const Table& t = *gpupool::Get(table);
+  template <typename T>
+  void SendValue(int dst, uint64_t tag, const T& value) {
+    std::string bytes;
+    Writer w(bytes);
+    Codec<T>::Encode(w, value);
+    SendBytes(dst, tag, bytes);
+  }
+  template <typename T>
+  T RecvValue(int src, uint64_t tag) {
+    std::string bytes = RecvBytes(src, tag);
+    Reader r(bytes);
+    return Codec<T>::Decode(r);
+  }
+  // `value` on `root` is copied to every rank's `value`.
+  template <typename T>
+  void BroadcastValue(int root, T& value) {
+    std::string bytes;
+    if (rank() == root) {
+      Writer w(bytes);
+      Codec<T>::Encode(w, value);
+    }
+    BroadcastBytes(root, bytes);
+    if (rank() != root) {
+      Reader r(bytes);
+      value = Codec<T>::Decode(r);
+    }
+  }
+
  private:
   void Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device);
+  void SendBytes(int dst, uint64_t tag, const std::string& bytes);
+  std::string RecvBytes(int src, uint64_t tag);
+  void BroadcastBytes(int root, std::string& bytes);
 
   detail::TaskState* state_;
 };

@@ -1,0 +1,106 @@
+// File: runtime/job/object_exchange.h
+//
+// Objects crossing the ranks of an mpirun job. An ObjectRef that leaves its process (encoded in
+// a value a task sends to another rank: TaskContext::SendValue, BroadcastValue) is exported: its
+// owner pins the object and serves its encoded bytes over UCX (transport/object_transfer.h). The
+// rank that decodes the ref imports it: a pending entry under the same id appears in its store
+// and the bytes are fetched from the owner in the background at once (a ref that crossed ranks
+// is there to be read), then decoded into the local value. Get waits for it like for a task's
+// result, and tasks may take it as an argument.
+//
+// Ids: each rank's store hands out ids above rank << ObjectStore::kRankShift, so an id names its
+// owner and is unique in the job.
+//
+// Lifetime: an exported object stays pinned in its owner until the job's runtime stops (there is
+// no distributed reference counting yet). An imported copy lives while local refs do; a ref
+// decoded again later fetches again.
+//
+// Failures: an object whose task failed is reported to the importer with that failure's message
+// (FailedPrecondition); an owner that dies or cannot be reached fails the import with
+// kUnavailable naming the object and the rank; an owner whose object is not ready yet is asked
+// again until it is (up to the group's collective timeout). There is one copy (the owner's), so a
+// failed fetch is not retried elsewhere.
+//
+// Thread-safe. Serving runs on the UCX worker's loop thread, so an object is encoded there, once,
+// on its first fetch.
+#ifndef GPUPOOL_RUNTIME_JOB_OBJECT_EXCHANGE_H_
+#define GPUPOOL_RUNTIME_JOB_OBJECT_EXCHANGE_H_
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "gpupool/object_ref.h"
+#include "runtime/job/job_group.h"
+#include "runtime/objects/object_store.h"
+
+namespace gpupool::transport {
+class ObjectServer;
+class ObjectFetcher;
+struct ServedObject;
+}  // namespace gpupool::transport
+
+namespace gpupool::runtime {
+
+class ObjectExchange {
+ public:
+  // Resolves an imported entry (the job runtime wakes the tasks waiting for it).
+  using Resolve = std::function<void(ObjectEntry*, std::unique_ptr<detail::ValueBox>, std::exception_ptr)>;
+
+  // Over the group's UCX worker. A group of one has nobody to exchange with: Export does nothing
+  // and Import fails.
+  static absl::StatusOr<std::unique_ptr<ObjectExchange>> Start(JobGroup& group, ObjectStore& store,
+                                                               Resolve resolve, absl::Duration patience);
+  ~ObjectExchange();
+
+  // The rank whose store handed out `id`.
+  static int OwnerOf(ObjectId id) { return static_cast<int>(id >> ObjectStore::kRankShift); }
+
+  void Export(ObjectEntry* entry);
+  // A retained entry for `id`, owned by another rank: the live local copy, or a new pending one
+  // being fetched. Throws gpupool::Error (kNotFound) in a job of one process.
+  ObjectEntry* Import(ObjectId id, detail::BoxDecoder decode);
+
+ private:
+  struct Exported {
+    ObjectEntry* entry;  // retained
+    std::string bytes;   // encoded on the first fetch (worker loop thread)
+    bool encoded = false;
+  };
+  struct Fetch {
+    ObjectEntry* entry;  // retained until resolved
+    detail::BoxDecoder decode;
+  };
+
+  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, absl::Duration patience);
+  absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
+  void FetchLoop();
+  void FetchOne(Fetch& f);
+
+  JobGroup& group_;
+  ObjectStore& store_;
+  const Resolve resolve_;
+  const absl::Duration patience_;
+  std::unique_ptr<transport::ObjectServer> server_;
+  std::unique_ptr<transport::ObjectFetcher> fetcher_;
+
+  std::mutex mu_;
+  std::map<ObjectId, Exported> exported_;  // guarded by mu_; nodes stay put (bytes are served)
+  std::deque<Fetch> to_fetch_;             // guarded by mu_
+  bool stopping_ = false;                  // guarded by mu_
+  std::condition_variable cv_;
+  std::thread fetch_thread_;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_JOB_OBJECT_EXCHANGE_H_
