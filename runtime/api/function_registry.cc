@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "gpupool/remote.h"
+#include "runtime/api/function_registry.h"
 
 namespace gpupool::detail {
 namespace {
@@ -55,6 +56,13 @@ const FunctionInfo* FunctionFor(const void* address) {
                 "at namespace scope in its source file");
   }
   return it->second;
+}
+
+const FunctionInfo* FunctionNamed(std::string_view name) {
+  Registry& r = TheRegistry();
+  std::shared_lock lock(r.mu);
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : it->second.get();
 }
 
 }  // namespace gpupool::detail

@@ -196,14 +196,14 @@ ObjectHeader* LookupObject(ObjectId id) {
   return entry;
 }
 
-void ExportObject(ObjectHeader* object) {
-  Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
+void ExportObject(ObjectHeader* object, std::string* lineage) {
+  *lineage = Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
 }
 
-ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode) {
+ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string lineage) {
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) return LookupObject(id);
-  return rt.exchange().Import(id, decode);
+  return rt.exchange().Import(id, decode, std::move(lineage));
 }
 
 void ThrowTypeMismatch(ObjectId id, const std::type_info& stored, const std::type_info& wanted) {

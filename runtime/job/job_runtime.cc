@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/api/function_registry.h"
 #include "runtime/job/lease_run.h"
 #include "runtime/objects/host_memory.h"
 
@@ -78,6 +79,16 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
         std::vector<Task*> waiting = failure ? raw->store_->Fail(entry, std::move(failure))
                                              : raw->store_->Complete(entry, std::move(value));
         for (Task* t : waiting) raw->DependencyResolved(t, entry);
+      },
+      [raw = rt.get()](const Lineage& lineage, ObjectId lost) -> detail::ObjectHeader* {
+        const detail::FunctionInfo* function = detail::FunctionNamed(lineage.function);
+        if (function == nullptr) {
+          throw Error(ErrorCode::kNotFound, absl::StrCat("this program has no remote function '", lineage.function, "'"));
+        }
+        raw->Emit("object-rebuilt", lineage.options.team, "",
+                  absl::StrCat("object ", lost, " of rank ", ObjectExchange::OwnerOf(lost), ": running '",
+                               lineage.function, "' again here"));
+        return raw->Submit(function, detail::EncodedArgs{lineage.args, {}, {}}, &lineage.options);
       },
       absl::Seconds(o.collective_timeout_s));
   if (!exchange.ok()) return exchange.status();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpupool/error.h"
 #include "transport/object_transfer.h"
+#include "runtime/tasks/task.h"
 #include "transport/ucx_worker.h"
 
 namespace gpupool::runtime {
@@ -32,8 +33,10 @@ std::string FailureMessage(const std::exception_ptr& failure) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& group, ObjectStore& store,
-                                                                       Resolve resolve, absl::Duration patience) {
-  std::unique_ptr<ObjectExchange> x(new ObjectExchange(group, store, std::move(resolve), patience));
+                                                                       Resolve resolve, Rebuild rebuild,
+                                                                       absl::Duration patience) {
+  std::unique_ptr<ObjectExchange> x(
+      new ObjectExchange(group, store, std::move(resolve), std::move(rebuild), patience));
   if (group.worker() == nullptr) return x;  // a job of one process
   // The server first: peers may fetch as soon as a ref has been sent.
   absl::StatusOr<std::unique_ptr<transport::ObjectServer>> server = transport::ObjectServer::Start(
@@ -47,8 +50,9 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
   return x;
 }
 
-ObjectExchange::ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, absl::Duration patience)
-    : group_(group), store_(store), resolve_(std::move(resolve)), patience_(patience) {}
+ObjectExchange::ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild,
+                               absl::Duration patience)
+    : group_(group), store_(store), resolve_(std::move(resolve)), rebuild_(std::move(rebuild)), patience_(patience) {}
 
 ObjectExchange::~ObjectExchange() {
   {
@@ -74,14 +78,22 @@ ObjectExchange::~ObjectExchange() {
   for (auto& [id, e] : exported) detail::Release(e.entry);
 }
 
-void ObjectExchange::Export(ObjectEntry* entry) {
-  if (group_.worker() == nullptr) return;  // nobody to serve
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
-  if (inserted) detail::Retain(entry);
+std::string ObjectExchange::Export(ObjectEntry* entry) {
+  if (group_.worker() == nullptr) return "";  // nobody to serve
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
+    if (inserted) detail::Retain(entry);
+  }
+  // The producing task is known while the object is pending (the store clears it, under the
+  // entry's lock, before the task is deleted).
+  std::lock_guard<std::mutex> lock(entry->mu);
+  const Task* producer = entry->producer;
+  if (producer == nullptr || !producer->deps.empty() || !producer->nested.empty()) return "";
+  return EncodeLineage(Lineage{producer->function->name, producer->args, producer->shape->options});
 }
 
-ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode) {
+ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std::string lineage) {
   const int owner = OwnerOf(id);
   if (group_.worker() == nullptr || owner >= group_.size()) {
     throw Error(ErrorCode::kNotFound,
@@ -93,7 +105,7 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode) {
   if (stopping_) throw Error(ErrorCode::kCancelled, "the runtime is stopping");
   ObjectEntry* entry = store_.CreatePendingWithId(id);
   detail::Retain(entry);  // the fetch's count
-  to_fetch_.push_back(Fetch{entry, decode});
+  to_fetch_.push_back(Fetch{entry, decode, std::move(lineage)});
   cv_.notify_all();
   return entry;
 }
@@ -151,7 +163,10 @@ void ObjectExchange::FetchOne(Fetch& f) {
                                                               ": ", why))));
   };
   absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(owner), absl::StrCat("rank ", owner));
-  if (!peer.ok()) return fail(static_cast<ErrorCode>(peer.status().code()), std::string(peer.status().message()));
+  if (!peer.ok()) {
+    if (!f.lineage.empty()) return RebuildOne(f, std::string(peer.status().message()));
+    return fail(static_cast<ErrorCode>(peer.status().code()), std::string(peer.status().message()));
+  }
   const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(patience_);
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
@@ -168,6 +183,9 @@ void ObjectExchange::FetchOne(Fetch& f) {
       return;
     }
     if (got.status().code() != kNotReady) {
+      if (absl::IsUnavailable(got.status()) && !f.lineage.empty()) {
+        return RebuildOne(f, std::string(got.status().message()));
+      }
       return fail(static_cast<ErrorCode>(got.status().code()), std::string(got.status().message()));
     }
     {
@@ -181,6 +199,38 @@ void ObjectExchange::FetchOne(Fetch& f) {
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
   fail(ErrorCode::kDeadlineExceeded, "it was still not ready when the collective timeout passed");
+}
+
+void ObjectExchange::RebuildOne(Fetch& f, const std::string& why) {
+  const ObjectId id = f.entry->id;
+  std::exception_ptr failure;
+  try {
+    detail::ObjectHeader* again = rebuild_(DecodeLineage(f.lineage), id);
+    // The result is a value of this process; the import gets a copy through the codec, as if it
+    // had been fetched (the rebuilt object is dropped right after).
+    std::unique_ptr<detail::ValueBox> value;
+    try {
+      const detail::ValueBox& box = detail::AwaitValue(again, std::chrono::steady_clock::time_point::max());
+      std::string bytes;
+      box.EncodeTo(bytes);
+      Reader r(bytes);
+      value = f.decode(r);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    detail::Release(again);
+    if (value != nullptr) {
+      resolve_(f.entry, std::move(value), nullptr);
+      return;
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  resolve_(f.entry, nullptr,
+           std::make_exception_ptr(Error(ErrorCode::kUnavailable,
+                                         absl::StrCat("object ", id, " was lost with rank ", OwnerOf(id), " (", why,
+                                                      ") and running its task again failed: ",
+                                                      FailureMessage(failure)))));
 }
 
 }  // namespace gpupool::runtime

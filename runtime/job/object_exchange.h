@@ -16,10 +16,12 @@
 // decoded again later fetches again.
 //
 // Failures: an object whose task failed is reported to the importer with that failure's message
-// (FailedPrecondition); an owner that dies or cannot be reached fails the import with
-// kUnavailable naming the object and the rank; an owner whose object is not ready yet is asked
-// again until it is (up to the group's collective timeout). There is one copy (the owner's), so a
-// failed fetch is not retried elsewhere.
+// (FailedPrecondition); an owner whose object is not ready yet is asked again until it is (up to
+// the group's collective timeout). When the owner dies or cannot be reached, the object is rebuilt
+// from its lineage if the ref carried one (runtime/job/lineage.h: exported while its task was
+// pending or running, with no refs among its arguments): the importer runs the task again itself
+// and takes its result. Otherwise the import fails with kUnavailable naming the object and the
+// rank. There is one copy (the owner's), so a failed fetch is not retried from another.
 //
 // Thread-safe. Serving runs on the UCX worker's loop thread, so an object is encoded there, once,
 // on its first fetch.
@@ -41,6 +43,7 @@
 #include "absl/time/time.h"
 #include "gpupool/object_ref.h"
 #include "runtime/job/job_group.h"
+#include "runtime/job/lineage.h"
 #include "runtime/objects/object_store.h"
 
 namespace gpupool::transport {
@@ -55,20 +58,26 @@ class ObjectExchange {
  public:
   // Resolves an imported entry (the job runtime wakes the tasks waiting for it).
   using Resolve = std::function<void(ObjectEntry*, std::unique_ptr<detail::ValueBox>, std::exception_ptr)>;
+  // Runs the task a lineage describes in this process; returns its result, retained. Throws
+  // gpupool::Error when it cannot (a function this program does not have).
+  using Rebuild = std::function<detail::ObjectHeader*(const Lineage& lineage, ObjectId lost)>;
 
   // Over the group's UCX worker. A group of one has nobody to exchange with: Export does nothing
   // and Import fails.
   static absl::StatusOr<std::unique_ptr<ObjectExchange>> Start(JobGroup& group, ObjectStore& store,
-                                                               Resolve resolve, absl::Duration patience);
+                                                               Resolve resolve, Rebuild rebuild,
+                                                               absl::Duration patience);
   ~ObjectExchange();
 
   // The rank whose store handed out `id`.
   static int OwnerOf(ObjectId id) { return static_cast<int>(id >> ObjectStore::kRankShift); }
 
-  void Export(ObjectEntry* entry);
+  // Pins and serves `entry`; returns its encoded lineage when it has one, else "".
+  std::string Export(ObjectEntry* entry);
   // A retained entry for `id`, owned by another rank: the live local copy, or a new pending one
-  // being fetched. Throws gpupool::Error (kNotFound) in a job of one process.
-  ObjectEntry* Import(ObjectId id, detail::BoxDecoder decode);
+  // being fetched. `lineage`: what Export returned on the owner. Throws gpupool::Error
+  // (kNotFound) in a job of one process.
+  ObjectEntry* Import(ObjectId id, detail::BoxDecoder decode, std::string lineage);
 
  private:
   struct Exported {
@@ -79,16 +88,20 @@ class ObjectExchange {
   struct Fetch {
     ObjectEntry* entry;  // retained until resolved
     detail::BoxDecoder decode;
+    std::string lineage;
   };
 
-  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, absl::Duration patience);
+  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, absl::Duration patience);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
   void FetchLoop();
   void FetchOne(Fetch& f);
+  // The owner is gone: runs the lineage's task here and resolves the import with its result.
+  void RebuildOne(Fetch& f, const std::string& why);
 
   JobGroup& group_;
   ObjectStore& store_;
   const Resolve resolve_;
+  const Rebuild rebuild_;
   const absl::Duration patience_;
   std::unique_ptr<transport::ObjectServer> server_;
   std::unique_ptr<transport::ObjectFetcher> fetcher_;

@@ -140,13 +140,16 @@ std::string ShareObjects(gpupool::TaskContext& ctx) {
 }
 GPUPOOL_REMOTE(ShareObjects);
 
-// Rank `owner` sends the others a ref to an object that is not ready yet, then dies: their Get
-// must fail with the reason (kUnavailable naming the owner), not hang. Returns what Get said.
+// Rank `owner` sends the others refs to two objects, then dies before they are fetched: a task
+// result not ready yet, which carries its lineage, so the readers run the task again and read its
+// value; and a Put value, which has none, so their Get must fail naming the owner, not hang.
+// Returns what the two Gets said.
 std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
   if (ctx.rank() == owner) {
     gpupool::ObjectRef<int> pending = gpupool::Submit(SlowSquare, 7);
+    gpupool::ObjectRef<std::string> put = gpupool::Put(std::string(1 << 20, 'x'));
     for (int r = 0; r < ctx.ranks(); ++r) {
-      if (r != owner) ctx.SendValue(r, 13, pending);
+      if (r != owner) ctx.SendValue(r, 13, std::make_pair(pending, put));
     }
     // Dies once every rank holds the ref (a dead rank's unreceived messages are lost with it).
     for (int r = 0; r < ctx.ranks(); ++r) {
@@ -154,13 +157,23 @@ std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
     }
     DieNow(owner);
   }
-  gpupool::ObjectRef<int> theirs = ctx.RecvValue<gpupool::ObjectRef<int>>(owner, 13);
+  auto [task_result, put] =
+      ctx.RecvValue<std::pair<gpupool::ObjectRef<int>, gpupool::ObjectRef<std::string>>>(owner, 13);
   ctx.SendValue(owner, 14, 1);
+  auto said = [](auto& ref) -> std::string {
+    try {
+      return "read " + std::to_string(gpupool::Get(ref)->size());
+    } catch (const gpupool::Error& e) {
+      return std::string(e.code() == gpupool::ErrorCode::kUnavailable ? "unavailable: " : "other error: ") + e.what();
+    }
+  };
+  std::string first;
   try {
-    return "read " + std::to_string(*gpupool::Get(theirs));
+    first = "rebuilt " + std::to_string(*gpupool::Get(task_result));
   } catch (const gpupool::Error& e) {
-    return std::string(e.code() == gpupool::ErrorCode::kUnavailable ? "unavailable: " : "other error: ") + e.what();
+    first = std::string("lost: ") + e.what();
   }
+  return first + ", put " + said(put);
 }
 GPUPOOL_REMOTE(OwnerDies);
 
@@ -172,6 +185,7 @@ int main(int argc, char** argv) {
   try {
     gpupool::RuntimeOptions options = gpupool::OptionsFromFlags(argc, argv);
     if (die_rank >= 0) options.collective_timeout_s = 20;
+    options.cpu_workers = 4;  // tasks here wait for tasks they submit
     gpupool::Runtime rt = gpupool::Init(options);
     if (owner_dies) {
       std::string said = *gpupool::Get(gpupool::Task(OwnerDies).Submit(die_rank));
