@@ -285,6 +285,54 @@ class PyTaskContext {
 };
 
 // A Python object that may be released on a thread without the GIL.
+ReduceOp ParseReduceOp(const std::string& op) {
+  if (op == "sum") return ReduceOp::kSum;
+  if (op == "max") return ReduceOp::kMax;
+  if (op == "min") return ReduceOp::kMin;
+  throw Error(ErrorCode::kInvalidArgument, "allreduce: op must be 'sum', 'max' or 'min', not '" + op + "'");
+}
+
+template <typename T>
+void ReduceWithoutGil(TaskContext& context, void* data, size_t count, ReduceOp op) {
+  py::gil_scoped_release release;
+  context.AllReduce(static_cast<T*>(data), count, op);
+}
+
+py::object AllReduceBuffer(const PyTaskContext& c, py::object values, const std::string& op_name) {
+  TaskContext& context = c.get();
+  const ReduceOp op = ParseReduceOp(op_name);
+  if (py::isinstance<py::list>(values) || py::isinstance<py::tuple>(values)) {
+    std::vector<double> v = values.cast<std::vector<double>>();
+    ReduceWithoutGil<double>(context, v.data(), v.size(), op);
+    return py::cast(v);
+  }
+  if (!PyObject_CheckBuffer(values.ptr())) {
+    throw Error(ErrorCode::kInvalidArgument, "allreduce takes a buffer (numpy array, array.array) or a list");
+  }
+  py::buffer_info info = values.cast<py::buffer>().request(/*writable=*/true);
+  bool contiguous = info.ndim == 0 || info.strides.back() == info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d > 0 && contiguous; --d) {
+    contiguous = info.strides[d - 1] == info.strides[d] * info.shape[d];
+  }
+  if (!contiguous) throw Error(ErrorCode::kInvalidArgument, "allreduce needs a contiguous buffer");
+  const size_t count = static_cast<size_t>(info.size);
+  const char kind = info.format.empty() ? '?' : info.format.back();  // '<f' and 'f' alike
+  if (kind == 'f' && info.itemsize == 4) {
+    ReduceWithoutGil<float>(context, info.ptr, count, op);
+  } else if (kind == 'd' && info.itemsize == 8) {
+    ReduceWithoutGil<double>(context, info.ptr, count, op);
+  } else if ((kind == 'i' || kind == 'l') && info.itemsize == 4) {
+    ReduceWithoutGil<int32_t>(context, info.ptr, count, op);
+  } else if ((kind == 'l' || kind == 'q') && info.itemsize == 8) {
+    ReduceWithoutGil<int64_t>(context, info.ptr, count, op);
+  } else {
+    throw Error(ErrorCode::kInvalidArgument,
+                "allreduce: elements of format '" + info.format + "' (" + std::to_string(info.itemsize) +
+                    " bytes) are not float32, float64, int32 or int64");
+  }
+  return values;
+}
+
 std::shared_ptr<py::object> HoldWithGil(py::object obj) {
   return std::shared_ptr<py::object>(new py::object(std::move(obj)), [](py::object* o) {
     if (!Py_IsInitialized()) return;  // the interpreter is gone: leak rather than crash
@@ -487,6 +535,10 @@ void BindTasks(py::module_& m) {
     rt.reset();
   });
   m.def("_initialized", []() { return static_cast<bool>(*runtime_holder); });
+  m.def("_rank", []() {
+    if (!*runtime_holder) throw Error(ErrorCode::kFailedPrecondition, "gpupool is not initialised");
+    return py::make_tuple((*runtime_holder)->rank(), (*runtime_holder)->ranks(), (*runtime_holder)->node());
+  });
   m.def("_stats", []() {
     if (!*runtime_holder) throw Error(ErrorCode::kFailedPrecondition, "gpupool is not initialised");
     return StatsToDict((*runtime_holder)->Stats());
@@ -538,7 +590,48 @@ void BindTasks(py::module_& m) {
         TaskContext& context = c.get();
         py::gil_scoped_release release;
         context.SleepPoolTime(seconds);
-      });
+      })
+      // Collectives over the job's ranks (under mpirun; one rank otherwise), as in C++.
+      .def_property_readonly("rank", [](const PyTaskContext& c) { return c.get().rank(); })
+      .def_property_readonly("ranks", [](const PyTaskContext& c) { return c.get().ranks(); })
+      .def("allreduce", &AllReduceBuffer, py::arg("buffer"), py::arg("op") = "sum",
+           "Reduce a writable contiguous buffer of float32, float64, int32 or int64 (a numpy array, "
+           "array.array, memoryview) across the ranks, in place; op: 'sum', 'max' or 'min'. A list "
+           "of numbers is reduced as float64 and returned as a new list.")
+      .def(
+          "broadcast",
+          [](const PyTaskContext& c, py::object obj, int root) -> py::object {
+            TaskContext& context = c.get();
+            std::string bytes;
+            if (context.rank() == root) bytes = std::string(static_cast<std::string_view>(py::bytes(state->dumps(obj, 5))));
+            {
+              py::gil_scoped_release release;
+              context.BroadcastValue(root, bytes);
+            }
+            return context.rank() == root ? obj : Unpickle(bytes);
+          },
+          py::arg("obj"), py::arg("root") = 0, "Rank root's obj (pickled) to every rank; returns it")
+      .def(
+          "send",
+          [](const PyTaskContext& c, py::object obj, int dst, uint64_t tag) {
+            TaskContext& context = c.get();
+            std::string bytes(static_cast<std::string_view>(py::bytes(state->dumps(obj, 5))));
+            py::gil_scoped_release release;
+            context.SendValue(dst, tag, bytes);
+          },
+          py::arg("obj"), py::arg("dst"), py::arg("tag") = 0, "Send obj (pickled) to rank dst")
+      .def(
+          "recv",
+          [](const PyTaskContext& c, int src, uint64_t tag) {
+            TaskContext& context = c.get();
+            std::string bytes;
+            {
+              py::gil_scoped_release release;
+              bytes = context.RecvValue<std::string>(src, tag);
+            }
+            return Unpickle(bytes);
+          },
+          py::arg("src"), py::arg("tag") = 0, "The next object rank src sent with tag");
   m.def("_context", []() -> py::object {
     if (current_context == nullptr) return py::none();
     return py::cast(PyTaskContext(current_context));

@@ -29,10 +29,10 @@ instance of the task's own exception type.
 from ._gpupool_core import GpupoolError, version
 from ._gpupool_core import describe_pool as _describe_pool
 from ._tasks import (ObjectRef, RemoteFunction, TaskContext, TaskError, cancel, context, get,
-                     init, is_initialized, put, remote, shutdown, stats, wait)
+                     init, is_initialized, put, rank, remote, shutdown, stats, wait)
 
 __all__ = ["GpupoolError", "ObjectRef", "RemoteFunction", "TaskContext", "TaskError", "cancel",
-           "context", "describe_pool", "get", "init", "is_initialized", "put", "remote",
+           "context", "describe_pool", "get", "init", "is_initialized", "put", "rank", "remote",
            "shutdown", "stats", "version", "wait"]
 __version__ = version()
 

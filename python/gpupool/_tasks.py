@@ -212,6 +212,13 @@ def context():
     return _core._context()
 
 
+def rank():
+    """(rank, ranks, node) of this process: under mpirun its rank, the number of ranks and the node
+    its tasks run on; (0, 1, "") when the pool is embedded in this process."""
+    _ensure_initialized()
+    return _core._rank()
+
+
 def stats():
     """Pool time, GPUs, per-team usage (GPU-hours leased/borrowed/busy, tasks), live objects."""
     return _core._stats()

@@ -105,6 +105,41 @@ def test_fractional_gpu_task_sees_its_slot_and_budget():
     assert gpupool.context() is None       # outside a task
 
 
+@gpupool.remote
+def collectives_alone():
+    import array
+    ctx = gpupool.context()
+    out = {"rank": (ctx.rank, ctx.ranks)}
+    a = array.array("f", [1.5, -2.0])
+    ctx.allreduce(a, op="max")
+    out["buffer"] = list(a)
+    out["list"] = ctx.allreduce([1, 2, 3])
+    out["broadcast"] = ctx.broadcast({"k": 1})
+    ctx.send(("to", "self"), 0, tag=4)
+    out["recv"] = ctx.recv(0, tag=4)
+    errors = []
+    for bad in (lambda: ctx.allreduce(array.array("b", [1])), lambda: ctx.allreduce(a, op="mean"),
+                lambda: ctx.allreduce("text"), lambda: ctx.send(1, 5)):
+        try:
+            bad()
+            errors.append("accepted")
+        except gpupool.GpupoolError as e:
+            errors.append(e.code)
+    out["errors"] = errors
+    return out
+
+
+def test_collectives_in_a_job_of_one_rank():
+    out = gpupool.get(collectives_alone.submit(), timeout=30)
+    assert out["rank"] == (0, 1)
+    assert out["buffer"] == [1.5, -2.0]
+    assert out["list"] == [1.0, 2.0, 3.0]
+    assert out["broadcast"] == {"k": 1}
+    assert out["recv"] == ("to", "self")
+    assert out["errors"] == ["INVALID_ARGUMENT"] * 4
+    assert gpupool.rank() == (0, 1, "")
+
+
 def test_several_fractions_share_the_pool():
     refs = [where_am_i.submit(i) for i in range(16)]
     results = gpupool.get(refs, timeout=30)
