@@ -8,6 +8,7 @@ allreduces it in place (any writable float32/float64/int32/int64 buffer: numpy a
 and checks every rank got the same average; rank 0 then broadcasts a Python object to all.
 """
 import array
+import sys
 
 import gpupool
 
@@ -29,5 +30,8 @@ rank, ranks, node = gpupool.rank()
 mean, config = gpupool.get(average_gradient.submit(100))
 expected = [(ranks + 1) / 2 * (i + 99) for i in range(8)]
 ok = mean == expected and config == {"lr": 0.1, "from": 0}
-print(f"rank {rank} of {ranks} on {node}: mean gradient {mean[:3]}..., config {config}: {'ok' if ok else 'WRONG'}")
+# One write per line, flushed: mpirun interleaves the ranks' output by the chunk.
+sys.stdout.write(f"rank {rank} of {ranks} on {node}: mean gradient {mean[:3]}..., config {config}: "
+                 f"{'ok' if ok else 'WRONG'}\n")
+sys.stdout.flush()
 raise SystemExit(0 if ok else 1)
