@@ -115,39 +115,21 @@ absl::Status EmbeddedPool::Withdraw(const std::string& request_id) {
 absl::Status EmbeddedPool::Release(const std::string& lease_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (open_leases_.find(lease_id) == open_leases_.end()) {
+    if (leases_.Find(lease_id) == nullptr) {
       return absl::NotFoundError(absl::StrCat("lease '", lease_id, "' is not held"));
     }
     absl::Status s = scheduler_->Release(lease_id, NowSeconds());
     if (!s.ok()) return s;
-    CloseLease(lease_id);
+    leases_.Close(lease_id, Now());
     dirty_ = true;
   }
   cv_.notify_all();
   return absl::OkStatus();
 }
 
-void EmbeddedPool::CloseLease(const std::string& lease_id) {
-  auto it = open_leases_.find(lease_id);
-  if (it == open_leases_.end()) return;
-  double held = (Now() - it->second.started_s) * it->second.gpus;
-  LedgerTeam& team = ledger_[it->second.team];
-  team.leased_gpu_s += held;
-  if (it->second.borrowing) team.borrowed_gpu_s += held;
-  open_leases_.erase(it);
-}
-
 std::map<std::string, LedgerTeam> EmbeddedPool::Ledger() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, LedgerTeam> out = ledger_;
-  double now = Now();
-  for (const auto& [id, lease] : open_leases_) {
-    double held = (now - lease.started_s) * lease.gpus;
-    LedgerTeam& team = out[lease.team];
-    team.leased_gpu_s += held;
-    if (lease.borrowing) team.borrowed_gpu_s += held;
-  }
-  return out;
+  return leases_.Totals(Now());
 }
 
 void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>& out) {
@@ -158,32 +140,31 @@ void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>
     const pool::Lease& lease = it->second;
     auto listener = request_listeners_.find(lease.request.id);
     if (listener == request_listeners_.end()) continue;
-    open_leases_[lease_id] = OpenLease{.listener = listener->second,
-                                       .team = lease.request.team,
-                                       .gpus = static_cast<double>(lease.milli) / 1000.0,
-                                       .borrowing = lease.borrowing,
-                                       .started_s = Now()};
-    ++ledger_[lease.request.team].leases;
+    leases_.Open(lease_id, LeaseBook::Lease{.listener = listener->second,
+                                            .team = lease.request.team,
+                                            .gpus = static_cast<double>(lease.milli) / 1000.0,
+                                            .borrowing = lease.borrowing,
+                                            .started_s = Now()});
     out.push_back(Delivery{listener->second, Delivery::kGranted, lease});
     request_listeners_.erase(listener);
   }
   for (const pool::Revocation& r : result.revoked) {
-    auto it = open_leases_.find(r.lease_id);
-    if (it == open_leases_.end()) continue;
-    Delivery d{it->second.listener, Delivery::kRevoked, pool::Lease{}};
+    const LeaseBook::Lease* held = leases_.Find(r.lease_id);
+    if (held == nullptr) continue;
+    Delivery d{held->listener, Delivery::kRevoked, pool::Lease{}};
     d.lease.id = r.lease_id;
     d.cause = r.cause;
     d.deadline_s = static_cast<double>(r.deadline_s);
     out.push_back(std::move(d));
   }
   for (const std::string& lease_id : result.expired) {
-    auto it = open_leases_.find(lease_id);
-    if (it == open_leases_.end()) continue;
-    Delivery d{it->second.listener, Delivery::kLost, pool::Lease{}};
+    const LeaseBook::Lease* held = leases_.Find(lease_id);
+    if (held == nullptr) continue;
+    Delivery d{held->listener, Delivery::kLost, pool::Lease{}};
     d.lease.id = lease_id;
     d.why = "its GPU was lost or it outlived its revocation deadline";
     out.push_back(std::move(d));
-    CloseLease(lease_id);
+    leases_.Close(lease_id, Now());
   }
 }
 

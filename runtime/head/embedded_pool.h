@@ -34,6 +34,7 @@
 #include "pool/devices/device_driver.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/scheduler.h"
+#include "runtime/head/lease_book.h"
 #include "runtime/head/pool_client.h"
 
 namespace gpupool::runtime {
@@ -96,13 +97,6 @@ class EmbeddedPool final : public PoolClient {
 
  private:
   EmbeddedPool() = default;
-  struct OpenLease {
-    LeaseListener* listener = nullptr;
-    std::string team;
-    double gpus = 0;       // compute share, in GPUs
-    bool borrowing = false;
-    double started_s = 0;
-  };
   struct Delivery {  // a listener call, made after the lock is dropped
     LeaseListener* listener;
     enum Kind { kGranted, kRevoked, kLost } kind;
@@ -115,7 +109,6 @@ class EmbeddedPool final : public PoolClient {
   int64_t NowSeconds() const { return static_cast<int64_t>(Now()); }
   // Applies a cycle's outcome to the ledger and queues the listener calls. Holds mu_.
   void Absorb(const pool::CycleResult& result, std::vector<Delivery>& out);
-  void CloseLease(const std::string& lease_id);  // ledger; holds mu_
   void Deliver(std::vector<Delivery>& deliveries);
   void PollHealth(std::vector<Delivery>& out);   // holds mu_
   // Sets one GPU's health as the scheduler sees it, when it changed. Holds mu_.
@@ -141,8 +134,7 @@ class EmbeddedPool final : public PoolClient {
   bool dirty_ = false;    // guarded by mu_: something changed since the last cycle
   std::unique_ptr<pool::Scheduler> scheduler_;             // guarded by mu_
   std::map<std::string, LeaseListener*> request_listeners_;  // guarded by mu_: by request id
-  std::map<std::string, OpenLease> open_leases_;           // guarded by mu_
-  std::map<std::string, LedgerTeam> ledger_;               // guarded by mu_: closed leases
+  LeaseBook leases_;                                       // guarded by mu_
   std::map<std::string, pool::HealthState> health_;        // guarded by mu_: "node/index", as applied
   // Remote nodes only (guarded by mu_): whether each node's agent is up, and what it reported.
   std::map<std::string, bool> nodes_up_;

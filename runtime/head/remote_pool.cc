@@ -12,6 +12,7 @@
 #include <kj/debug.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/head/lease_book.h"
 #include "runtime/head/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
@@ -39,8 +40,7 @@ class RemotePool::Impl {
   }
   double Now() const {
     std::lock_guard<std::mutex> lock(mu_);
-    std::chrono::duration<double> real = std::chrono::steady_clock::now() - connected_at_;
-    return pool_now_at_connect_ + real.count() * clock_speed_;
+    return NowLocked();
   }
   std::map<std::string, LedgerTeam> Ledger() const;
 
@@ -49,9 +49,8 @@ class RemotePool::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_.erase(lease.request.id);
-      leases_[lease.id] = Held{user, lease.request.team, static_cast<double>(lease.milli) / 1000.0,
-                               lease.borrowing, NowLocked()};
-      ++ledger_[lease.request.team].leases;
+      leases_.Open(lease.id, LeaseBook::Lease{user, lease.request.team, static_cast<double>(lease.milli) / 1000.0,
+                                              lease.borrowing, NowLocked()});
     }
     Post([user, lease = std::move(lease)] { user->OnGranted(lease); });
   }
@@ -75,13 +74,6 @@ class RemotePool::Impl {
     ~Link() {
       if (connection != nullptr) connection->Sync([this] { session.reset(); });
     }
-  };
-  struct Held {
-    LeaseListener* listener;
-    std::string team;
-    double gpus;
-    bool borrowing;
-    double started_s;
   };
   struct Pending {  // accepted, not granted yet: sent again after a reconnection
     pool::LeaseRequest request;
@@ -114,9 +106,8 @@ class RemotePool::Impl {
   double pool_now_at_connect_ = 0;                 // guarded by mu_
   double clock_speed_ = 1;                         // guarded by mu_
   std::chrono::steady_clock::time_point connected_at_;  // guarded by mu_
-  std::map<std::string, Held> leases_;             // guarded by mu_: granted, not released/lost
+  LeaseBook leases_;                               // guarded by mu_: this job's leases and their cost
   std::map<std::string, Pending> pending_;         // guarded by mu_: by the job's request id
-  std::map<std::string, LedgerTeam> ledger_;       // guarded by mu_: closed leases (+ counts)
   std::condition_variable cv_;
   std::deque<std::function<void()>> callbacks_;    // guarded by mu_
   bool callbacks_stop_ = false;                    // guarded by mu_
@@ -183,25 +174,12 @@ void RemotePool::Impl::CallbackLoop() {
 
 void RemotePool::Impl::Close(const std::string& lease_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = leases_.find(lease_id);
-  if (it == leases_.end()) return;
-  double held = (NowLocked() - it->second.started_s) * it->second.gpus;
-  LedgerTeam& team = ledger_[it->second.team];
-  team.leased_gpu_s += held;
-  if (it->second.borrowing) team.borrowed_gpu_s += held;
-  leases_.erase(it);
+  leases_.Close(lease_id, NowLocked());
 }
 
 std::map<std::string, LedgerTeam> RemotePool::Impl::Ledger() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, LedgerTeam> out = ledger_;
-  double now = NowLocked();
-  for (const auto& [id, lease] : leases_) {
-    double held = (now - lease.started_s) * lease.gpus;
-    out[lease.team].leased_gpu_s += held;
-    if (lease.borrowing) out[lease.team].borrowed_gpu_s += held;
-  }
-  return out;
+  return leases_.Totals(NowLocked());
 }
 
 void RemotePool::Impl::Disconnected(const absl::Status& why) {
@@ -210,7 +188,7 @@ void RemotePool::Impl::Disconnected(const absl::Status& why) {
   std::vector<std::pair<std::string, LeaseListener*>> lost;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, held] : leases_) lost.emplace_back(id, held.listener);
+    for (const auto& [id, held] : leases_.open()) lost.emplace_back(id, held.listener);
   }
   for (auto& [id, user] : lost) {
     Close(id);
@@ -430,7 +408,7 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     link = link_;
-    held = leases_.count(lease_id) > 0;
+    held = leases_.Find(lease_id) != nullptr;
   }
   if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
   if (held) {

@@ -91,6 +91,14 @@ absl::Status JobGroup::CheckPeer(int peer, const char* what) const {
   return absl::OkStatus();
 }
 
+absl::Status JobGroup::CheckMessage(int peer, uint64_t tag, const char* what) const {
+  if (absl::Status s = CheckPeer(peer, what); !s.ok()) return s;
+  if (tag >= transport::kReservedTags) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tag ", tag, " is reserved for collectives (use tags below 2^63)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status JobGroup::AllReduce(void* data, size_t count, ElementType type, ReduceOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_ == nullptr) return absl::OkStatus();  // a group of one: the data is already the result
@@ -111,10 +119,7 @@ absl::Status JobGroup::Broadcast(int root, void* data, size_t bytes) {
 }
 
 absl::Status JobGroup::Send(int dst, uint64_t tag, const void* data, size_t bytes) {
-  if (absl::Status s = CheckPeer(dst, "send"); !s.ok()) return s;
-  if (tag >= transport::kReservedTags) {
-    return absl::InvalidArgumentError(absl::StrCat("send: tag ", tag, " is reserved for collectives (use tags below 2^63)"));
-  }
+  if (absl::Status s = CheckMessage(dst, tag, "send"); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_ == nullptr) {
     to_self_[tag].emplace_back(static_cast<const char*>(data), bytes);
@@ -124,10 +129,7 @@ absl::Status JobGroup::Send(int dst, uint64_t tag, const void* data, size_t byte
 }
 
 absl::StatusOr<size_t> JobGroup::Recv(int src, uint64_t tag, void* data, size_t capacity) {
-  if (absl::Status s = CheckPeer(src, "recv"); !s.ok()) return s;
-  if (tag >= transport::kReservedTags) {
-    return absl::InvalidArgumentError(absl::StrCat("recv: tag ", tag, " is reserved for collectives (use tags below 2^63)"));
-  }
+  if (absl::Status s = CheckMessage(src, tag, "recv"); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_ == nullptr) {
     auto it = to_self_.find(tag);

@@ -27,12 +27,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <deque>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -88,6 +88,7 @@ class JobGroup {
  private:
   JobGroup(int rank, int size);
   absl::Status CheckPeer(int peer, const char* what) const;
+  absl::Status CheckMessage(int peer, uint64_t tag, const char* what) const;  // peer and tag
 
   const int rank_;
   const int size_;

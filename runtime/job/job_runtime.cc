@@ -351,12 +351,7 @@ void JobRuntime::MaybeRequestLeases(TaskShape* shape) {
     std::string id = r.id;
     absl::Status s = pool_->Request(std::move(r), this);
     if (s.ok()) continue;
-    {
-      std::lock_guard<std::mutex> lock(leases_mu_);
-      pending_requests_.erase(id);
-      --q->leases_requested;
-    }
-    RefuseShape(shape, s);
+    OnRequestFailed(id, s);  // refused now: as if it had failed later
     return;
   }
 }
