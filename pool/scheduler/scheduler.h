@@ -139,6 +139,7 @@ class Scheduler {
 
   const std::map<std::string, Lease>& leases() const { return leases_; }
   std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
+  size_t pending_count() const { return pending_.size(); }
   const QuotaLedger& ledger() const { return ledger_; }
   const PoolTopology& topology() const { return topology_; }
 

@@ -61,18 +61,18 @@ absl::StatusOr<std::unique_ptr<EmbeddedPool>> EmbeddedPool::Start(const Embedded
   p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
   p->start_ = std::chrono::steady_clock::now();
   {
-    std::vector<Delivery> none;
     std::lock_guard<std::mutex> lock(p->mu_);
     if (p->driver_ != nullptr) {
-      p->PollHealth(none);  // health as discovered, so the first poll only reports changes
+      p->PollHealth();  // health as discovered, so the first poll only reports changes
     } else {
       // Remote nodes are unreachable until their agents say otherwise.
       for (const pool::InventoryNode& node : p->inventory_.nodes()) p->nodes_up_[node.name] = false;
       for (const pool::InventoryGpu& gpu : p->inventory_.gpus()) {
         p->reported_[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)] = pool::HealthState::kHealthy;
-        p->ApplyHealth(gpu.ref, pool::HealthState::kLost, none);
+        p->ApplyHealth(gpu.ref, pool::HealthState::kLost);
       }
     }
+    p->outbox_.clear();  // nobody listens yet
   }
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
@@ -101,7 +101,7 @@ absl::Status EmbeddedPool::Request(pool::LeaseRequest request, LeaseListener* li
     request_listeners_[id] = listener;
     dirty_ = true;
   }
-  cv_.notify_all();
+  if (!owner_schedules_) cv_.notify_all();
   return absl::OkStatus();
 }
 
@@ -123,8 +123,28 @@ absl::Status EmbeddedPool::Release(const std::string& lease_id) {
     leases_.Close(lease_id, Now());
     dirty_ = true;
   }
-  cv_.notify_all();
+  if (!owner_schedules_) cv_.notify_all();
   return absl::OkStatus();
+}
+
+void EmbeddedPool::OwnerSchedules() {
+  std::lock_guard<std::mutex> lock(mu_);
+  owner_schedules_ = true;
+}
+
+size_t EmbeddedPool::pending_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scheduler_->pending_count();
+}
+
+void EmbeddedPool::ScheduleNow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!dirty_) return;
+    dirty_ = false;
+    Absorb(scheduler_->Schedule(NowSeconds()));
+  }
+  Deliver();
 }
 
 std::map<std::string, LedgerTeam> EmbeddedPool::Ledger() const {
@@ -132,7 +152,7 @@ std::map<std::string, LedgerTeam> EmbeddedPool::Ledger() const {
   return leases_.Totals(Now());
 }
 
-void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>& out) {
+void EmbeddedPool::Absorb(const pool::CycleResult& result) {
   const auto& leases = scheduler_->leases();
   for (const std::string& lease_id : result.granted) {
     auto it = leases.find(lease_id);
@@ -145,7 +165,7 @@ void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>
                                             .gpus = static_cast<double>(lease.milli) / 1000.0,
                                             .borrowing = lease.borrowing,
                                             .started_s = Now()});
-    out.push_back(Delivery{listener->second, Delivery::kGranted, lease});
+    outbox_.push_back(Delivery{listener->second, Delivery::kGranted, lease});
     request_listeners_.erase(listener);
   }
   for (const pool::Revocation& r : result.revoked) {
@@ -155,7 +175,7 @@ void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>
     d.lease.id = r.lease_id;
     d.cause = r.cause;
     d.deadline_s = static_cast<double>(r.deadline_s);
-    out.push_back(std::move(d));
+    outbox_.push_back(std::move(d));
   }
   for (const std::string& lease_id : result.expired) {
     const LeaseBook::Lease* held = leases_.Find(lease_id);
@@ -163,12 +183,12 @@ void EmbeddedPool::Absorb(const pool::CycleResult& result, std::vector<Delivery>
     Delivery d{held->listener, Delivery::kLost, pool::Lease{}};
     d.lease.id = lease_id;
     d.why = "its GPU was lost or it outlived its revocation deadline";
-    out.push_back(std::move(d));
+    outbox_.push_back(std::move(d));
     leases_.Close(lease_id, Now());
   }
 }
 
-void EmbeddedPool::PollHealth(std::vector<Delivery>& out) {
+void EmbeddedPool::PollHealth() {
   if (driver_ == nullptr) return;  // remote nodes: their agents report
   for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
     absl::StatusOr<pool::GpuHealthReading> reading = driver_->ReadHealth(gpu.ref);
@@ -176,35 +196,33 @@ void EmbeddedPool::PollHealth(std::vector<Delivery>& out) {
     std::string key = absl::StrCat(gpu.ref.node, "/", gpu.ref.index);
     auto known = health_.find(key);
     pool::HealthState previous = known == health_.end() ? gpu.health : known->second;
-    ApplyHealth(gpu.ref, pool::AssessHealth(*reading, previous).state, out);
+    ApplyHealth(gpu.ref, pool::AssessHealth(*reading, previous).state);
   }
 }
 
-void EmbeddedPool::ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state,
-                               std::vector<Delivery>& out) {
+void EmbeddedPool::ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state) {
   std::string key = absl::StrCat(gpu.node, "/", gpu.index);
   auto known = health_.find(key);
   if (known != health_.end() && known->second == state) return;
   health_[key] = state;
-  Absorb(scheduler_->SetGpuHealth(gpu, state, NowSeconds()), out);
+  Absorb(scheduler_->SetGpuHealth(gpu, state, NowSeconds()));
   dirty_ = true;
 }
 
 template <typename F>
 absl::Status EmbeddedPool::WithDeliveries(F&& f) {
-  std::vector<Delivery> deliveries;
   absl::Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    st = f(deliveries);
+    st = f();
   }
   cv_.notify_all();
-  Deliver(deliveries);
+  Deliver();
   return st;
 }
 
 absl::Status EmbeddedPool::NodeUp(const std::string& node) {
-  return WithDeliveries([&](std::vector<Delivery>& out) -> absl::Status {
+  return WithDeliveries([&]() -> absl::Status {
     auto up = nodes_up_.find(node);
     if (up == nodes_up_.end()) {
       return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
@@ -212,39 +230,39 @@ absl::Status EmbeddedPool::NodeUp(const std::string& node) {
     up->second = true;
     for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
       if (gpu.ref.node != node) continue;
-      ApplyHealth(gpu.ref, reported_[absl::StrCat(node, "/", gpu.ref.index)], out);
+      ApplyHealth(gpu.ref, reported_[absl::StrCat(node, "/", gpu.ref.index)]);
     }
     return absl::OkStatus();
   });
 }
 
 absl::Status EmbeddedPool::NodeDown(const std::string& node, const std::string& why) {
-  return WithDeliveries([&](std::vector<Delivery>& out) -> absl::Status {
+  return WithDeliveries([&]() -> absl::Status {
     auto up = nodes_up_.find(node);
     if (up == nodes_up_.end()) {
       return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
     }
     up->second = false;
-    size_t first = out.size();
+    size_t first = outbox_.size();
     for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
-      if (gpu.ref.node == node) ApplyHealth(gpu.ref, pool::HealthState::kLost, out);
+      if (gpu.ref.node == node) ApplyHealth(gpu.ref, pool::HealthState::kLost);
     }
-    for (size_t i = first; i < out.size(); ++i) {
-      if (out[i].kind == Delivery::kLost) out[i].why = absl::StrCat("node '", node, "' is gone: ", why);
+    for (size_t i = first; i < outbox_.size(); ++i) {
+      if (outbox_[i].kind == Delivery::kLost) outbox_[i].why = absl::StrCat("node '", node, "' is gone: ", why);
     }
     return absl::OkStatus();
   });
 }
 
 absl::Status EmbeddedPool::ReportHealth(const pool::GpuRef& gpu, pool::HealthState state) {
-  return WithDeliveries([&](std::vector<Delivery>& out) -> absl::Status {
+  return WithDeliveries([&]() -> absl::Status {
     std::string key = absl::StrCat(gpu.node, "/", gpu.index);
     auto reported = reported_.find(key);
     if (reported == reported_.end()) {
       return absl::NotFoundError(absl::StrCat("GPU ", key, " is not a remote GPU of this pool"));
     }
     reported->second = state;
-    if (nodes_up_[gpu.node]) ApplyHealth(gpu, state, out);
+    if (nodes_up_[gpu.node]) ApplyHealth(gpu, state);
     return absl::OkStatus();
   });
 }
@@ -277,29 +295,44 @@ std::vector<pool::PendingInfo> EmbeddedPool::Pending() const {
 }
 
 void EmbeddedPool::PollHealthNow() {
-  std::vector<Delivery> deliveries;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    PollHealth(deliveries);
+    PollHealth();
   }
   cv_.notify_all();
-  Deliver(deliveries);
+  Deliver();
 }
 
-void EmbeddedPool::Deliver(std::vector<Delivery>& deliveries) {
-  for (Delivery& d : deliveries) {
-    switch (d.kind) {
-      case Delivery::kGranted: d.listener->OnGranted(d.lease); break;
-      case Delivery::kRevoked: d.listener->OnRevoked(d.lease.id, d.cause, d.deadline_s); break;
-      case Delivery::kLost: d.listener->OnLost(d.lease.id, d.why); break;
+void EmbeddedPool::Deliver() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A listener that calls back into a delivering method: the loop below delivers what it added.
+  if (delivering_ && deliverer_ == std::this_thread::get_id()) return;
+  // Another thread is delivering: wait for it, so that what this call queued is delivered, in
+  // order, before it returns.
+  delivered_cv_.wait(lock, [this] { return !delivering_; });
+  delivering_ = true;
+  deliverer_ = std::this_thread::get_id();
+  while (!outbox_.empty()) {
+    std::vector<Delivery> batch;
+    batch.swap(outbox_);
+    lock.unlock();
+    for (Delivery& d : batch) {
+      switch (d.kind) {
+        case Delivery::kGranted: d.listener->OnGranted(d.lease); break;
+        case Delivery::kRevoked: d.listener->OnRevoked(d.lease.id, d.cause, d.deadline_s); break;
+        case Delivery::kLost: d.listener->OnLost(d.lease.id, d.why); break;
+      }
     }
+    lock.lock();
   }
-  deliveries.clear();
+  delivering_ = false;
+  deliverer_ = std::thread::id();
+  lock.unlock();
+  delivered_cv_.notify_all();
 }
 
 void EmbeddedPool::Loop() {
   auto next_health = std::chrono::steady_clock::now() + health_interval_;
-  std::vector<Delivery> deliveries;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     // Revocation deadlines and ageing move with the clock: run a cycle at least every pool
@@ -312,13 +345,13 @@ void EmbeddedPool::Loop() {
     if (stop_) break;
     dirty_ = false;
     if (std::chrono::steady_clock::now() >= next_health) {
-      PollHealth(deliveries);
+      PollHealth();
       next_health = std::chrono::steady_clock::now() + health_interval_;
     }
-    Absorb(scheduler_->Schedule(NowSeconds()), deliveries);
-    if (deliveries.empty()) continue;
+    Absorb(scheduler_->Schedule(NowSeconds()));
+    if (outbox_.empty()) continue;
     lock.unlock();
-    Deliver(deliveries);
+    Deliver();
     lock.lock();
   }
 }

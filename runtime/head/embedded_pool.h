@@ -13,7 +13,8 @@
 //   (*pool)->Release(lease_id);                           // the job is done with it
 //
 // Thread-safe. Listeners are called from the pool's thread (or from the thread calling
-// PollHealthNow, NodeUp, NodeDown or ReportHealth), never with its lock held; a listener must
+// ScheduleNow, PollHealthNow, NodeUp, NodeDown or ReportHealth), one call at a time and in the
+// order the pool decided them, never with its lock held; a listener must
 // stay valid until Withdraw/Release of its requests, or until the pool stops.
 #ifndef GPUPOOL_RUNTIME_HEAD_EMBEDDED_POOL_H_
 #define GPUPOOL_RUNTIME_HEAD_EMBEDDED_POOL_H_
@@ -80,6 +81,19 @@ class EmbeddedPool final : public PoolClient {
   // Reads every GPU's health now instead of waiting for the next poll (tests, operators).
   void PollHealthNow();
 
+  // For an owner with a thread of its own that changes the pool in bursts (the pool service's
+  // event loop): from now on Request, Withdraw and Release no longer wake the pool's thread, and
+  // the owner calls ScheduleNow once after a burst of them. The scheduling cycle then runs on the
+  // owner's thread and its listener calls are made there, saving two thread wake-ups per lease
+  // round trip. The pool's thread still runs its periodic cycles (clock, deadlines, health), so
+  // a change the owner forgot is picked up within 200 ms of real time.
+  void OwnerSchedules();
+  // Runs a scheduling cycle now on this thread if anything changed since the last, and makes
+  // its listener calls before returning. Any thread that is not inside a listener call.
+  void ScheduleNow();
+  // Requests waiting for a lease now.
+  size_t pending_requests() const;
+
   // A head of remote nodes: the node's agent is up (its GPUs take the health it reports, healthy
   // at first) or gone (its GPUs are lost: their leases are lost and their jobs told). NotFound
   // for a node the pool does not have.
@@ -108,11 +122,13 @@ class EmbeddedPool final : public PoolClient {
   void Loop();
   int64_t NowSeconds() const { return static_cast<int64_t>(Now()); }
   // Applies a cycle's outcome to the ledger and queues the listener calls. Holds mu_.
-  void Absorb(const pool::CycleResult& result, std::vector<Delivery>& out);
-  void Deliver(std::vector<Delivery>& deliveries);
-  void PollHealth(std::vector<Delivery>& out);   // holds mu_
+  void Absorb(const pool::CycleResult& result);
+  // Makes the listener calls queued in outbox_, in the order queued, whichever thread queued
+  // them. Takes mu_ (only between calls).
+  void Deliver();
+  void PollHealth();   // holds mu_
   // Sets one GPU's health as the scheduler sees it, when it changed. Holds mu_.
-  void ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state, std::vector<Delivery>& out);
+  void ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state);
   // Runs `f` under mu_, then delivers what it queued and wakes the loop.
   template <typename F>
   absl::Status WithDeliveries(F&& f);
@@ -132,6 +148,14 @@ class EmbeddedPool final : public PoolClient {
   std::condition_variable cv_;
   bool stop_ = false;     // guarded by mu_
   bool dirty_ = false;    // guarded by mu_: something changed since the last cycle
+  bool owner_schedules_ = false;  // guarded by mu_: see OwnerSchedules
+  // Listener calls not made yet, in the order the pool decided them (guarded by mu_), and the
+  // one thread making them at a time: cycles run on several threads (the pool's, ScheduleNow's,
+  // health reports'), and a grant must never reach its listener after the lease's revocation.
+  std::vector<Delivery> outbox_;
+  bool delivering_ = false;          // guarded by mu_
+  std::thread::id deliverer_;        // guarded by mu_
+  std::condition_variable delivered_cv_;
   std::unique_ptr<pool::Scheduler> scheduler_;             // guarded by mu_
   std::map<std::string, LeaseListener*> request_listeners_;  // guarded by mu_: by request id
   LeaseBook leases_;                                       // guarded by mu_

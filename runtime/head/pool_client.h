@@ -30,8 +30,9 @@ class LeaseListener {
   // service became unreachable): stop using it now. The pool has already taken it back; do not
   // Release it.
   virtual void OnLost(const std::string& lease_id, const std::string& why) = 0;
-  // A request that was accepted will never be granted: the pool service became unreachable for
-  // good before it was. (An embedded pool never says this.)
+  // A request will never be granted: the service refused a request made with Submit (the same
+  // errors Request returns), or it became unreachable for good before granting one that it
+  // had accepted.
   virtual void OnRequestFailed(const std::string& request_id, const absl::Status& why) {
     (void)request_id;
     (void)why;
@@ -51,6 +52,15 @@ class PoolClient {
   // Queues a lease request; the listener hears of the grant. Errors: the request is malformed or
   // can never be admitted (nothing is queued then), or the service is unreachable.
   virtual absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) = 0;
+  // The same request without waiting for the service to accept it: a refusal reaches the
+  // listener's OnRequestFailed instead of the caller (from this call itself when the client can
+  // tell at once). What a job runtime uses: a remote service's answer costs a round trip that
+  // the grant, which follows it on the same connection, makes redundant.
+  virtual void Submit(pool::LeaseRequest request, LeaseListener* listener) {
+    std::string id = request.id;
+    absl::Status st = Request(std::move(request), listener);
+    if (!st.ok()) listener->OnRequestFailed(id, st);
+  }
   // Withdraws a request that was not granted yet; NotFound when it is not pending.
   virtual absl::Status Withdraw(const std::string& request_id) = 0;
   // Gives a lease back; NotFound for an unknown (or already lost) lease.

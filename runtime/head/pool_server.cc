@@ -5,6 +5,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -111,6 +112,15 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   absl::Status OpenJournal();
   uint64_t NextSessionNumber() { return next_session_++; }
   EmbeddedPool& pool() { return *pool_; }
+  // After a request, withdrawal or release: one scheduling cycle runs on this thread once the
+  // events ready now are handled (a burst of requests from many jobs shares one cycle), and its
+  // grants go out at once, without waking the pool's thread.
+  void ScheduleSoon();
+  // A cycle now, on this thread, and what it decided sent at once (the request fast path).
+  void ScheduleNow() {
+    pool_->ScheduleNow();
+    HandleQueued();
+  }
   std::map<std::string, SessionImpl*>& by_request() { return by_request_; }
   std::map<std::string, SessionImpl*>& by_lease() { return by_lease_; }
 
@@ -124,6 +134,7 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   void Run(std::promise<absl::Status>& started);
   void Push(PoolEvent e);
   kj::Promise<void> PumpEvents();
+  void HandleQueued();  // what the pool told the server so far, in order
   void Handle(PoolEvent& e);
   kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks);
   void taskFailed(kj::Exception&& e) override {
@@ -143,6 +154,7 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   bool queue_closed_ = false;                                  // guarded by queue_mu_
 
   std::unique_ptr<HeadJournal> journal_;
+  bool cycle_soon_ = false;  // loop thread only
 
   struct Agent {
     AgentSessionImpl* session = nullptr;
@@ -179,6 +191,7 @@ class SessionImpl final : public rpc::Session::Server {
     for (auto& [id, listener] : leases_) {
       server_.by_lease().erase(id);
       (void)server_.pool().Release(id);
+      server_.ScheduleSoon();
       server_.JournalClose(id, "job disconnected");
     }
   }
@@ -187,8 +200,22 @@ class SessionImpl final : public rpc::Session::Server {
     auto params = context.getParams();
     std::string pool_id;
     absl::Status st = DoRequest(params.getRequest(), params.getListener(), &pool_id);
+    std::optional<pool::Lease> granted;
+    if (st.ok() && server_.journal() == nullptr && server_.pool().pending_requests() == 1) {
+      // Nothing else waits, so a cycle now costs one decision: when it admits the request, the
+      // answer carries the lease. (With others waiting, the cycle after this turn decides for
+      // all of them at once. With a journal the answer waits for the disk, and the grant
+      // should not: the listener hears of it.)
+      answering_ = pool_id;
+      server_.ScheduleNow();
+      answering_.clear();
+      granted = std::move(answered_grant_);
+      answered_grant_.reset();
+    }
     if (!st.ok() || server_.journal() == nullptr) {
-      rpc::EncodeStatus(st, context.getResults().initStatus());
+      auto results = context.getResults();
+      rpc::EncodeStatus(st, results.initStatus());
+      if (granted.has_value()) rpc::EncodeLease(*granted, results.initGranted());
       return kj::READY_NOW;
     }
     // Acknowledged once durable: a head killed after this reply still knows the request.
@@ -227,6 +254,7 @@ class SessionImpl final : public rpc::Session::Server {
                : absl::NotFoundError(absl::StrCat("lease '", id, "' is not held"));
     } else {
       st = server_.pool().Release(id);
+      server_.ScheduleSoon();
       leases_.erase(it);
       server_.by_lease().erase(id);
       if (server_.journal() != nullptr) {
@@ -276,10 +304,15 @@ class SessionImpl final : public rpc::Session::Server {
     server_.by_request().erase(lease.request.id);
     server_.by_lease()[lease.id] = this;
     server_.JournalLease(lease, prefix_);
+    bool answering = lease.request.id == answering_;
     lease.request.id = p.client_id;
-    auto req = p.listener.grantedRequest();
-    rpc::EncodeLease(lease, req.initLease());
-    req.send().detach([](kj::Exception&&) {});  // a gone job is cleaned up when its session ends
+    if (answering) {
+      answered_grant_ = lease;  // the request's answer carries it
+    } else {
+      auto req = p.listener.grantedRequest();
+      rpc::EncodeLease(lease, req.initLease());
+      req.send().detach([](kj::Exception&&) {});  // a gone job is cleaned up when its session ends
+    }
     leases_.emplace(lease.id, std::move(p.listener));
   }
   void Revoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) {
@@ -324,10 +357,14 @@ class SessionImpl final : public rpc::Session::Server {
       return absl::AlreadyExistsError(absl::StrCat("request '", client_id, "' is already pending"));
     }
     std::string pool_id = r->id;
+    // The job sends one capability per listener: holding on to the latest keeps the head from
+    // releasing it (a Release message to the job) each time a lease ends.
+    last_listener_ = listener;
     // Registered first: the grant is handled on this thread, after this call returns.
     pending_.emplace(pool_id, Pending{client_id, kj::mv(listener)});
     server_.by_request()[pool_id] = this;
     absl::Status st = server_.pool().Request(*std::move(r), &server_);
+    server_.ScheduleSoon();
     if (!st.ok()) {
       pending_.erase(pool_id);
       server_.by_request().erase(pool_id);
@@ -339,6 +376,10 @@ class SessionImpl final : public rpc::Session::Server {
   PoolServer::Impl& server_;
   const std::string team_;
   const std::string token_;  // what it authenticated with
+  // The request being answered while a cycle runs inside its handler, and its grant.
+  std::string answering_;
+  std::optional<pool::Lease> answered_grant_;
+  std::optional<rpc::LeaseListener::Client> last_listener_;
   const std::string prefix_;
   std::map<std::string, Pending> pending_;                     // by pool request id
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
@@ -687,22 +728,42 @@ void PoolServer::Impl::Push(PoolEvent e) {
 }
 
 kj::Promise<void> PoolServer::Impl::PumpEvents() {
-  std::deque<PoolEvent> batch;
   kj::Maybe<kj::Promise<void>> wait;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    batch.swap(queue_);
-    if (batch.empty()) {
+    if (queue_.empty()) {
       auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
       wake_ = kj::mv(paf.fulfiller);
       wait = kj::mv(paf.promise);
     }
   }
-  for (PoolEvent& e : batch) Handle(e);
   KJ_IF_MAYBE(w, wait) {
     return w->then([this] { return PumpEvents(); });
   }
+  HandleQueued();
   return kj::evalLater([this] { return PumpEvents(); });
+}
+
+void PoolServer::Impl::HandleQueued() {
+  std::deque<PoolEvent> batch;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    batch.swap(queue_);
+  }
+  for (PoolEvent& e : batch) Handle(e);
+}
+
+void PoolServer::Impl::ScheduleSoon() {
+  if (cycle_soon_) return;
+  cycle_soon_ = true;
+  // Detached: a cycle still waiting when the loop stops is dropped with it.
+  kj::evalLast([this] {
+    cycle_soon_ = false;
+    pool_->ScheduleNow();  // its listener calls queue events (Push) on this thread
+    HandleQueued();
+  }).detach([](kj::Exception&& e) {
+    std::fprintf(stderr, "gpupool head: scheduling cycle failed: %s\n", e.getDescription().cStr());
+  });
 }
 
 void PoolServer::Impl::Handle(PoolEvent& e) {
@@ -710,6 +771,7 @@ void PoolServer::Impl::Handle(PoolEvent& e) {
     auto it = by_request_.find(e.lease.request.id);
     if (it == by_request_.end()) {
       (void)pool_->Release(e.lease.id);  // its session ended, or it was withdrawn meanwhile
+      ScheduleSoon();
       return;
     }
     it->second->Granted(std::move(e.lease));
@@ -754,6 +816,7 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
   }
   port_ = static_cast<uint16_t>(listener->getPort());
   executor_ = kj::getCurrentThreadExecutor().addRef();
+  pool_->OwnerSchedules();
   auto stop = kj::newPromiseAndFulfiller<void>();
   stop_ = kj::mv(stop.fulfiller);
   bootstrap_ = capnp::Capability::Client(kj::heap<PoolServiceImpl>(*this));

@@ -27,6 +27,7 @@ class RemotePool::Impl {
 
   // Any thread.
   absl::Status Request(const pool::LeaseRequest& r, LeaseListener* listener);
+  void Submit(const pool::LeaseRequest& r, LeaseListener* listener);
   absl::Status Withdraw(const std::string& request_id);
   absl::Status Release(const std::string& lease_id);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
@@ -71,8 +72,18 @@ class RemotePool::Impl {
   struct Link {
     std::unique_ptr<RpcConnection> connection;
     std::optional<rpc::Session::Client> session;  // the connection's loop thread
+    // One capability per job listener, sent with each of its requests (the connection's loop
+    // thread): the head then holds one import for it instead of one per request, and does not
+    // send a Release message each time a lease ends.
+    std::map<LeaseListener*, rpc::LeaseListener::Client> listeners;
+    rpc::LeaseListener::Client ListenerFor(RemotePool::Impl& impl, LeaseListener* user);
     ~Link() {
-      if (connection != nullptr) connection->Sync([this] { session.reset(); });
+      if (connection != nullptr) {
+        connection->Sync([this] {
+          session.reset();
+          listeners.clear();
+        });
+      }
     }
   };
   struct Pending {  // accepted, not granted yet: sent again after a reconnection
@@ -86,6 +97,14 @@ class RemotePool::Impl {
     return link_;
   }
   absl::Status SendRequest(Link& link, const pool::LeaseRequest& r, LeaseListener* listener);
+  // A request's answer (loop thread): its status, and the grant when it carries one.
+  absl::Status Answered(const capnp::Response<rpc::Session::RequestResults>& resp, LeaseListener* listener);
+  // Records `r` as pending unless it is already; false (and why) when it cannot be sent. Sets
+  // `link` to the connection to send it on, or null while reconnecting (then it waits there).
+  absl::Status AddPending(const pool::LeaseRequest& r, LeaseListener* listener, std::shared_ptr<Link>* link);
+  // The service refused `r` (or the call failed): forget it, unless a reconnection will send it.
+  // True when the caller should report `st`.
+  bool Refused(const pool::LeaseRequest& r, const absl::Status& st);
   double NowLocked() const {
     std::chrono::duration<double> real = std::chrono::steady_clock::now() - connected_at_;
     return pool_now_at_connect_ + real.count() * clock_speed_;
@@ -149,6 +168,14 @@ class ListenerImpl final : public rpc::LeaseListener::Server {
 };
 
 }  // namespace
+
+rpc::LeaseListener::Client RemotePool::Impl::Link::ListenerFor(RemotePool::Impl& impl, LeaseListener* user) {
+  auto it = listeners.find(user);
+  if (it == listeners.end()) {
+    it = listeners.emplace(user, rpc::LeaseListener::Client(kj::heap<ListenerImpl>(impl, user))).first;
+  }
+  return it->second;
+}
 
 void RemotePool::Impl::Post(std::function<void()> f) {
   {
@@ -351,34 +378,77 @@ absl::Status RemotePool::Impl::SendRequest(Link& link, const pool::LeaseRequest&
   return link.connection->Call([&]() -> kj::Promise<absl::Status> {
     auto req = link.session->requestRequest();
     rpc::EncodeLeaseRequest(r, req.initRequest());
-    req.setListener(kj::heap<ListenerImpl>(*this, listener));
-    return req.send().then([](capnp::Response<rpc::Session::RequestResults>&& resp) {
-      return rpc::DecodeStatus(resp.getStatus());
+    req.setListener(link.ListenerFor(*this, listener));
+    return req.send().then([this, listener](capnp::Response<rpc::Session::RequestResults>&& resp) {
+      return Answered(resp, listener);
     });
   });
 }
 
-absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListener* listener) {
-  if (listener == nullptr) return absl::InvalidArgumentError("a lease request needs a listener");
-  std::shared_ptr<Link> link;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (gave_up_ || link_ == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
-    if (pending_.count(r.id)) return absl::AlreadyExistsError(absl::StrCat("request '", r.id, "' is already pending"));
-    // Recorded first: its grant may arrive before the call returns.
-    pending_[r.id] = Pending{r, listener};
-    // While the connection is being made again, the request waits for it.
-    if (link_lost_) return absl::OkStatus();
-    link = link_;
-  }
-  absl::Status st = SendRequest(*link, r, listener);
-  if (!st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // A connection lost under the call: the request is sent again once reconnected.
-    if (link_lost_ && absl::IsUnavailable(st)) return absl::OkStatus();
-    pending_.erase(r.id);
-  }
+absl::Status RemotePool::Impl::Answered(const capnp::Response<rpc::Session::RequestResults>& resp,
+                                        LeaseListener* listener) {
+  absl::Status st = rpc::DecodeStatus(resp.getStatus());
+  if (!st.ok() || !resp.hasGranted()) return st;
+  absl::StatusOr<pool::Lease> lease = rpc::DecodeLease(resp.getGranted());
+  KJ_REQUIRE(lease.ok(), "malformed lease from the pool service", std::string(lease.status().message()));
+  Granted(*std::move(lease), listener);
   return st;
+}
+
+absl::Status RemotePool::Impl::AddPending(const pool::LeaseRequest& r, LeaseListener* listener,
+                                          std::shared_ptr<Link>* link) {
+  if (listener == nullptr) return absl::InvalidArgumentError("a lease request needs a listener");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (gave_up_ || link_ == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
+  if (pending_.count(r.id)) return absl::AlreadyExistsError(absl::StrCat("request '", r.id, "' is already pending"));
+  // Recorded first: its grant may arrive before the call returns.
+  pending_[r.id] = Pending{r, listener};
+  // While the connection is being made again, the request waits for it.
+  *link = link_lost_ ? nullptr : link_;
+  return absl::OkStatus();
+}
+
+bool RemotePool::Impl::Refused(const pool::LeaseRequest& r, const absl::Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A connection lost under the call: the request is sent again once reconnected.
+  if (link_lost_ && absl::IsUnavailable(st)) return false;
+  return pending_.erase(r.id) > 0;
+}
+
+absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListener* listener) {
+  std::shared_ptr<Link> link;
+  if (absl::Status st = AddPending(r, listener, &link); !st.ok()) return st;
+  if (link == nullptr) return absl::OkStatus();
+  absl::Status st = SendRequest(*link, r, listener);
+  if (!st.ok() && !Refused(r, st)) return absl::OkStatus();
+  return st;
+}
+
+void RemotePool::Impl::Submit(const pool::LeaseRequest& r, LeaseListener* listener) {
+  std::shared_ptr<Link> link;
+  if (absl::Status st = AddPending(r, listener, &link); !st.ok()) {
+    if (listener != nullptr) Post([listener, id = r.id, st] { listener->OnRequestFailed(id, st); });
+    return;
+  }
+  if (link == nullptr) return;
+  // The closure holds the link by pointer, as Release's does: it runs on the link's loop.
+  link->connection->Post([this, raw = link.get(), r, listener] {
+    auto fail = [this, r, listener](absl::Status st) {
+      if (Refused(r, st)) Post([listener, id = r.id, st] { listener->OnRequestFailed(id, st); });
+    };  // the service's refusal
+    // A connection that fails under the call is not a refusal: the request stays pending, to
+    // be sent again after a reconnection or failed when the client gives up (Disconnected).
+    if (!raw->session.has_value()) return;
+    auto req = raw->session->requestRequest();
+    rpc::EncodeLeaseRequest(r, req.initRequest());
+    req.setListener(raw->ListenerFor(*this, listener));
+    req.send()
+        .then([this, fail, listener](capnp::Response<rpc::Session::RequestResults>&& resp) {
+          absl::Status st = Answered(resp, listener);
+          if (!st.ok()) fail(st);
+        })
+        .detach([](kj::Exception&&) {});
+  });
 }
 
 absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
@@ -469,6 +539,7 @@ RemotePool::~RemotePool() = default;
 absl::Status RemotePool::Request(pool::LeaseRequest request, LeaseListener* listener) {
   return impl_->Request(request, listener);
 }
+void RemotePool::Submit(pool::LeaseRequest request, LeaseListener* listener) { impl_->Submit(request, listener); }
 absl::Status RemotePool::Withdraw(const std::string& request_id) { return impl_->Withdraw(request_id); }
 absl::Status RemotePool::Release(const std::string& lease_id) { return impl_->Release(lease_id); }
 double RemotePool::Now() const { return impl_->Now(); }

@@ -59,6 +59,9 @@ class RemotePool final : public PoolClient {
 
   // PoolClient, with the service's errors; kUnavailable once the connection is lost.
   absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) override;
+  // Sent in order with every other call, without waiting for the answer; a refusal comes
+  // through the listener's OnRequestFailed on the callback thread.
+  void Submit(pool::LeaseRequest request, LeaseListener* listener) override;
   absl::Status Withdraw(const std::string& request_id) override;
   absl::Status Release(const std::string& lease_id) override;
   double Now() const override;  // the head's pool clock, extrapolated from the connect time

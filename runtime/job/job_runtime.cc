@@ -347,21 +347,19 @@ void JobRuntime::MaybeRequestLeases(TaskShape* shape) {
       to_request.push_back(std::move(r));
     }
   }
-  for (pool::LeaseRequest& r : to_request) {
-    std::string id = r.id;
-    absl::Status s = pool_->Request(std::move(r), this);
-    if (s.ok()) continue;
-    OnRequestFailed(id, s);  // refused now: as if it had failed later
-    return;
-  }
+  // A refusal comes back through OnRequestFailed, now or later.
+  for (pool::LeaseRequest& r : to_request) pool_->Submit(std::move(r), this);
 }
 
 void JobRuntime::RefuseShape(TaskShape* shape, const absl::Status& why) {
+  bool first;
   {
     std::lock_guard<std::mutex> lock(leases_mu_);
-    if (shape->refused.ok()) shape->refused = why;
+    first = shape->refused.ok();
+    if (first) shape->refused = why;
   }
-  Emit("request-refused", shape->team, "", std::string(why.message()));
+  // Several requests of the shape may be refused: the job hears of it once.
+  if (first) Emit("request-refused", shape->team, "", std::string(why.message()));
   for (Task* t : shape->queue->TakeAll()) {
     FailTask(t, static_cast<ErrorCode>(why.code()), "submit",
              absl::StrCat("the pool refused its lease request: ", why.message()));

@@ -103,7 +103,10 @@ struct HeadInfo {
 # A team's authenticated connection. Dropping it (or disconnecting) withdraws its pending
 # requests and releases its leases.
 interface Session {
-  request @0 (request :LeaseRequest, listener :LeaseListener) -> (status :Status);
+  # When the request is admitted at once, the answer carries the lease (and the listener is not
+  # called for it): one message instead of a listener call and its acknowledgements, as Ray's
+  # lease replies do. Otherwise `granted` is unset and the listener hears of the grant later.
+  request @0 (request :LeaseRequest, listener :LeaseListener) -> (status :Status, granted :Lease);
   withdraw @1 (requestId :Text) -> (status :Status);
   release @2 (leaseId :Text) -> (status :Status);
   info @3 () -> (info :HeadInfo);
