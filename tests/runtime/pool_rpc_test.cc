@@ -92,6 +92,43 @@ TEST_F(PoolRpc, RequestIsGrantedThroughTheListener) {
   EXPECT_TRUE(absl::IsNotFound(job->Release(lease.id)));
 }
 
+// A request that fits at once comes back with its lease in the answer: by the time Request
+// returns, the job already holds it (its ledger counts it), with no listener call to wait for.
+// One that must wait is granted later through the listener, and the answer carries nothing.
+TEST_F(PoolRpc, ARequestThatFitsAtOnceIsAnsweredWithItsLease) {
+  auto job = Connect("owner");
+  Recorder now, later;
+  ASSERT_TRUE(job->Request(Req("now"), &now).ok());
+  EXPECT_EQ(job->Ledger()["owner"].leases, 1u) << "the answer did not carry the lease";
+  ASSERT_TRUE(now.WaitFor("granted"));
+  ASSERT_TRUE(job->Request(Req("later"), &later).ok());  // the one GPU is taken
+  EXPECT_EQ(job->Ledger()["owner"].leases, 1u);
+  EXPECT_TRUE(later.events().empty());
+  ASSERT_TRUE(job->Release(now.last_lease().id).ok());
+  ASSERT_TRUE(later.WaitFor("granted"));
+  EXPECT_EQ(later.last_lease().request.id, "later");
+  EXPECT_EQ(job->Ledger()["owner"].leases, 2u);
+  EXPECT_TRUE(job->Release(later.last_lease().id).ok());
+}
+
+// Submit does not wait for the head's answer: its refusal reaches the listener, named.
+TEST_F(PoolRpc, ASubmittedRequestsRefusalReachesItsListener) {
+  auto job = Connect("owner");
+  Recorder granted, refused, duplicate;
+  job->Submit(Req("fits"), &granted);
+  ASSERT_TRUE(granted.WaitFor("granted"));
+  job->Submit(Req("sneak", "borrower"), &refused);  // another team's token
+  ASSERT_TRUE(refused.WaitFor("request failed sneak"));
+  EXPECT_THAT(refused.events()[0], HasSubstr("cannot request for team 'borrower'"));
+  job->Submit(Req("queued"), &duplicate);  // waits for the GPU
+  job->Submit(Req("queued"), &duplicate);  // the same id again: refused by the job's client
+  ASSERT_TRUE(duplicate.WaitFor("request failed queued"));
+  EXPECT_THAT(duplicate.events()[0], HasSubstr("already pending"));
+  ASSERT_TRUE(job->Release(granted.last_lease().id).ok());
+  ASSERT_TRUE(duplicate.WaitFor("granted"));  // the first 'queued' is still served
+  EXPECT_TRUE(job->Release(duplicate.last_lease().id).ok());
+}
+
 TEST_F(PoolRpc, OwnerReclaimRevokesTheBorrowerWithADeadline) {
   auto borrower = Connect("borrower");
   auto owner = Connect("owner");
