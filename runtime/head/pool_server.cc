@@ -22,6 +22,7 @@
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
+#include "runtime/rpc/read_ahead_stream.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -796,7 +797,7 @@ kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener,
     capnp::ReaderOptions options;
     options.traversalLimitInWords = rpc::kMaxMessageWords;
     options.nestingLimit = 16;
-    auto c = kj::heap<Connection>(kj::mv(stream), KJ_ASSERT_NONNULL(bootstrap_), options);
+    auto c = kj::heap<Connection>(kj::heap<rpc::ReadAheadStream>(kj::mv(stream)), KJ_ASSERT_NONNULL(bootstrap_), options);
     kj::Promise<void> done = c->network.onDisconnect();
     tasks.add(done.attach(kj::mv(c)));
     return AcceptLoop(listener, tasks);

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/rpc/lease_codec.h"
+#include "runtime/rpc/read_ahead_stream.h"
 
 namespace gpupool::runtime {
 
@@ -62,7 +63,7 @@ void RpcConnection::Run(Setup& setup, std::promise<absl::Status>& started) {
   kj::Own<kj::AsyncIoStream> stream;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
     auto addr = io.provider->getNetwork().parseAddress(options_.host, options_.port).wait(io.waitScope);
-    stream = addr->connect().wait(io.waitScope);
+    stream = kj::heap<rpc::ReadAheadStream>(addr->connect().wait(io.waitScope));
   })) {
     started.set_value(absl::UnavailableError(absl::StrCat("cannot reach the pool service at ", options_.host,
                                                           ":", options_.port, ": ", e->getDescription().cStr())));
