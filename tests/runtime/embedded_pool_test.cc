@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "runtime/head/embedded_pool.h"
 #include "tests/runtime/lease_recorder.h"
+#include "tests/runtime/owner_borrower_config.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -71,17 +72,7 @@ TEST(EmbeddedPool, ListenersHearDecisionsInOrderWhicheverThreadRanTheCycle) {
   EmbeddedPoolOptions o;
   o.simulate = "1xH100-80GB";
   o.clock_speed = 1000;  // the pool's thread ticks every millisecond
-  o.config_text = R"(
-model_groups:
-  gpus: [H100-80GB]
-priority_classes:
-  - {name: training, value: 500, preemptible: true, grace_period_s: 60, checkpoint_interval_s: 600}
-teams:
-  - name: owner
-    quotas: [{gpus: gpus, nominal: 1}]
-  - name: borrower
-    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
-)";
+  o.config_text = kOwnerBorrowerConfig;
   auto started = EmbeddedPool::Start(o);
   ASSERT_TRUE(started.ok()) << started.status();
   EmbeddedPool& pool = **started;

@@ -19,23 +19,12 @@
 #include "runtime/head/pool_server.h"
 #include "runtime/head/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
+#include "tests/runtime/owner_borrower_config.h"
 
 namespace gpupool::runtime {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr char kConfig[] = R"(
-model_groups:
-  gpus: [H100-80GB]
-priority_classes:
-  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
-teams:
-  - name: owner
-    quotas: [{gpus: gpus, nominal: 1}]
-  - name: borrower
-    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
-)";
 
 pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
   pool::LeaseRequest r;
@@ -44,12 +33,12 @@ pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
   return r;
 }
 
-// A head over `gpus` simulated GPUs of one node with kConfig's teams, on 127.0.0.1:`port` (0: any).
+// A head over `gpus` simulated GPUs of one node with kOwnerBorrowerConfig's teams, on 127.0.0.1:`port` (0: any).
 std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
                                       uint16_t port = 0) {
   EmbeddedPoolOptions o;
   o.simulate = gpus;
-  o.config_text = kConfig;
+  o.config_text = kOwnerBorrowerConfig;
   auto pool = EmbeddedPool::Start(o);
   EXPECT_TRUE(pool.ok()) << pool.status();
   if (!pool.ok()) return nullptr;
