@@ -18,8 +18,11 @@
 //   (*server)->port();                                     // bound on 127.0.0.1
 //
 // Threads: the server runs its KJ event loop on a thread of its own; the pool's listener calls
-// are queued to that thread. Every public method is thread-safe. Destruction closes every
-// connection (clients see a disconnect), then stops the pool.
+// are queued to that thread. The loop also runs the scheduling cycles that requests and
+// releases call for, once per burst of messages (EmbeddedPool::OwnerSchedules), so a lease round
+// trip wakes no other thread; a request that fits while nothing else waits is answered with its
+// lease. Every public method is thread-safe. Destruction closes every connection (clients see a
+// disconnect), then stops the pool.
 #ifndef GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_
 #define GPUPOOL_RUNTIME_HEAD_POOL_SERVER_H_
 
