@@ -196,14 +196,14 @@ ObjectHeader* LookupObject(ObjectId id) {
   return entry;
 }
 
-void ExportObject(ObjectHeader* object, std::string* lineage) {
-  *lineage = Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
+void ExportObject(ObjectHeader* object, std::string* ticket) {
+  *ticket = Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
 }
 
-ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string lineage) {
+ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) return LookupObject(id);
-  return rt.exchange().Import(id, decode, std::move(lineage));
+  return rt.exchange().Import(id, decode, std::move(ticket));
 }
 
 void ThrowTypeMismatch(ObjectId id, const std::type_info& stored, const std::type_info& wanted) {

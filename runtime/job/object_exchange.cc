@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,43 @@ namespace {
 // What the owner answers while the object's task is still running: the importer asks again.
 // kAborted because no other answer uses it (Unavailable means the owner itself failed).
 constexpr absl::StatusCode kNotReady = absl::StatusCode::kAborted;
+
+// What travels with a ref beside its id (the string Export returns and Import takes): the ranks
+// that hold a copy besides the owner, then the lineage. A count byte, 4-byte little-endian
+// ranks, the lineage's bytes; "" is no copies and no lineage.
+struct Ticket {
+  std::vector<int> copies;
+  std::string lineage;
+};
+
+std::string EncodeTicket(const Ticket& t) {
+  if (t.copies.empty() && t.lineage.empty()) return "";
+  std::string out(1, static_cast<char>(std::min<size_t>(t.copies.size(), 255)));
+  for (size_t i = 0; i < t.copies.size() && i < 255; ++i) {
+    uint32_t r = static_cast<uint32_t>(t.copies[i]);
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((r >> (8 * b)) & 0xff));
+  }
+  return out + t.lineage;
+}
+
+absl::StatusOr<Ticket> DecodeTicket(std::string_view bytes, int ranks) {
+  Ticket t;
+  if (bytes.empty()) return t;
+  size_t n = static_cast<unsigned char>(bytes[0]);
+  if (bytes.size() < 1 + 4 * n) {
+    return absl::DataLossError(absl::StrCat("a ref's ticket is truncated: ", bytes.size(), " bytes for ", n, " copies"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t r = 0;
+    for (int b = 0; b < 4; ++b) r |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[1 + 4 * i + b])) << (8 * b);
+    if (r >= static_cast<uint32_t>(ranks)) {
+      return absl::DataLossError(absl::StrCat("a ref's ticket names rank ", r, " in a job of ", ranks));
+    }
+    t.copies.push_back(static_cast<int>(r));
+  }
+  t.lineage.assign(bytes.substr(1 + 4 * n));
+  return t;
+}
 
 std::string FailureMessage(const std::exception_ptr& failure) {
   try {
@@ -80,6 +118,22 @@ ObjectExchange::~ObjectExchange() {
 
 std::string ObjectExchange::Export(ObjectEntry* entry) {
   if (group_.worker() == nullptr) return "";  // nobody to serve
+  if (OwnerOf(entry->id) != group_.rank()) {
+    // A copy this rank imported, sent on: it travels with what it came with, and once fetched
+    // this rank serves it too, so a reader can fall back on it when the owner is gone.
+    std::lock_guard<std::mutex> lock(mu_);
+    Ticket t;
+    auto origin = origins_.find(entry->id);
+    if (origin != origins_.end()) t = Ticket{origin->second.copies, origin->second.lineage};
+    if (entry->state.load(std::memory_order_acquire) == detail::kObjectReady) {
+      auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
+      if (inserted) detail::Retain(entry);
+      if (std::find(t.copies.begin(), t.copies.end(), group_.rank()) == t.copies.end()) {
+        t.copies.push_back(group_.rank());
+      }
+    }
+    return EncodeTicket(t);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
@@ -90,22 +144,32 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   std::lock_guard<std::mutex> lock(entry->mu);
   const Task* producer = entry->producer;
   if (producer == nullptr || !producer->deps.empty() || !producer->nested.empty()) return "";
-  return EncodeLineage(Lineage{producer->function->name, producer->args, producer->shape->options});
+  return EncodeTicket(Ticket{{}, EncodeLineage(Lineage{producer->function->name, producer->args, producer->shape->options})});
 }
 
-ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std::string lineage) {
+ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std::string ticket) {
   const int owner = OwnerOf(id);
   if (group_.worker() == nullptr || owner >= group_.size()) {
     throw Error(ErrorCode::kNotFound,
                 absl::StrCat("object ", id, " belongs to rank ", owner, ", which this job (", group_.size(),
                              " rank(s)) does not have"));
   }
+  absl::StatusOr<Ticket> t = DecodeTicket(ticket, group_.size());
+  if (!t.ok()) throw Error(ErrorCode::kDataLoss, absl::StrCat("object ", id, ": ", t.status().message()));
   std::lock_guard<std::mutex> lock(mu_);
   if (ObjectEntry* live = store_.Lookup(id)) return live;  // imported already, still referenced
   if (stopping_) throw Error(ErrorCode::kCancelled, "the runtime is stopping");
+  // Origins of copies that were freed since are forgotten here, a few at a time.
+  for (int sweep = 0; sweep < 4 && !origins_.empty(); ++sweep) {
+    auto it = origins_.upper_bound(sweep_from_);
+    if (it == origins_.end()) it = origins_.begin();
+    sweep_from_ = it->first;
+    if (store_.Lookup(it->first) == nullptr) origins_.erase(it);
+  }
   ObjectEntry* entry = store_.CreatePendingWithId(id);
   detail::Retain(entry);  // the fetch's count
-  to_fetch_.push_back(Fetch{entry, decode, std::move(lineage)});
+  origins_[id] = Origin{t->copies, t->lineage};
+  to_fetch_.push_back(Fetch{entry, decode, t->lineage, t->copies});
   cv_.notify_all();
   return entry;
 }
@@ -157,16 +221,37 @@ void ObjectExchange::FetchLoop() {
 void ObjectExchange::FetchOne(Fetch& f) {
   const ObjectId id = f.entry->id;
   const int owner = OwnerOf(id);
-  auto fail = [&](ErrorCode code, const std::string& why) {
-    resolve_(f.entry, nullptr,
-             std::make_exception_ptr(Error(code, absl::StrCat("object ", id, " could not be fetched from rank ", owner,
-                                                              ": ", why))));
-  };
-  absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(owner), absl::StrCat("rank ", owner));
-  if (!peer.ok()) {
-    if (!f.lineage.empty()) return RebuildOne(f, std::string(peer.status().message()));
-    return fail(static_cast<ErrorCode>(peer.status().code()), std::string(peer.status().message()));
+  // The owner first, then the ranks holding a copy; a source that cannot be reached (dead, or
+  // dying mid-transfer) sends the fetch on to the next.
+  std::vector<int> sources{owner};
+  for (int r : f.copies) {
+    if (r != group_.rank() && std::find(sources.begin(), sources.end(), r) == sources.end()) sources.push_back(r);
   }
+  std::string unreachable;  // why each source failed, for the final message
+  for (int source : sources) {
+    absl::Status st = FetchFrom(f, source);
+    if (st.ok()) return;
+    absl::StrAppend(&unreachable, unreachable.empty() ? "" : "; ", "rank ", source, ": ", st.message());
+    if (!absl::IsUnavailable(st)) {
+      resolve_(f.entry, nullptr,
+               std::make_exception_ptr(Error(static_cast<ErrorCode>(st.code()),
+                                             absl::StrCat("object ", id, " could not be fetched from rank ", source,
+                                                          ": ", st.message()))));
+      return;
+    }
+  }
+  if (!f.lineage.empty()) return RebuildOne(f, unreachable);
+  resolve_(f.entry, nullptr,
+           std::make_exception_ptr(Error(ErrorCode::kUnavailable,
+                                         absl::StrCat("object ", id, " could not be fetched from rank ", owner,
+                                                      sources.size() > 1 ? " nor from its copies" : "", ": ",
+                                                      unreachable))));
+}
+
+absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
+  const ObjectId id = f.entry->id;
+  absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(source), absl::StrCat("rank ", source));
+  if (!peer.ok()) return peer.status();
   const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(patience_);
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
@@ -177,28 +262,22 @@ void ObjectExchange::FetchOne(Fetch& f) {
         Reader r(std::string_view(reinterpret_cast<const char*>(got->data.get()), got->size));
         value = f.decode(r);
       } catch (const Error& e) {
-        return fail(e.code(), e.what());
+        return absl::Status(static_cast<absl::StatusCode>(e.code()), e.what());
       }
       resolve_(f.entry, std::move(value), nullptr);
-      return;
+      return absl::OkStatus();
     }
-    if (got.status().code() != kNotReady) {
-      if (absl::IsUnavailable(got.status()) && !f.lineage.empty()) {
-        return RebuildOne(f, std::string(got.status().message()));
-      }
-      return fail(static_cast<ErrorCode>(got.status().code()), std::string(got.status().message()));
-    }
+    if (got.status().code() != kNotReady) return got.status();
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (std::chrono::steady_clock::now() >= give_up) break;
       if (cv_.wait_for(lock, backoff, [this] { return stopping_; })) {
-        lock.unlock();
-        return fail(ErrorCode::kCancelled, "the runtime stopped");
+        return absl::CancelledError("the runtime stopped");
       }
     }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
-  fail(ErrorCode::kDeadlineExceeded, "it was still not ready when the collective timeout passed");
+  return absl::DeadlineExceededError("it was still not ready when the collective timeout passed");
 }
 
 void ObjectExchange::RebuildOne(Fetch& f, const std::string& why) {

@@ -17,11 +17,13 @@
 //
 // Failures: an object whose task failed is reported to the importer with that failure's message
 // (FailedPrecondition); an owner whose object is not ready yet is asked again until it is (up to
-// the group's collective timeout). When the owner dies or cannot be reached, the object is rebuilt
-// from its lineage if the ref carried one (runtime/job/lineage.h: exported while its task was
-// pending or running, with no refs among its arguments): the importer runs the task again itself
-// and takes its result. Otherwise the import fails with kUnavailable naming the object and the
-// rank. There is one copy (the owner's), so a failed fetch is not retried from another.
+// the group's collective timeout). When the owner dies or cannot be reached (or fails
+// mid-transfer), the fetch goes to the ranks that held a copy when the ref was sent on to this
+// one (a rank that fetched an object serves its copy once it sends the ref on). When none can
+// serve it, the object is rebuilt from its lineage if the ref carried one
+// (runtime/job/lineage.h: exported while its task was pending or running, with no refs among
+// its arguments): the importer runs the task again itself and takes its result. Otherwise the
+// import fails with kUnavailable naming the object and every rank tried.
 //
 // Thread-safe. Serving runs on the UCX worker's loop thread, so an object is encoded there, once,
 // on its first fetch.
@@ -37,6 +39,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -72,12 +75,13 @@ class ObjectExchange {
   // The rank whose store handed out `id`.
   static int OwnerOf(ObjectId id) { return static_cast<int>(id >> ObjectStore::kRankShift); }
 
-  // Pins and serves `entry`; returns its encoded lineage when it has one, else "".
+  // Pins and serves `entry` (this rank's own object, or a copy it fetched); returns the ticket
+  // that travels with the ref: the other ranks holding a copy, and the lineage when it has one.
   std::string Export(ObjectEntry* entry);
   // A retained entry for `id`, owned by another rank: the live local copy, or a new pending one
-  // being fetched. `lineage`: what Export returned on the owner. Throws gpupool::Error
-  // (kNotFound) in a job of one process.
-  ObjectEntry* Import(ObjectId id, detail::BoxDecoder decode, std::string lineage);
+  // being fetched. `ticket`: what Export returned where the ref came from. Throws
+  // gpupool::Error: kNotFound in a job of one process, kDataLoss for a malformed ticket.
+  ObjectEntry* Import(ObjectId id, detail::BoxDecoder decode, std::string ticket);
 
  private:
   struct Exported {
@@ -89,12 +93,21 @@ class ObjectExchange {
     ObjectEntry* entry;  // retained until resolved
     detail::BoxDecoder decode;
     std::string lineage;
+    std::vector<int> copies;  // ranks besides the owner that served a copy when the ref left them
+  };
+  // What an imported object came with, so that a copy sent on carries it too.
+  struct Origin {
+    std::vector<int> copies;
+    std::string lineage;
   };
 
   ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, absl::Duration patience);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
   void FetchLoop();
   void FetchOne(Fetch& f);
+  // One source: OK once resolved with the value; kUnavailable when `source` cannot serve it
+  // (gone, or failed mid-transfer), so the next source is tried; other errors are final.
+  absl::Status FetchFrom(Fetch& f, int source);
   // The owner is gone: runs the lineage's task here and resolves the import with its result.
   void RebuildOne(Fetch& f, const std::string& why);
 
@@ -109,6 +122,8 @@ class ObjectExchange {
   std::mutex mu_;
   std::map<ObjectId, Exported> exported_;  // guarded by mu_; nodes stay put (bytes are served)
   std::deque<Fetch> to_fetch_;             // guarded by mu_
+  std::map<ObjectId, Origin> origins_;     // guarded by mu_: imported objects (swept at Import)
+  ObjectId sweep_from_ = 0;                // guarded by mu_
   bool stopping_ = false;                  // guarded by mu_
   std::condition_variable cv_;
   std::thread fetch_thread_;

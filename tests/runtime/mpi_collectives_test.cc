@@ -5,8 +5,9 @@
 //
 // With --die-rank=K rank K kills itself (SIGKILL) after the first reduction; the others' next
 // collective must fail with kUnavailable naming it (or kDeadlineExceeded), not hang. With
-// --die-rank=K --owner-dies (last), rank K sends the others a ref to its pending object and dies:
-// their Get must fail naming it.
+// --die-rank=K --owner-dies (last), rank K sends the others refs and dies: its pending task's
+// result is rebuilt, a value one rank fetched before the death is read by the others from that
+// rank's copy, and a value nobody fetched is reported lost, naming rank K.
 #include <signal.h>
 
 #include <chrono>
@@ -145,7 +146,11 @@ GPUPOOL_REMOTE(ShareObjects);
 // value; and a Put value, which has none, so their Get must fail naming the owner, not hang.
 // Returns what the two Gets said.
 std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
+  // The rank that fetches a copy of `copied` before the owner dies, and sends it on afterwards.
+  const int keeper = owner == 0 ? 1 : 0;
   if (ctx.rank() == owner) {
+    // First, so that the keeper's fetch of it is not queued behind the others.
+    ctx.SendValue(keeper, 16, gpupool::Put(std::string(1 << 20, 'y')));
     gpupool::ObjectRef<int> pending = gpupool::Submit(SlowSquare, 7);
     gpupool::ObjectRef<std::string> put = gpupool::Put(std::string(1 << 20, 'x'));
     for (int r = 0; r < ctx.ranks(); ++r) {
@@ -157,9 +162,25 @@ std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
     }
     DieNow(owner);
   }
+  gpupool::ObjectRef<std::string> copied;
+  if (ctx.rank() == keeper) {
+    copied = ctx.RecvValue<gpupool::ObjectRef<std::string>>(owner, 16);
+    gpupool::Get(copied);  // this rank now holds a copy
+  }
   auto [task_result, put] =
       ctx.RecvValue<std::pair<gpupool::ObjectRef<int>, gpupool::ObjectRef<std::string>>>(owner, 13);
   ctx.SendValue(owner, 14, 1);
+  // Wait for the owner's death: a receive from it fails once it is gone.
+  try {
+    ctx.RecvValue<int>(owner, 99);
+  } catch (const gpupool::Error&) {
+  }
+  // The keeper sends the copied ref on: the others fetch it from the keeper's copy.
+  for (int r = 0; r < ctx.ranks(); ++r) {
+    if (r == owner || r == keeper) continue;
+    if (ctx.rank() == keeper) ctx.SendValue(r, 15, copied);
+    if (ctx.rank() == r) copied = ctx.RecvValue<gpupool::ObjectRef<std::string>>(keeper, 15);
+  }
   auto said = [](auto& ref) -> std::string {
     try {
       return "read " + std::to_string(gpupool::Get(ref)->size());
@@ -173,7 +194,8 @@ std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
   } catch (const gpupool::Error& e) {
     first = std::string("lost: ") + e.what();
   }
-  return first + ", put " + said(put);
+  std::string put_said = said(put);
+  return first + ", copy " + said(copied) + ", put " + put_said;
 }
 GPUPOOL_REMOTE(OwnerDies);
 
