@@ -77,6 +77,8 @@ class ObjectExchange {
 
   // Pins and serves `entry` (this rank's own object, or a copy it fetched); returns the ticket
   // that travels with the ref: the other ranks holding a copy, and the lineage when it has one.
+  // (The public detail::ExportObject/ImportObject and Codec<ObjectRef> carry it opaquely, in
+  // the string they call `lineage`.)
   std::string Export(ObjectEntry* entry);
   // A retained entry for `id`, owned by another rank: the live local copy, or a new pending one
   // being fetched. `ticket`: what Export returned where the ref came from. Throws

@@ -101,11 +101,10 @@ std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
     throw Error(ErrorCode::kUnimplemented, "this object's type has no gpupool::Codec: it cannot cross ranks");
   }
 }
-// Fills `ticket` with what travels with the ref: which other ranks hold a copy, and how to make
-// the object again when it has that (runtime/job/object_exchange.h, runtime/job/lineage.h).
-GPUPOOL_API void ExportObject(ObjectHeader* object, std::string* ticket);
+// Fills `lineage` with how to make the object again when it has that (runtime/job/lineage.h).
+GPUPOOL_API void ExportObject(ObjectHeader* object, std::string* lineage);
 // Retained; throws kNotFound for a local id whose object was freed (or never existed).
-GPUPOOL_API ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket);
+GPUPOOL_API ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string lineage);
 
 template <typename T>
 const T& ValueAs(ObjectId id, const ValueBox& box) {
@@ -200,20 +199,20 @@ inline void NoteNestedRef(ObjectHeader* object) {
 template <typename T>
 struct Codec<ObjectRef<T>> {
   static void Encode(Writer& w, const ObjectRef<T>& r) {
-    std::string ticket;  // travels with a ref that leaves the process: copies and lineage
+    std::string lineage;  // travels with a ref that leaves the process, when the object has one
     if (detail::nested_refs_sink != nullptr) {
       detail::NoteNestedRef(r.header());
     } else if (r.header() != nullptr) {
-      detail::ExportObject(r.header(), &ticket);
+      detail::ExportObject(r.header(), &lineage);
     }
     w.Varint(r.id());
-    Codec<std::string>::Encode(w, ticket);
+    Codec<std::string>::Encode(w, lineage);
   }
   static ObjectRef<T> Decode(Reader& r) {
     ObjectId id = r.Varint("an object id");
-    std::string ticket = Codec<std::string>::Decode(r);
+    std::string lineage = Codec<std::string>::Decode(r);
     if (id == 0) return ObjectRef<T>();
-    return ObjectRef<T>::Adopt(detail::ImportObject(id, &detail::DecodeBox<T>, std::move(ticket)));
+    return ObjectRef<T>::Adopt(detail::ImportObject(id, &detail::DecodeBox<T>, std::move(lineage)));
   }
 };
 
