@@ -231,7 +231,11 @@ void ObjectExchange::FetchOne(Fetch& f) {
   for (int source : sources) {
     absl::Status st = FetchFrom(f, source);
     if (st.ok()) return;
-    absl::StrAppend(&unreachable, unreachable.empty() ? "" : "; ", "rank ", source, ": ", st.message());
+    if (sources.size() == 1) {
+      unreachable = std::string(st.message());
+    } else {
+      absl::StrAppend(&unreachable, unreachable.empty() ? "" : "; ", "rank ", source, ": ", st.message());
+    }
     if (!absl::IsUnavailable(st)) {
       resolve_(f.entry, nullptr,
                std::make_exception_ptr(Error(static_cast<ErrorCode>(st.code()),
