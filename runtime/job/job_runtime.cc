@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->ranks_ = joined.ranks;
   rt->notice_ = std::move(joined.notice);
   rt->companions_ = std::move(joined.companions);
+  rt->before_stop_ = std::move(joined.before_stop);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
   // Ids name their rank, so refs can cross ranks (runtime/job/object_exchange.h).
   rt->store_->SetIdBase(static_cast<ObjectId>(rt->group_->rank()) << ObjectStore::kRankShift);
@@ -155,6 +156,7 @@ JobRuntime::~JobRuntime() {
     left.insert(left.end(), more.begin(), more.end());
   }
   for (Task* t : left) FailTask(t, ErrorCode::kCancelled, "queue", "the runtime shut down");
+  if (before_stop_) before_stop_();
   exchange_.reset();  // before the group whose worker it runs on
   pool_.reset();
   while (!companions_.empty()) companions_.pop_back();  // newest first: the agent, then the head

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -121,6 +122,7 @@ class JobRuntime final : public LeaseListener {
   int rank_ = 0, ranks_ = 1;              // under mpirun
   std::string notice_;
   std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
+  std::function<void()> before_stop_;              // see JoinedPool
   std::unique_ptr<JobGroup> group_;
   std::unique_ptr<ObjectExchange> exchange_;  // refs crossing ranks; before group_ goes
   std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown

@@ -86,17 +86,19 @@ absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
 // rank 0 that finishes first does not pull the pool from under the others.
 struct HeadHolder {
   std::unique_ptr<PoolServer> server;
-  ~HeadHolder() {
-    auto start = std::chrono::steady_clock::now();
-    auto next_note = start + std::chrono::seconds(10);
-    while (size_t left = server->agents_connected()) {
+  // Until no more than `own` agents (this rank's) are connected.
+  void WaitForOtherRanks(size_t own) {
+    auto next_note = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (server->agents_connected() > own) {
       if (std::chrono::steady_clock::now() >= next_note) {
-        std::fprintf(stderr, "gpupool: rank 0 keeps the job's pool up until %zu other rank(s) finish\n", left);
+        std::fprintf(stderr, "gpupool: rank 0 keeps the job's pool up until %zu other rank(s) finish\n",
+                     server->agents_connected() - own);
         next_note += std::chrono::seconds(10);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  ~HeadHolder() { WaitForOtherRanks(0); }
 };
 
 absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
@@ -213,7 +215,11 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   if (absl::Status st = ParseHostPort(parts[0], &host, &port); !st.ok()) return st;
 
   // 3. Every rank is its node's agent, then a job of the pool like any other.
-  if (head != nullptr) joined.companions.push_back(head);
+  if (head != nullptr) {
+    joined.companions.push_back(head);
+    // Rank 0's own agent is still connected when its runtime stops.
+    joined.before_stop = [head] { head->WaitForOtherRanks(1); };
+  }
   joined.companions.push_back(driver);
   absl::StatusOr<std::unique_ptr<NodeAgent>> agent = NodeAgent::Start(NodeAgentOptions{
       .host = host, .port = port, .token = parts[1], .node = mine, .driver = driver.get(), .driver_node = driver_node});

@@ -20,6 +20,7 @@
 #ifndef GPUPOOL_RUNTIME_JOB_POOL_JOIN_H_
 #define GPUPOOL_RUNTIME_JOB_POOL_JOIN_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct JoinedPool {
   // What this process hosts for the pool (rank 0's head, a rank's agent and its driver). They
   // must outlive `pool` and are destroyed newest first after it.
   std::vector<std::shared_ptr<void>> companions;
+  // Run when the job's own work is done, before it stops serving its objects (rank 0: until the
+  // other ranks have finished, so the objects and copies they may still fetch stay served).
+  std::function<void()> before_stop;
 };
 
 absl::StatusOr<JoinedPool> JoinPool(const RuntimeOptions& options);
