@@ -101,7 +101,7 @@ absl::Status EmbeddedPool::Request(pool::LeaseRequest request, LeaseListener* li
     request_listeners_[id] = listener;
     dirty_ = true;
   }
-  if (!owner_schedules_) cv_.notify_all();
+  WakeForCycle();
   return absl::OkStatus();
 }
 
@@ -123,13 +123,14 @@ absl::Status EmbeddedPool::Release(const std::string& lease_id) {
     leases_.Close(lease_id, Now());
     dirty_ = true;
   }
-  if (!owner_schedules_) cv_.notify_all();
+  WakeForCycle();
   return absl::OkStatus();
 }
 
-void EmbeddedPool::OwnerSchedules() {
-  std::lock_guard<std::mutex> lock(mu_);
-  owner_schedules_ = true;
+void EmbeddedPool::OwnerSchedules() { owner_schedules_.store(true); }
+
+void EmbeddedPool::WakeForCycle() {
+  if (!owner_schedules_.load()) cv_.notify_all();
 }
 
 size_t EmbeddedPool::pending_requests() const {
@@ -295,12 +296,10 @@ std::vector<pool::PendingInfo> EmbeddedPool::Pending() const {
 }
 
 void EmbeddedPool::PollHealthNow() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  (void)WithDeliveries([this] {
     PollHealth();
-  }
-  cv_.notify_all();
-  Deliver();
+    return absl::OkStatus();
+  });
 }
 
 void EmbeddedPool::Deliver() {

@@ -19,6 +19,7 @@
 #ifndef GPUPOOL_RUNTIME_HEAD_EMBEDDED_POOL_H_
 #define GPUPOOL_RUNTIME_HEAD_EMBEDDED_POOL_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -126,6 +127,9 @@ class EmbeddedPool final : public PoolClient {
   // Makes the listener calls queued in outbox_, in the order queued, whichever thread queued
   // them. Takes mu_ (only between calls).
   void Deliver();
+  // After a change that calls for a cycle (dirty_ set): wakes the pool's thread, unless the
+  // owner runs the cycle (OwnerSchedules).
+  void WakeForCycle();
   void PollHealth();   // holds mu_
   // Sets one GPU's health as the scheduler sees it, when it changed. Holds mu_.
   void ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state);
@@ -148,7 +152,7 @@ class EmbeddedPool final : public PoolClient {
   std::condition_variable cv_;
   bool stop_ = false;     // guarded by mu_
   bool dirty_ = false;    // guarded by mu_: something changed since the last cycle
-  bool owner_schedules_ = false;  // guarded by mu_: see OwnerSchedules
+  std::atomic<bool> owner_schedules_{false};  // see OwnerSchedules
   // Listener calls not made yet, in the order the pool decided them (guarded by mu_), and the
   // one thread making them at a time: cycles run on several threads (the pool's, ScheduleNow's,
   // health reports'), and a grant must never reach its listener after the lease's revocation.

@@ -97,6 +97,9 @@ class RemotePool::Impl {
     return link_;
   }
   absl::Status SendRequest(Link& link, const pool::LeaseRequest& r, LeaseListener* listener);
+  // The calls themselves, made on the link's loop thread while its session is there.
+  kj::Promise<absl::Status> RequestOn(Link& link, const pool::LeaseRequest& r, LeaseListener* listener);
+  static kj::Promise<absl::Status> ReleaseOn(Link& link, const std::string& lease_id);
   // A request's answer (loop thread): its status, and the grant when it carries one.
   absl::Status Answered(const capnp::Response<rpc::Session::RequestResults>& resp, LeaseListener* listener);
   // Records `r` as pending unless it is already; false (and why) when it cannot be sent. Sets
@@ -375,13 +378,23 @@ RemotePool::Impl::~Impl() {
 }
 
 absl::Status RemotePool::Impl::SendRequest(Link& link, const pool::LeaseRequest& r, LeaseListener* listener) {
-  return link.connection->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = link.session->requestRequest();
-    rpc::EncodeLeaseRequest(r, req.initRequest());
-    req.setListener(link.ListenerFor(*this, listener));
-    return req.send().then([this, listener](capnp::Response<rpc::Session::RequestResults>&& resp) {
-      return Answered(resp, listener);
-    });
+  return link.connection->Call([&] { return RequestOn(link, r, listener); });
+}
+
+kj::Promise<absl::Status> RemotePool::Impl::RequestOn(Link& link, const pool::LeaseRequest& r, LeaseListener* listener) {
+  auto req = link.session->requestRequest();
+  rpc::EncodeLeaseRequest(r, req.initRequest());
+  req.setListener(link.ListenerFor(*this, listener));
+  return req.send().then([this, listener](capnp::Response<rpc::Session::RequestResults>&& resp) {
+    return Answered(resp, listener);
+  });
+}
+
+kj::Promise<absl::Status> RemotePool::Impl::ReleaseOn(Link& link, const std::string& lease_id) {
+  auto req = link.session->releaseRequest();
+  req.setLeaseId(lease_id);
+  return req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&& resp) {
+    return rpc::DecodeStatus(resp.getStatus());
   });
 }
 
@@ -433,19 +446,13 @@ void RemotePool::Impl::Submit(const pool::LeaseRequest& r, LeaseListener* listen
   if (link == nullptr) return;
   // The closure holds the link by pointer, as Release's does: it runs on the link's loop.
   link->connection->Post([this, raw = link.get(), r, listener] {
-    auto fail = [this, r, listener](absl::Status st) {
-      if (Refused(r, st)) Post([listener, id = r.id, st] { listener->OnRequestFailed(id, st); });
-    };  // the service's refusal
-    // A connection that fails under the call is not a refusal: the request stays pending, to
-    // be sent again after a reconnection or failed when the client gives up (Disconnected).
+    // A connection that fails under the call is not a refusal (an exception, not a status):
+    // the request stays pending, to be sent again after a reconnection or failed when the
+    // client gives up (Disconnected).
     if (!raw->session.has_value()) return;
-    auto req = raw->session->requestRequest();
-    rpc::EncodeLeaseRequest(r, req.initRequest());
-    req.setListener(raw->ListenerFor(*this, listener));
-    req.send()
-        .then([this, fail, listener](capnp::Response<rpc::Session::RequestResults>&& resp) {
-          absl::Status st = Answered(resp, listener);
-          if (!st.ok()) fail(st);
+    RequestOn(*raw, r, listener)
+        .then([this, r, listener](absl::Status st) {
+          if (!st.ok() && Refused(r, st)) Post([listener, id = r.id, st] { listener->OnRequestFailed(id, st); });
         })
         .detach([](kj::Exception&&) {});
   });
@@ -490,22 +497,13 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
     // finds the session already dropped if ~Link got there first.
     Close(lease_id);
     link->connection->Post([raw = link.get(), lease_id] {
-      if (!raw->session.has_value()) return;
-      auto req = raw->session->releaseRequest();
-      req.setLeaseId(lease_id);
-      req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&&) {}).detach([](kj::Exception&&) {});
+      if (raw->session.has_value()) ReleaseOn(*raw, lease_id).detach([](kj::Exception&&) {});
     });
     return absl::OkStatus();
   }
   // Not one of this job's leases (given back already, or never granted to it): the head says
   // why (NotFound, PermissionDenied).
-  absl::Status st = link->connection->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = link->session->releaseRequest();
-    req.setLeaseId(lease_id);
-    return req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&& resp) {
-      return rpc::DecodeStatus(resp.getStatus());
-    });
-  });
+  absl::Status st = link->connection->Call([&] { return ReleaseOn(*link, lease_id); });
   if (st.ok() || absl::IsNotFound(st)) Close(lease_id);
   return st;
 }

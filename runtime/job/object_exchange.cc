@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gpupool/codec.h"
 #include "gpupool/error.h"
 #include "transport/object_transfer.h"
 #include "runtime/tasks/task.h"
@@ -21,40 +23,30 @@ namespace {
 // kAborted because no other answer uses it (Unavailable means the owner itself failed).
 constexpr absl::StatusCode kNotReady = absl::StatusCode::kAborted;
 
-// What travels with a ref beside its id (the string Export returns and Import takes): the ranks
-// that hold a copy besides the owner, then the lineage. A count byte, 4-byte little-endian
-// ranks, the lineage's bytes; "" is no copies and no lineage.
-struct Ticket {
-  std::vector<int> copies;
-  std::string lineage;
-};
-
-std::string EncodeTicket(const Ticket& t) {
+// The ticket's layout (see ObjectExchange::Ticket): the copies' ranks, then the lineage, in the
+// project's codec; "" when there is neither, so a plain value's ref stays two bytes longer at most.
+std::string EncodeTicket(const ObjectExchange::Ticket& t) {
   if (t.copies.empty() && t.lineage.empty()) return "";
-  std::string out(1, static_cast<char>(std::min<size_t>(t.copies.size(), 255)));
-  for (size_t i = 0; i < t.copies.size() && i < 255; ++i) {
-    uint32_t r = static_cast<uint32_t>(t.copies[i]);
-    for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((r >> (8 * b)) & 0xff));
-  }
-  return out + t.lineage;
+  std::string out;
+  Writer w(out);
+  Encode(w, t.copies);
+  Encode(w, t.lineage);
+  return out;
 }
 
-absl::StatusOr<Ticket> DecodeTicket(std::string_view bytes, int ranks) {
-  Ticket t;
+// Throws gpupool::Error (kDataLoss) for bytes that are not a ticket of a job of `ranks`.
+ObjectExchange::Ticket DecodeTicket(std::string_view bytes, int ranks) {
+  ObjectExchange::Ticket t;
   if (bytes.empty()) return t;
-  size_t n = static_cast<unsigned char>(bytes[0]);
-  if (bytes.size() < 1 + 4 * n) {
-    return absl::DataLossError(absl::StrCat("a ref's ticket is truncated: ", bytes.size(), " bytes for ", n, " copies"));
-  }
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t r = 0;
-    for (int b = 0; b < 4; ++b) r |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[1 + 4 * i + b])) << (8 * b);
-    if (r >= static_cast<uint32_t>(ranks)) {
-      return absl::DataLossError(absl::StrCat("a ref's ticket names rank ", r, " in a job of ", ranks));
+  Reader r(bytes);
+  t.copies = Decode<std::vector<int32_t>>(r);
+  t.lineage = Decode<std::string>(r);
+  if (r.remaining() != 0) throw Error(ErrorCode::kDataLoss, "a ref's ticket has trailing bytes");
+  for (int32_t rank : t.copies) {
+    if (rank < 0 || rank >= ranks) {
+      throw Error(ErrorCode::kDataLoss, absl::StrCat("a ref's ticket names rank ", rank, " in a job of ", ranks));
     }
-    t.copies.push_back(static_cast<int>(r));
   }
-  t.lineage.assign(bytes.substr(1 + 4 * n));
   return t;
 }
 
@@ -123,11 +115,9 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
     // this rank serves it too, so a reader can fall back on it when the owner is gone.
     std::lock_guard<std::mutex> lock(mu_);
     Ticket t;
-    auto origin = origins_.find(entry->id);
-    if (origin != origins_.end()) t = Ticket{origin->second.copies, origin->second.lineage};
+    if (auto origin = origins_.find(entry->id); origin != origins_.end()) t = origin->second;
     if (entry->state.load(std::memory_order_acquire) == detail::kObjectReady) {
-      auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
-      if (inserted) detail::Retain(entry);
+      ServeLocked(entry);
       if (std::find(t.copies.begin(), t.copies.end(), group_.rank()) == t.copies.end()) {
         t.copies.push_back(group_.rank());
       }
@@ -136,8 +126,7 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
-    if (inserted) detail::Retain(entry);
+    ServeLocked(entry);
   }
   // The producing task is known while the object is pending (the store clears it, under the
   // entry's lock, before the task is deleted).
@@ -147,6 +136,11 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   return EncodeTicket(Ticket{{}, EncodeLineage(Lineage{producer->function->name, producer->args, producer->shape->options})});
 }
 
+void ObjectExchange::ServeLocked(ObjectEntry* entry) {
+  auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
+  if (inserted) detail::Retain(entry);
+}
+
 ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std::string ticket) {
   const int owner = OwnerOf(id);
   if (group_.worker() == nullptr || owner >= group_.size()) {
@@ -154,8 +148,12 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
                 absl::StrCat("object ", id, " belongs to rank ", owner, ", which this job (", group_.size(),
                              " rank(s)) does not have"));
   }
-  absl::StatusOr<Ticket> t = DecodeTicket(ticket, group_.size());
-  if (!t.ok()) throw Error(ErrorCode::kDataLoss, absl::StrCat("object ", id, ": ", t.status().message()));
+  Ticket t;
+  try {
+    t = DecodeTicket(ticket, group_.size());
+  } catch (const Error& e) {
+    throw Error(e.code(), absl::StrCat("object ", id, ": ", e.what()));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (ObjectEntry* live = store_.Lookup(id)) return live;  // imported already, still referenced
   if (stopping_) throw Error(ErrorCode::kCancelled, "the runtime is stopping");
@@ -168,8 +166,8 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
   }
   ObjectEntry* entry = store_.CreatePendingWithId(id);
   detail::Retain(entry);  // the fetch's count
-  origins_[id] = Origin{t->copies, t->lineage};
-  to_fetch_.push_back(Fetch{entry, decode, t->lineage, t->copies});
+  origins_[id] = t;
+  to_fetch_.push_back(Fetch{entry, decode, std::move(t)});
   cv_.notify_all();
   return entry;
 }
@@ -224,7 +222,7 @@ void ObjectExchange::FetchOne(Fetch& f) {
   // The owner first, then the ranks holding a copy; a source that cannot be reached (dead, or
   // dying mid-transfer) sends the fetch on to the next.
   std::vector<int> sources{owner};
-  for (int r : f.copies) {
+  for (int r : f.ticket.copies) {
     if (r != group_.rank() && std::find(sources.begin(), sources.end(), r) == sources.end()) sources.push_back(r);
   }
   std::string unreachable;  // why each source failed, for the final message
@@ -244,7 +242,7 @@ void ObjectExchange::FetchOne(Fetch& f) {
       return;
     }
   }
-  if (!f.lineage.empty()) return RebuildOne(f, unreachable);
+  if (!f.ticket.lineage.empty()) return RebuildOne(f, unreachable);
   resolve_(f.entry, nullptr,
            std::make_exception_ptr(Error(ErrorCode::kUnavailable,
                                          absl::StrCat("object ", id, " could not be fetched from rank ", owner,
@@ -288,7 +286,7 @@ void ObjectExchange::RebuildOne(Fetch& f, const std::string& why) {
   const ObjectId id = f.entry->id;
   std::exception_ptr failure;
   try {
-    detail::ObjectHeader* again = rebuild_(DecodeLineage(f.lineage), id);
+    detail::ObjectHeader* again = rebuild_(DecodeLineage(f.ticket.lineage), id);
     // The result is a value of this process; the import gets a copy through the codec, as if it
     // had been fetched (the rebuilt object is dropped right after).
     std::unique_ptr<detail::ValueBox> value;

@@ -31,6 +31,7 @@
 #define GPUPOOL_RUNTIME_JOB_OBJECT_EXCHANGE_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -75,6 +76,14 @@ class ObjectExchange {
   // The rank whose store handed out `id`.
   static int OwnerOf(ObjectId id) { return static_cast<int>(id >> ObjectStore::kRankShift); }
 
+  // What travels with a ref beside its id (the string Export returns and Import takes): the
+  // ranks besides the owner that held a copy when the ref left them, and the lineage ("" when
+  // the object has none).
+  struct Ticket {
+    std::vector<int32_t> copies;
+    std::string lineage;
+  };
+
   // Pins and serves `entry` (this rank's own object, or a copy it fetched); returns the ticket
   // that travels with the ref: the other ranks holding a copy, and the lineage when it has one.
   // (The public detail::ExportObject/ImportObject and Codec<ObjectRef> carry it opaquely, in
@@ -94,17 +103,12 @@ class ObjectExchange {
   struct Fetch {
     ObjectEntry* entry;  // retained until resolved
     detail::BoxDecoder decode;
-    std::string lineage;
-    std::vector<int> copies;  // ranks besides the owner that served a copy when the ref left them
-  };
-  // What an imported object came with, so that a copy sent on carries it too.
-  struct Origin {
-    std::vector<int> copies;
-    std::string lineage;
+    Ticket ticket;
   };
 
   ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, absl::Duration patience);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
+  void ServeLocked(ObjectEntry* entry);  // pins `entry` and serves it from now on; holds mu_
   void FetchLoop();
   void FetchOne(Fetch& f);
   // One source: OK once resolved with the value; kUnavailable when `source` cannot serve it
@@ -124,7 +128,9 @@ class ObjectExchange {
   std::mutex mu_;
   std::map<ObjectId, Exported> exported_;  // guarded by mu_; nodes stay put (bytes are served)
   std::deque<Fetch> to_fetch_;             // guarded by mu_
-  std::map<ObjectId, Origin> origins_;     // guarded by mu_: imported objects (swept at Import)
+  // guarded by mu_: what each imported object came with, so a copy sent on carries it too
+  // (entries of objects freed since are swept at Import).
+  std::map<ObjectId, Ticket> origins_;
   ObjectId sweep_from_ = 0;                // guarded by mu_
   bool stopping_ = false;                  // guarded by mu_
   std::condition_variable cv_;
