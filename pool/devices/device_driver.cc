@@ -1,5 +1,11 @@
-#include "absl/strings/string_view.h"
 #include "pool/devices/device_driver.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+#include "absl/strings/string_view.h"
 
 namespace gpupool::pool {
 
@@ -10,6 +16,13 @@ absl::string_view MigModeName(MigMode mode) {
     case MigMode::kEnabled: return "enabled";
   }
   return "unknown";
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  // gethostname fails only for a too-small buffer; a name is still needed to identify the node.
+  if (gethostname(name, HOST_NAME_MAX) != 0 || name[0] == '\0') return "localhost";
+  return std::string(name, strnlen(name, sizeof name));
 }
 
 }  // namespace gpupool::pool

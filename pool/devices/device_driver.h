@@ -116,6 +116,10 @@ class DeviceDriver {
                                               int compute_instance_id) = 0;
 };
 
+// This machine's host name ("localhost" if it has none): a node's name unless one is configured,
+// and part of a process's identity wherever pids alone could collide across machines.
+std::string HostName();
+
 }  // namespace gpupool::pool
 
 #endif  // GPUPOOL_POOL_DEVICES_DEVICE_DRIVER_H_

@@ -86,13 +86,6 @@ nvmlEventSet_t RegisterXidEvents(const NvmlApi& api, unsigned int device_count) 
   return set;
 }
 
-std::string HostName() {
-  char name[HOST_NAME_MAX + 1] = {};
-  // gethostname fails only for a too-small buffer; a name is still needed to identify the node.
-  if (gethostname(name, HOST_NAME_MAX) != 0 || name[0] == '\0') return "localhost";
-  return FromBuffer(name, sizeof name);
-}
-
 std::map<std::string, std::string> NodeLabels(const NvmlApi& api) {
   std::map<std::string, std::string> labels;
   char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};

@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<JobGroup>> JobGroup::OverUcx(int rank, int ranks,
   }
   group->worker_ = *std::move(worker);
   group->addresses_ = *addresses;
+  group->places_ = std::move(options.places);
   absl::StatusOr<std::unique_ptr<transport::HostCommunicator>> comm = transport::HostCommunicator::Create(
       *group->worker_, rank, *std::move(addresses),
       transport::HostCommunicatorOptions{.timeout = options.collective_timeout});

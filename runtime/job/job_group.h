@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gpupool/task_context.h"
+#include "transport/peer_distance.h"
 
 namespace gpupool::transport {
 class UcxWorker;
@@ -57,6 +58,9 @@ struct JobGroupOptions {
   absl::Duration collective_timeout = absl::Minutes(10);
   // Network devices UCX may use; "lo" when every rank is on this host.
   std::string net_devices = "lo";
+  // Where each rank runs, by rank (empty: nobody said), for choosing the nearest of several
+  // sources of an object (transport/peer_distance.h).
+  std::vector<transport::PeerPlace> places;
 };
 
 class JobGroup {
@@ -84,6 +88,8 @@ class JobGroup {
   // null for a group of one. address(r) is rank r's worker address.
   transport::UcxWorker* worker() const { return worker_.get(); }
   const std::string& address(int r) const { return addresses_.at(r); }
+  // Where each rank runs (JobGroupOptions::places); empty when unknown.
+  const std::vector<transport::PeerPlace>& places() const { return places_; }
 
  private:
   JobGroup(int rank, int size);
@@ -95,6 +101,7 @@ class JobGroup {
   std::mutex mu_;  // one operation at a time
   std::unique_ptr<transport::UcxWorker> worker_;
   std::vector<std::string> addresses_;  // by rank (empty for a group of one)
+  std::vector<transport::PeerPlace> places_;  // by rank, or empty
   std::unique_ptr<transport::HostCommunicator> comm_;  // null for a group of one
   // A group of one sends to itself: messages wait here for their Recv, by tag, in order.
   std::map<uint64_t, std::deque<std::string>> to_self_;

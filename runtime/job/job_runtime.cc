@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "pool/devices/device_driver.h"
 #include "runtime/api/function_registry.h"
 #include "runtime/job/lease_run.h"
 #include "runtime/objects/host_memory.h"
@@ -72,6 +73,8 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->companions_ = std::move(joined.companions);
   rt->before_stop_ = std::move(joined.before_stop);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
+  // Host and pid: unique among the processes that may share a checkpoint directory.
+  rt->job_id_ = absl::StrCat("job-", pool::HostName(), "-", getpid());
   // Ids name their rank, so refs can cross ranks (runtime/job/object_exchange.h).
   rt->store_->SetIdBase(static_cast<ObjectId>(rt->group_->rank()) << ObjectStore::kRankShift);
   absl::StatusOr<std::unique_ptr<ObjectExchange>> exchange = ObjectExchange::Start(
@@ -89,15 +92,15 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
         raw->Emit("object-rebuilt", lineage.options.team, "",
                   absl::StrCat("object ", lost, " of rank ", ObjectExchange::OwnerOf(lost), ": running '",
                                lineage.function, "' again here"));
-        return raw->Submit(function, detail::EncodedArgs{lineage.args, {}, {}}, &lineage.options);
+        return raw->Submit(function, detail::EncodedArgs{lineage.args, {}, {}}, &lineage.options,
+                           lineage.checkpoint_key);
       },
-      absl::Seconds(o.collective_timeout_s));
+      absl::Seconds(o.collective_timeout_s), rt->job_id_);
   if (!exchange.ok()) return exchange.status();
   rt->exchange_ = *std::move(exchange);
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{
       .dir = o.checkpoint_dir, .shared = o.checkpoint_dir_shared, .keep_last = o.checkpoint_keep_last,
       .staging_bytes = o.checkpoint_staging_mib << 20});
-  rt->job_id_ = absl::StrCat("job-", getpid());
   bool real = joined.driver == "nvidia";
   for (const pool::InventoryGpu& gpu : rt->local_.gpus()) {
     std::unique_ptr<MemoryBackend> backend;
@@ -260,9 +263,11 @@ TaskShape* JobRuntime::ShapeFor(const TaskOptions* options) {
 }
 
 detail::ObjectHeader* JobRuntime::Submit(const detail::FunctionInfo* function,
-                                         detail::EncodedArgs args, const TaskOptions* options) {
+                                         detail::EncodedArgs args, const TaskOptions* options,
+                                         std::string resume_from) {
   auto task = std::make_unique<Task>();
   task->id = next_task_id_.fetch_add(1, std::memory_order_relaxed);
+  task->resume_from = std::move(resume_from);
   task->function = function;
   task->args = std::move(args.bytes);
   task->deps = std::move(args.deps);

@@ -54,8 +54,9 @@ class JobRuntime final : public LeaseListener {
   ~JobRuntime() override;
 
   // Throws gpupool::Error for what the caller got wrong; a task the pool refuses fails its result.
+  // `resume_from`: another process's checkpoint key for the same work (Task::resume_from).
   detail::ObjectHeader* Submit(const detail::FunctionInfo* function, detail::EncodedArgs args,
-                               const TaskOptions* options);
+                               const TaskOptions* options, std::string resume_from = {});
   detail::ObjectHeader* Put(std::unique_ptr<detail::ValueBox> value);
   void Cancel(detail::ObjectHeader* object);
 
@@ -78,6 +79,9 @@ class JobRuntime final : public LeaseListener {
   // TaskContext's checkpoint calls (runtime/job/safe_points.cc).
   int64_t MakeCheckpointable(detail::TaskState& state);
   void SafePoint(detail::TaskState& state);
+  // Loads the newest snapshot committed under `key` into the task's registered state; nullopt
+  // when there is none.
+  std::optional<checkpoint::SnapshotInfo> RestoreState(detail::TaskState& state, const std::string& key);
   void EndCheckpointableRun(detail::TaskState& state);  // the run is over (Execute)
   std::vector<OverdueTask> OverdueTasks() const;
 

@@ -8,7 +8,7 @@
 namespace gpupool::runtime {
 
 namespace {
-constexpr uint8_t kVersion = 1;  // bumped when the layout below changes
+constexpr uint8_t kVersion = 2;  // bumped when the layout below changes
 }  // namespace
 
 std::string EncodeLineage(const Lineage& l) {
@@ -30,6 +30,7 @@ std::string EncodeLineage(const Lineage& l) {
   Encode(w, o.priority_class);
   Encode(w, static_cast<int32_t>(o.max_retries));
   Encode(w, o.name);
+  Encode(w, l.checkpoint_key);
   return out;
 }
 
@@ -52,6 +53,7 @@ Lineage DecodeLineage(std::string_view bytes) {
   o.priority_class = Decode<std::string>(r);
   o.max_retries = Decode<int32_t>(r);
   o.name = Decode<std::string>(r);
+  l.checkpoint_key = Decode<std::string>(r);
   if (r.remaining() != 0) throw Error(ErrorCode::kDataLoss, "an object's lineage has trailing bytes");
   return l;
 }

@@ -11,8 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
 #include "gpupool/error.h"
-#include "transport/object_transfer.h"
 #include "runtime/tasks/task.h"
+#include "transport/object_transfer.h"
+#include "transport/peer_distance.h"
 #include "transport/ucx_worker.h"
 
 namespace gpupool::runtime {
@@ -64,9 +65,10 @@ std::string FailureMessage(const std::exception_ptr& failure) {
 
 absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& group, ObjectStore& store,
                                                                        Resolve resolve, Rebuild rebuild,
-                                                                       absl::Duration patience) {
+                                                                       absl::Duration patience,
+                                                                       std::string job_id) {
   std::unique_ptr<ObjectExchange> x(
-      new ObjectExchange(group, store, std::move(resolve), std::move(rebuild), patience));
+      new ObjectExchange(group, store, std::move(resolve), std::move(rebuild), patience, std::move(job_id)));
   if (group.worker() == nullptr) return x;  // a job of one process
   // The server first: peers may fetch as soon as a ref has been sent.
   absl::StatusOr<std::unique_ptr<transport::ObjectServer>> server = transport::ObjectServer::Start(
@@ -81,8 +83,13 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
 }
 
 ObjectExchange::ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild,
-                               absl::Duration patience)
-    : group_(group), store_(store), resolve_(std::move(resolve)), rebuild_(std::move(rebuild)), patience_(patience) {}
+                               absl::Duration patience, std::string job_id)
+    : group_(group),
+      store_(store),
+      resolve_(std::move(resolve)),
+      rebuild_(std::move(rebuild)),
+      patience_(patience),
+      job_id_(std::move(job_id)) {}
 
 ObjectExchange::~ObjectExchange() {
   {
@@ -133,7 +140,9 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   std::lock_guard<std::mutex> lock(entry->mu);
   const Task* producer = entry->producer;
   if (producer == nullptr || !producer->deps.empty() || !producer->nested.empty()) return "";
-  return EncodeTicket(Ticket{{}, EncodeLineage(Lineage{producer->function->name, producer->args, producer->shape->options})});
+  return EncodeTicket(Ticket{{}, EncodeLineage(Lineage{producer->function->name, producer->args,
+                                                       producer->shape->options,
+                                                       CheckpointKey(job_id_, producer->id)})});
 }
 
 void ObjectExchange::ServeLocked(ObjectEntry* entry) {
@@ -219,12 +228,14 @@ void ObjectExchange::FetchLoop() {
 void ObjectExchange::FetchOne(Fetch& f) {
   const ObjectId id = f.entry->id;
   const int owner = OwnerOf(id);
-  // The owner first, then the ranks holding a copy; a source that cannot be reached (dead, or
-  // dying mid-transfer) sends the fetch on to the next.
+  // The nearest source first (same host, then same rack: transport/peer_distance.h), the owner
+  // before copies as near as it; a source that cannot be reached (dead, or dying mid-transfer)
+  // sends the fetch on to the next.
   std::vector<int> sources{owner};
   for (int r : f.ticket.copies) {
     if (r != group_.rank() && std::find(sources.begin(), sources.end(), r) == sources.end()) sources.push_back(r);
   }
+  sources = transport::NearestFirst(group_.places(), group_.rank(), std::move(sources));
   std::string unreachable;  // why each source failed, for the final message
   for (int source : sources) {
     absl::Status st = FetchFrom(f, source);

@@ -19,10 +19,13 @@
 // (FailedPrecondition); an owner whose object is not ready yet is asked again until it is (up to
 // the group's collective timeout). When the owner dies or cannot be reached (or fails
 // mid-transfer), the fetch goes to the ranks that held a copy when the ref was sent on to this
-// one (a rank that fetched an object serves its copy once it sends the ref on). When none can
+// one (a rank that fetched an object serves its copy once it sends the ref on). Sources are tried
+// nearest first (same host, then same rack; the owner first among equals). When none can
 // serve it, the object is rebuilt from its lineage if the ref carried one
 // (runtime/job/lineage.h: exported while its task was pending or running, with no refs among
-// its arguments): the importer runs the task again itself and takes its result. Otherwise the
+// its arguments): the importer runs the task again itself and takes its result; a
+// checkpointable task resumes from the owner's last committed snapshot when the checkpoint
+// directory is shared (Lineage::checkpoint_key). Otherwise the
 // import fails with kUnavailable naming the object and every rank tried.
 //
 // Thread-safe. Serving runs on the UCX worker's loop thread, so an object is encoded there, once,
@@ -67,10 +70,11 @@ class ObjectExchange {
   using Rebuild = std::function<detail::ObjectHeader*(const Lineage& lineage, ObjectId lost)>;
 
   // Over the group's UCX worker. A group of one has nobody to exchange with: Export does nothing
-  // and Import fails.
+  // and Import fails. `job_id`: this process's job id, which names its tasks' checkpoint keys
+  // (CheckpointKey in runtime/tasks/task.h), so a lineage can say where the task's snapshots are.
   static absl::StatusOr<std::unique_ptr<ObjectExchange>> Start(JobGroup& group, ObjectStore& store,
                                                                Resolve resolve, Rebuild rebuild,
-                                                               absl::Duration patience);
+                                                               absl::Duration patience, std::string job_id);
   ~ObjectExchange();
 
   // The rank whose store handed out `id`.
@@ -106,7 +110,8 @@ class ObjectExchange {
     Ticket ticket;
   };
 
-  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, absl::Duration patience);
+  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, absl::Duration patience,
+                 std::string job_id);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
   void ServeLocked(ObjectEntry* entry);  // pins `entry` and serves it from now on; holds mu_
   void FetchLoop();
@@ -122,6 +127,7 @@ class ObjectExchange {
   const Resolve resolve_;
   const Rebuild rebuild_;
   const absl::Duration patience_;
+  const std::string job_id_;
   std::unique_ptr<transport::ObjectServer> server_;
   std::unique_ptr<transport::ObjectFetcher> fetcher_;
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "pool/devices/device_driver.h"
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
 #include "runtime/head/pool_server.h"
@@ -20,12 +21,6 @@
 
 namespace gpupool::runtime {
 namespace {
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
 
 // 128 random bits as hex, from the kernel.
 absl::StatusOr<std::string> FreshToken() {
@@ -67,7 +62,7 @@ absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
   if (absl::Status st = ParseHostPort(o.pool_address, &host, &port); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, o.pool_token, o.pool_reconnect_s);
   if (!pool.ok()) return pool.status();
-  std::string node = o.node_name.empty() ? HostName() : o.node_name;
+  std::string node = o.node_name.empty() ? pool::HostName() : o.node_name;
   absl::StatusOr<rpc::DiscoveredPool> mine = (*pool)->DescribeNode(node);
   if (!mine.ok()) {
     return absl::Status(mine.status().code(),
@@ -231,11 +226,20 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   joined.local_nodes = mine.nodes;
   joined.driver = mine.driver;
   joined.node_label = mine.nodes[0].name;
-  // 4. The ranks' data plane for collectives: UCX worker addresses allgathered, all connected.
+  // 4. The ranks' data plane for collectives: UCX worker addresses allgathered, all connected;
+  // each rank's host and rack, so object fetches go to the nearest copy.
+  absl::StatusOr<std::vector<std::string>> hosts = b.AllGather(b.host());
+  if (!hosts.ok()) return hosts.status();
+  std::vector<transport::PeerPlace> places;
+  for (size_t r = 0; r < hosts->size() && r < nodes.size(); ++r) {
+    auto rack = nodes[r].labels.find("rack");
+    places.push_back({(*hosts)[r], rack == nodes[r].labels.end() ? "" : rack->second});
+  }
   absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
       rank, b.size(), [&b](std::string address) { return b.AllGather(std::move(address)); },
       JobGroupOptions{.collective_timeout = absl::Seconds(o.collective_timeout_s),
-                      .net_devices = one_host ? "lo" : ""});
+                      .net_devices = one_host ? "lo" : "",
+                      .places = std::move(places)});
   if (!group.ok()) return group.status();
   joined.group = *std::move(group);
   // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.

@@ -49,6 +49,35 @@ std::vector<std::span<const std::byte>> StatePieces(detail::TaskState& state) {
 
 }  // namespace
 
+std::optional<checkpoint::SnapshotInfo> JobRuntime::RestoreState(detail::TaskState& state, const std::string& key) {
+  if (state.load) {
+    std::optional<checkpoint::LoadedSnapshot> loaded = api::ValueOrThrow(checkpoints_->Restore(key));
+    if (!loaded) return std::nullopt;
+    state.load(std::string_view(reinterpret_cast<const char*>(loaded->payload.data()), loaded->payload.size()));
+    return loaded->result.info;
+  }
+  std::vector<std::span<std::byte>> buffers;
+  state.mirrors.resize(state.regions.size());
+  for (size_t i = 0; i < state.regions.size(); ++i) {
+    const StateRegion& r = state.regions[i];
+    if (r.cuda_device >= 0) {
+      if (state.mirrors[i].size() != r.bytes) state.mirrors[i] = PinnedHostBuffer(r.bytes);
+      buffers.emplace_back(state.mirrors[i].data(), r.bytes);
+    } else {
+      buffers.emplace_back(static_cast<std::byte*>(r.data), r.bytes);
+    }
+  }
+  std::optional<checkpoint::LoadResult> loaded = api::ValueOrThrow(checkpoints_->RestoreInto(key, buffers));
+  if (!loaded) return std::nullopt;
+  for (size_t i = 0; i < state.regions.size(); ++i) {
+    const StateRegion& r = state.regions[i];
+    if (r.cuda_device >= 0) {
+      api::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device));
+    }
+  }
+  return loaded->info;
+}
+
 int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
   Task* task = state.task;
   if (state.checkpointable) {
@@ -61,43 +90,30 @@ int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
     std::lock_guard<std::mutex> lock(checkpointable_mu_);
     checkpointable_runs_.insert(&state);
   }
-  bool earlier_run = task->checkpoint_key != nullptr;
-  if (!earlier_run) {
-    task->checkpoint_key = std::make_unique<std::string>(absl::StrCat(job_id_, ".task-", task->id));
-    return 0;
-  }
-  const std::string& key = *task->checkpoint_key;
-  std::optional<checkpoint::SnapshotInfo> info;
-  if (state.load) {
-    std::optional<checkpoint::LoadedSnapshot> loaded = api::ValueOrThrow(checkpoints_->Restore(key));
-    if (loaded) {
-      state.load(std::string_view(reinterpret_cast<const char*>(loaded->payload.data()), loaded->payload.size()));
-      info = loaded->result.info;
-    }
+  // Where a snapshot to resume from may be: the task's own key after an earlier run here, then
+  // the key of the process whose work this is again (a dead rank's task rebuilt from lineage).
+  std::vector<std::string> sources;
+  if (task->checkpoint_key != nullptr) {
+    sources.push_back(*task->checkpoint_key);
   } else {
-    std::vector<std::span<std::byte>> buffers;
-    state.mirrors.resize(state.regions.size());
-    for (size_t i = 0; i < state.regions.size(); ++i) {
-      const StateRegion& r = state.regions[i];
-      if (r.cuda_device >= 0) {
-        if (state.mirrors[i].size() != r.bytes) state.mirrors[i] = PinnedHostBuffer(r.bytes);
-        buffers.emplace_back(state.mirrors[i].data(), r.bytes);
-      } else {
-        buffers.emplace_back(static_cast<std::byte*>(r.data), r.bytes);
-      }
-    }
-    std::optional<checkpoint::LoadResult> loaded = api::ValueOrThrow(checkpoints_->RestoreInto(key, buffers));
-    if (loaded) {
-      for (size_t i = 0; i < state.regions.size(); ++i) {
-        const StateRegion& r = state.regions[i];
-        if (r.cuda_device >= 0) {
-          api::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device));
-        }
-      }
-      info = loaded->info;
+    task->checkpoint_key = std::make_unique<std::string>(CheckpointKey(job_id_, task->id));
+  }
+  if (!task->resume_from.empty()) sources.push_back(task->resume_from);
+  std::optional<checkpoint::SnapshotInfo> info;
+  std::string loaded_from;
+  for (const std::string& key : sources) {
+    info = RestoreState(state, key);
+    if (info) {
+      loaded_from = key;
+      break;
     }
   }
   if (!info) return 0;  // stopped before its first snapshot committed: a fresh start
+  if (loaded_from == task->resume_from) {
+    Emit("task-resumed", task->shape->team, state.lease != nullptr ? state.lease->lease.id : "",
+         absl::StrCat("task '", task->name(), "' resumes at step ", info->step, " from snapshot ",
+                      loaded_from, " of the process that ran it first"));
+  }
   state.resumed = true;
   state.step = info->step;
   return info->step;

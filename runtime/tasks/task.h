@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,8 +56,13 @@ struct Task {
   ObjectEntry* result = nullptr;              // retained by the task
   int attempt = 0;
   int system_failures = 0;  // lost leases; preemptions are not failures (max_retries)
-  // Set once the task has committed a snapshot: "<job>.task-<id>", its key in the checkpoint store.
+  // Set when the task first becomes checkpointable: CheckpointKey(job, id), its key in the
+  // checkpoint store (a later run of the task resumes from what was committed under it).
   std::unique_ptr<std::string> checkpoint_key;
+  // Another process's key for this same work (a task rebuilt from the lineage of a dead rank's
+  // object): the first run resumes from the newest snapshot committed there, when the checkpoint
+  // directory is one both can read. Never written to: this task snapshots under its own key.
+  std::string resume_from;
   // Dependencies still pending, plus one held by Submit until it has registered them all.
   std::atomic<int> unresolved{1};
   std::atomic<bool> cancelled{false};
@@ -68,6 +74,12 @@ struct Task {
     return shape->options.name.empty() ? function->name : shape->options.name;
   }
 };
+
+// The checkpoint store key of task `task_id` of job `job_id`: "<job>.task-<id>". The job id names
+// the process (host and pid), so keys never collide in a directory several nodes share.
+inline std::string CheckpointKey(std::string_view job_id, uint64_t task_id) {
+  return std::string(job_id) + ".task-" + std::to_string(task_id);
+}
 
 }  // namespace gpupool::runtime
 

@@ -18,6 +18,7 @@ Lineage Sample() {
   l.options.Gpus(0.5).GpuMemoryMib(4096).Models({"H100-80GB", "A100-80GB"}).Label("zone", "a")
       .AvoidLabel("node", "n3").HardwareIsolation().Team("vision").Project("p").WorkloadClass("training")
       .PriorityClass("experiment").MaxRetries(5).Name("step");
+  l.checkpoint_key = "job-host-42.task-7";
   return l;
 }
 
@@ -40,6 +41,7 @@ TEST(Lineage, RoundTripKeepsEveryField) {
   EXPECT_EQ(b.priority_class, a.priority_class);
   EXPECT_EQ(b.max_retries, a.max_retries);
   EXPECT_EQ(b.name, a.name);
+  EXPECT_EQ(out.checkpoint_key, in.checkpoint_key);
 }
 
 TEST(Lineage, MalformedBytesAreRefused) {

@@ -7,7 +7,9 @@
 // collective must fail with kUnavailable naming it (or kDeadlineExceeded), not hang. With
 // --die-rank=K --owner-dies (last), rank K sends the others refs and dies: its pending task's
 // result is rebuilt, a value one rank fetched before the death is read by the others from that
-// rank's copy, and a value nobody fetched is reported lost, naming rank K.
+// rank's copy, a value nobody fetched is reported lost, naming rank K, and a checkpointable task
+// that was running on rank K is run again by each reader from rank K's last snapshot (the ranks
+// share this machine's checkpoint directory) and ends with the uninterrupted result.
 #include <signal.h>
 
 #include <chrono>
@@ -15,8 +17,9 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpupool/gpupool.h"
@@ -81,6 +84,35 @@ int SlowSquare(int x) {
 }
 GPUPOOL_REMOTE(SlowSquare);
 
+// A checkpointable task: a running sum over `steps` steps, a millisecond each, snapshotted at the
+// training class's interval (RuntimeOptions::clock_speed makes that a tenth of a second here).
+// Returns the step it started from (0, or where its snapshot was) and the sum.
+std::pair<int64_t, int64_t> CountSteps(gpupool::TaskContext& ctx, int64_t steps) {
+  int64_t sum = 0;
+  const int64_t first = ctx.Checkpointable({gpupool::StateRegion::Of(sum)});
+  for (int64_t s = first; s < steps; ++s) {
+    sum = (sum * 31 + s * s) % 1000000007;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ctx.Step();
+  }
+  return {first, sum};
+}
+GPUPOOL_REMOTE(CountSteps);
+
+int64_t CountStepsUninterrupted(int64_t steps) {
+  int64_t sum = 0;
+  for (int64_t s = 0; s < steps; ++s) sum = (sum * 31 + s * s) % 1000000007;
+  return sum;
+}
+
+gpupool::Runtime* runtime = nullptr;  // main's, for the owner to see its snapshots committed
+
+uint64_t SnapshotsCommitted() {
+  uint64_t n = 0;
+  for (const gpupool::TeamUsage& t : runtime->Stats().teams) n += t.snapshots;
+  return n;
+}
+
 int Explode(int rank) { throw std::runtime_error("boom from rank " + std::to_string(rank)); }
 GPUPOOL_REMOTE(Explode);
 
@@ -143,18 +175,27 @@ GPUPOOL_REMOTE(ShareObjects);
 
 // Rank `owner` sends the others refs to two objects, then dies before they are fetched: a task
 // result not ready yet, which carries its lineage, so the readers run the task again and read its
-// value; and a Put value, which has none, so their Get must fail naming the owner, not hang.
-// Returns what the two Gets said.
+// value; a Put value, which has none, so their Get must fail naming the owner, not hang; and a
+// checkpointable task's result, rebuilt from the owner's last snapshot. Returns what the Gets said.
+constexpr int64_t kCountSteps = 3000;
+
 std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
   // The rank that fetches a copy of `copied` before the owner dies, and sends it on afterwards.
   const int keeper = owner == 0 ? 1 : 0;
   if (ctx.rank() == owner) {
     // First, so that the keeper's fetch of it is not queued behind the others.
     ctx.SendValue(keeper, 16, gpupool::Put(std::string(1 << 20, 'y')));
-    gpupool::ObjectRef<int> pending = gpupool::Submit(SlowSquare, 7);
+    auto counting = gpupool::Task(CountSteps).Gpus(0.5).Submit(kCountSteps);
+    // Dies with snapshots of the counting task on disk, and the task still running.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (SnapshotsCommitted() < 2 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    gpupool::ObjectRef<int> pending = gpupool::Submit(SlowSquare, 7);  // still running at the death
     gpupool::ObjectRef<std::string> put = gpupool::Put(std::string(1 << 20, 'x'));
     for (int r = 0; r < ctx.ranks(); ++r) {
       if (r != owner) ctx.SendValue(r, 13, std::make_pair(pending, put));
+      if (r != owner) ctx.SendValue(r, 17, counting);
     }
     // Dies once every rank holds the ref (a dead rank's unreceived messages are lost with it).
     for (int r = 0; r < ctx.ranks(); ++r) {
@@ -169,6 +210,7 @@ std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
   }
   auto [task_result, put] =
       ctx.RecvValue<std::pair<gpupool::ObjectRef<int>, gpupool::ObjectRef<std::string>>>(owner, 13);
+  auto counting = ctx.RecvValue<gpupool::ObjectRef<std::pair<int64_t, int64_t>>>(owner, 17);
   // The keeper sends the copied ref on before the owner dies (after, the group's communicator is
   // broken). The others' fetches run one at a time, this one after the pending task's result,
   // which waits until the owner is dead: they find the owner gone and read the keeper's copy.
@@ -192,7 +234,15 @@ std::string OwnerDies(gpupool::TaskContext& ctx, int owner) {
     first = std::string("lost: ") + e.what();
   }
   std::string put_said = said(put);
-  return first + ", copy " + said(copied) + ", put " + put_said;
+  std::string counted;
+  try {
+    auto [from, sum] = *gpupool::Get(counting);
+    counted = "resumed at step " + std::to_string(from) + " of " + std::to_string(kCountSteps) + ", " +
+              (sum == CountStepsUninterrupted(kCountSteps) ? "result correct" : "result WRONG");
+  } catch (const gpupool::Error& e) {
+    counted = std::string("lost: ") + e.what();
+  }
+  return first + ", copy " + said(copied) + ", put " + put_said + ", checkpointed task " + counted;
 }
 GPUPOOL_REMOTE(OwnerDies);
 
@@ -205,7 +255,9 @@ int main(int argc, char** argv) {
     gpupool::RuntimeOptions options = gpupool::OptionsFromFlags(argc, argv);
     if (die_rank >= 0) options.collective_timeout_s = 20;
     options.cpu_workers = 4;  // tasks here wait for tasks they submit
+    if (owner_dies) options.clock_speed = 6000;  // the training class's 600 s interval: 0.1 s
     gpupool::Runtime rt = gpupool::Init(options);
+    runtime = &rt;
     if (owner_dies) {
       std::string said = *gpupool::Get(gpupool::Task(OwnerDies).Submit(die_rank));
       std::printf("rank %d: %s\n", rt.rank(), said.c_str());
