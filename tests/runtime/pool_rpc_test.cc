@@ -19,7 +19,7 @@
 #include "runtime/head/pool_server.h"
 #include "runtime/head/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
-#include "tests/runtime/owner_borrower_config.h"
+#include "tests/runtime/test_head.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -31,23 +31,6 @@ pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
   r.id = id;
   r.team = team;
   return r;
-}
-
-// A head over `gpus` simulated GPUs of one node with kOwnerBorrowerConfig's teams, on 127.0.0.1:`port` (0: any).
-std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
-                                      uint16_t port = 0) {
-  EmbeddedPoolOptions o;
-  o.simulate = gpus;
-  o.config_text = kOwnerBorrowerConfig;
-  auto pool = EmbeddedPool::Start(o);
-  EXPECT_TRUE(pool.ok()) << pool.status();
-  if (!pool.ok()) return nullptr;
-  PoolServerOptions so;
-  so.port = port;
-  so.team_tokens = std::move(tokens);
-  auto server = PoolServer::Start(*std::move(pool), so);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
 }
 
 class PoolRpc : public ::testing::Test {

@@ -1,0 +1,39 @@
+// File: tests/runtime/test_head.h
+//
+// A head for RPC tests: an EmbeddedPool over simulated GPUs of one node, served by a PoolServer on
+// 127.0.0.1, with the teams of `config` (kOwnerBorrowerConfig unless told otherwise).
+#ifndef GPUPOOL_TESTS_RUNTIME_TEST_HEAD_H_
+#define GPUPOOL_TESTS_RUNTIME_TEST_HEAD_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runtime/head/embedded_pool.h"
+#include "runtime/head/pool_server.h"
+#include "tests/runtime/owner_borrower_config.h"
+
+namespace gpupool::runtime {
+
+// `gpus` as --simulate takes it ("1xH100-80GB"); `port` 0: any. Null (with a test failure) when
+// the head cannot start.
+inline std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
+                                             uint16_t port = 0, const char* config = kOwnerBorrowerConfig) {
+  EmbeddedPoolOptions o;
+  o.simulate = gpus;
+  o.config_text = config;
+  auto pool = EmbeddedPool::Start(o);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  if (!pool.ok()) return nullptr;
+  PoolServerOptions so;
+  so.port = port;
+  so.team_tokens = std::move(tokens);
+  auto server = PoolServer::Start(*std::move(pool), so);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_TESTS_RUNTIME_TEST_HEAD_H_
