@@ -299,9 +299,10 @@ void UcxWorker::Reply(const AmMessage& message, AmId id, std::string header, con
     return;
   }
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   param.cb.send = &UcxCallbacks::Send;
   param.user_data = op;
+  param.flags = size <= kEagerReplyMaxBytes ? UCP_AM_SEND_FLAG_EAGER : 0;
   Submit(ucp_am_send_nbx(message.reply_ep_, static_cast<unsigned>(id), op->header.data(),
                          op->header.size(), data, size, &param),
          op);
