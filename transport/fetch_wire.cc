@@ -7,9 +7,9 @@
 namespace gpupool::transport {
 namespace {
 
-constexpr char kRequestMagic[4] = {'G', 'P', 'F', '1'};
+constexpr char kRequestMagic[4] = {'G', 'P', 'F', '2'};
 constexpr char kReplyMagic[4] = {'G', 'P', 'R', '1'};
-constexpr size_t kRequestFixed = kFetchRequestFixedBytes;  // magic, id size, request id
+constexpr size_t kRequestFixed = kFetchRequestFixedBytes;  // magic, id size, request id, key size
 constexpr size_t kReplyFixed = 4 + 4 + 8 + 8 + 4;
 
 template <typename T>
@@ -40,10 +40,13 @@ absl::Status CheckPrefix(absl::string_view header, const char (&magic)[4], size_
 
 }  // namespace
 
-std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id) {
+std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id,
+                               absl::string_view access_key) {
   std::string out(kRequestMagic, sizeof(kRequestMagic));
   Put<uint32_t>(out, static_cast<uint32_t>(object_id.size()));
   Put<uint64_t>(out, request_id);
+  Put<uint32_t>(out, static_cast<uint32_t>(access_key.size()));
+  out.append(access_key.data(), access_key.size());
   out.append(object_id.data(), object_id.size());
   return out;
 }
@@ -58,11 +61,17 @@ absl::StatusOr<FetchRequest> DecodeFetchRequest(absl::string_view header, size_t
     return Malformed("fetch request", absl::StrCat("object id of ", id_size,
                                                    " bytes, at most ", max_id_bytes));
   }
-  if (header.size() != kRequestFixed + id_size) {
-    return Malformed("fetch request", absl::StrCat(header.size(), " bytes for an id of ",
-                                                   id_size));
+  uint32_t key_size = Get<uint32_t>(header, 16);
+  if (key_size > kMaxAccessKeyBytes) {
+    return Malformed("fetch request", absl::StrCat("access key of ", key_size, " bytes, at most ",
+                                                   kMaxAccessKeyBytes));
   }
-  return FetchRequest{Get<uint64_t>(header, 8), header.substr(kRequestFixed)};
+  if (header.size() != kRequestFixed + key_size + id_size) {
+    return Malformed("fetch request", absl::StrCat(header.size(), " bytes for an id of ", id_size,
+                                                   " and a key of ", key_size));
+  }
+  return FetchRequest{Get<uint64_t>(header, 8), header.substr(kRequestFixed, key_size),
+                      header.substr(kRequestFixed + key_size)};
 }
 
 std::string EncodeFetchReply(uint64_t request_id, const absl::Status& status,

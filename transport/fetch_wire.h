@@ -6,7 +6,7 @@
 // was wrong. Fields are fixed-width in the host's byte order (every platform gpupool targets,
 // x86-64 and aarch64, is little-endian); a magic word carries the format's version.
 //
-//   request  "GPF1" | u32 id_size | u64 request_id | id bytes
+//   request  "GPF2" | u32 id_size | u64 request_id | u32 key_size | key bytes | id bytes
 //   reply    "GPR1" | u32 status code | u64 request_id | u64 object_size | u32 message_size |
 //            message bytes            (the object itself is the AM payload, not in the header)
 #ifndef GPUPOOL_TRANSPORT_FETCH_WIRE_H_
@@ -22,14 +22,17 @@
 
 namespace gpupool::transport {
 
-// Bytes of a request header besides the object id.
-inline constexpr size_t kFetchRequestFixedBytes = 16;
+// Bytes of a request header besides the object id and the access key.
+inline constexpr size_t kFetchRequestFixedBytes = 20;
+// Longest access key a request may carry (the job's key: 32 hex characters).
+inline constexpr size_t kMaxAccessKeyBytes = 64;
 // Longest error message a reply carries (longer ones are cut).
 inline constexpr size_t kMaxReplyMessageBytes = 512;
 
 struct FetchRequest {
   uint64_t request_id = 0;
-  absl::string_view object_id;  // points into the decoded header
+  absl::string_view access_key;  // what the fetcher presents (ObjectServer checks it); may be empty
+  absl::string_view object_id;   // both point into the decoded header
 };
 
 struct FetchReply {
@@ -38,8 +41,11 @@ struct FetchReply {
   uint64_t object_size = 0;
 };
 
-std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id);
-// InvalidArgument unless `header` is exactly one request with an id of at most `max_id_bytes`.
+// `access_key` of at most kMaxAccessKeyBytes (the caller checks).
+std::string EncodeFetchRequest(uint64_t request_id, absl::string_view object_id,
+                               absl::string_view access_key = {});
+// InvalidArgument unless `header` is exactly one request with an id of at most `max_id_bytes`
+// and a key of at most kMaxAccessKeyBytes.
 absl::StatusOr<FetchRequest> DecodeFetchRequest(absl::string_view header, size_t max_id_bytes);
 
 std::string EncodeFetchReply(uint64_t request_id, const absl::Status& status,

@@ -15,9 +15,17 @@ namespace {
 
 // The longest id a request on `worker` can carry.
 size_t MaxIdBytes(const UcxWorker& worker) {
-  size_t header = worker.max_am_header();
-  return std::min(kMaxObjectIdBytes,
-                  header > kFetchRequestFixedBytes ? header - kFetchRequestFixedBytes : 0);
+  const size_t header = worker.max_am_header();
+  const size_t fixed = kFetchRequestFixedBytes + kMaxAccessKeyBytes;
+  return std::min(kMaxObjectIdBytes, header > fixed ? header - fixed : 0);
+}
+
+// Compares without an early exit, so the time taken says nothing about how much of a key matched.
+bool SameKey(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
 }
 
 }  // namespace
@@ -76,15 +84,20 @@ absl::StatusOr<ServedObject> ObjectRegistry::Lookup(absl::string_view id) {
 // --- ObjectServer ------------------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<ObjectServer>> ObjectServer::Start(UcxWorker& worker,
-                                                                 ObjectLookup lookup) {
-  std::unique_ptr<ObjectServer> server(new ObjectServer(worker, std::move(lookup)));
+                                                                 ObjectLookup lookup,
+                                                                 std::string access_key) {
+  if (access_key.size() > kMaxAccessKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("an access key of ", access_key.size(),
+                                                   " bytes; at most ", kMaxAccessKeyBytes));
+  }
+  std::unique_ptr<ObjectServer> server(new ObjectServer(worker, std::move(lookup), std::move(access_key)));
   ObjectServer* s = server.get();
   worker.SetAmHandler(AmId::kFetchRequest, [s](AmMessage& message) { s->OnRequest(message); });
   return server;
 }
 
-ObjectServer::ObjectServer(UcxWorker& worker, ObjectLookup lookup)
-    : worker_(worker), lookup_(std::move(lookup)) {}
+ObjectServer::ObjectServer(UcxWorker& worker, ObjectLookup lookup, std::string access_key)
+    : worker_(worker), lookup_(std::move(lookup)), access_key_(std::move(access_key)) {}
 
 ObjectServer::~ObjectServer() {
   worker_.ClearAmHandler(AmId::kFetchRequest);
@@ -106,10 +119,15 @@ void ObjectServer::OnRequest(AmMessage& message) {
     ++stats_.rejected;
     return;
   }
-  absl::StatusOr<ServedObject> object = lookup_(request->object_id);
+  // A wrong key learns nothing, not even whether the object exists.
+  const bool allowed = SameKey(request->access_key, access_key_);
+  absl::StatusOr<ServedObject> object =
+      allowed ? lookup_(request->object_id)
+              : absl::StatusOr<ServedObject>(absl::PermissionDeniedError(
+                    "fetch refused: the request does not carry the owner's access key"));
   {
     absl::MutexLock lock(&mu_);
-    ++(object.ok() ? stats_.served : stats_.not_found);
+    ++(!allowed ? stats_.refused : object.ok() ? stats_.served : stats_.not_found);
     ++in_flight_;
   }
   absl::Span<const std::byte> bytes;
@@ -131,8 +149,13 @@ void ObjectServer::OnRequest(AmMessage& message) {
 
 // --- ObjectFetcher -----------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<ObjectFetcher>> ObjectFetcher::Create(UcxWorker& worker) {
-  std::unique_ptr<ObjectFetcher> fetcher(new ObjectFetcher(worker));
+absl::StatusOr<std::unique_ptr<ObjectFetcher>> ObjectFetcher::Create(UcxWorker& worker,
+                                                                    std::string access_key) {
+  if (access_key.size() > kMaxAccessKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("an access key of ", access_key.size(),
+                                                   " bytes; at most ", kMaxAccessKeyBytes));
+  }
+  std::unique_ptr<ObjectFetcher> fetcher(new ObjectFetcher(worker, std::move(access_key)));
   ObjectFetcher* f = fetcher.get();
   worker.SetAmHandler(AmId::kFetchReply, [f](AmMessage& message) { f->OnReply(message); });
   worker.RunInLoop([f] {
@@ -142,7 +165,8 @@ absl::StatusOr<std::unique_ptr<ObjectFetcher>> ObjectFetcher::Create(UcxWorker& 
   return fetcher;
 }
 
-ObjectFetcher::ObjectFetcher(UcxWorker& worker) : worker_(worker) {}
+ObjectFetcher::ObjectFetcher(UcxWorker& worker, std::string access_key)
+    : worker_(worker), access_key_(std::move(access_key)) {}
 
 ObjectFetcher::~ObjectFetcher() {
   worker_.ClearAmHandler(AmId::kFetchReply);
@@ -235,7 +259,7 @@ void ObjectFetcher::Start(PeerId owner, std::string id, absl::Span<std::byte> ds
     return;
   }
   fetch.timer = worker_.AddTimer(absl::Now() + timeout, [this, request] { OnDeadline(request); });
-  worker_.SendAm(owner, AmId::kFetchRequest, EncodeFetchRequest(request, fetch.id), nullptr, 0,
+  worker_.SendAm(owner, AmId::kFetchRequest, EncodeFetchRequest(request, fetch.id, access_key_), nullptr, 0,
                  /*reply=*/true, [this, request](absl::Status sent) {
                    auto it = pending_.find(request);
                    if (sent.ok() || it == pending_.end()) return;

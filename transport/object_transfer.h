@@ -37,6 +37,11 @@
 // The server checks every request's size and layout; garbage is counted and dropped, never
 // trusted. Ids and the message in a reply are bounded too, so a bad owner cannot hurt a fetcher.
 //
+// Access: a server started with an access key answers only requests that carry the same key
+// (the fetcher's); any other gets PermissionDenied, whether the object exists or not. A job's
+// ranks share one key made at bootstrap, so a process that learnt a worker's address still
+// cannot read the job's objects. The key travels in clear, as everything on UCX does here.
+//
 // Start the ObjectServer before the owner's address is published: a request that reaches a
 // worker with no server is dropped, and its fetch ends at its deadline.
 //
@@ -115,11 +120,15 @@ class ObjectServer {
     uint64_t served = 0;        // replies sent with the object
     uint64_t not_found = 0;     // lookups that failed (any code)
     uint64_t rejected = 0;      // malformed requests dropped
+    uint64_t refused = 0;       // requests without the access key, answered PermissionDenied
     uint64_t failed_sends = 0;  // replies the fetcher did not get (it died, or reset)
   };
 
+  // `access_key`: what every request must carry ("" serves requests without one); at most
+  // kMaxAccessKeyBytes (InvalidArgument otherwise).
   static absl::StatusOr<std::unique_ptr<ObjectServer>> Start(UcxWorker& worker,
-                                                             ObjectLookup lookup);
+                                                             ObjectLookup lookup,
+                                                             std::string access_key = {});
   // Stops answering, then waits until every reply in flight has completed or failed (so every
   // ServedObject::release has run).
   ~ObjectServer();
@@ -127,11 +136,12 @@ class ObjectServer {
   Stats stats() const;
 
  private:
-  ObjectServer(UcxWorker& worker, ObjectLookup lookup);
+  ObjectServer(UcxWorker& worker, ObjectLookup lookup, std::string access_key);
   void OnRequest(AmMessage& message);
 
   UcxWorker& worker_;
   ObjectLookup lookup_;  // loop thread only
+  const std::string access_key_;
   mutable absl::Mutex mu_;
   Stats stats_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -150,7 +160,9 @@ struct FetchedObject {
 
 class ObjectFetcher {
  public:
-  static absl::StatusOr<std::unique_ptr<ObjectFetcher>> Create(UcxWorker& worker);
+  // `access_key`: presented with every request (the owners' ObjectServer key).
+  static absl::StatusOr<std::unique_ptr<ObjectFetcher>> Create(UcxWorker& worker,
+                                                               std::string access_key = {});
   // Fails fetches still waiting for a reply (Cancelled) and waits for those receiving bytes.
   ~ObjectFetcher();
 
@@ -185,7 +197,7 @@ class ObjectFetcher {
     absl::Status deadline;  // set when the deadline passed while receiving
   };
 
-  explicit ObjectFetcher(UcxWorker& worker);
+  ObjectFetcher(UcxWorker& worker, std::string access_key);
   void Start(PeerId owner, std::string id, absl::Span<std::byte> dst, bool allocate,
              absl::Duration timeout, FetchDone done);
   void OnReply(AmMessage& message);
@@ -196,6 +208,7 @@ class ObjectFetcher {
   absl::Status Context(const Pending& fetch, const absl::Status& status) const;
 
   UcxWorker& worker_;
+  const std::string access_key_;
 
   // Loop thread only.
   uint64_t next_request_ = 1;

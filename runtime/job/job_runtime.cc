@@ -95,7 +95,9 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
         return raw->Submit(function, detail::EncodedArgs{lineage.args, {}, {}}, &lineage.options,
                            lineage.checkpoint_key);
       },
-      absl::Seconds(o.collective_timeout_s), rt->job_id_);
+      ObjectExchange::Options{.patience = absl::Seconds(o.collective_timeout_s),
+                              .job_id = rt->job_id_,
+                              .access_key = std::move(joined.object_access_key)});
   if (!exchange.ok()) return exchange.status();
   rt->exchange_ = *std::move(exchange);
   rt->checkpoints_ = std::make_unique<CheckpointService>(CheckpointServiceOptions{

@@ -65,17 +65,17 @@ std::string FailureMessage(const std::exception_ptr& failure) {
 
 absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& group, ObjectStore& store,
                                                                        Resolve resolve, Rebuild rebuild,
-                                                                       absl::Duration patience,
-                                                                       std::string job_id) {
+                                                                       Options options) {
   std::unique_ptr<ObjectExchange> x(
-      new ObjectExchange(group, store, std::move(resolve), std::move(rebuild), patience, std::move(job_id)));
+      new ObjectExchange(group, store, std::move(resolve), std::move(rebuild), std::move(options)));
   if (group.worker() == nullptr) return x;  // a job of one process
   // The server first: peers may fetch as soon as a ref has been sent.
   absl::StatusOr<std::unique_ptr<transport::ObjectServer>> server = transport::ObjectServer::Start(
-      *group.worker(), [raw = x.get()](absl::string_view id) { return raw->Lookup(id); });
+      *group.worker(), [raw = x.get()](absl::string_view id) { return raw->Lookup(id); }, x->options_.access_key);
   if (!server.ok()) return server.status();
   x->server_ = *std::move(server);
-  absl::StatusOr<std::unique_ptr<transport::ObjectFetcher>> fetcher = transport::ObjectFetcher::Create(*group.worker());
+  absl::StatusOr<std::unique_ptr<transport::ObjectFetcher>> fetcher =
+      transport::ObjectFetcher::Create(*group.worker(), x->options_.access_key);
   if (!fetcher.ok()) return fetcher.status();
   x->fetcher_ = *std::move(fetcher);
   x->fetch_thread_ = std::thread([raw = x.get()] { raw->FetchLoop(); });
@@ -83,13 +83,12 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
 }
 
 ObjectExchange::ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild,
-                               absl::Duration patience, std::string job_id)
+                               Options options)
     : group_(group),
       store_(store),
       resolve_(std::move(resolve)),
       rebuild_(std::move(rebuild)),
-      patience_(patience),
-      job_id_(std::move(job_id)) {}
+      options_(std::move(options)) {}
 
 ObjectExchange::~ObjectExchange() {
   {
@@ -142,7 +141,7 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   if (producer == nullptr || !producer->deps.empty() || !producer->nested.empty()) return "";
   return EncodeTicket(Ticket{{}, EncodeLineage(Lineage{producer->function->name, producer->args,
                                                        producer->shape->options,
-                                                       CheckpointKey(job_id_, producer->id)})});
+                                                       CheckpointKey(options_.job_id, producer->id)})});
 }
 
 void ObjectExchange::ServeLocked(ObjectEntry* entry) {
@@ -265,7 +264,7 @@ absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
   const ObjectId id = f.entry->id;
   absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(source), absl::StrCat("rank ", source));
   if (!peer.ok()) return peer.status();
-  const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(patience_);
+  const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options_.patience);
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
     absl::StatusOr<transport::FetchedObject> got = fetcher_->Fetch(*peer, absl::StrCat(id));

@@ -69,12 +69,22 @@ class ObjectExchange {
   // gpupool::Error when it cannot (a function this program does not have).
   using Rebuild = std::function<detail::ObjectHeader*(const Lineage& lineage, ObjectId lost)>;
 
+  struct Options {
+    // How long a fetch asks again while the owner's object is not ready yet.
+    absl::Duration patience = absl::Minutes(10);
+    // This process's job id, which names its tasks' checkpoint keys (CheckpointKey in
+    // runtime/tasks/task.h), so a lineage can say where the task's snapshots are.
+    std::string job_id;
+    // The job's key, shared by its ranks at bootstrap: the objects are served only to fetches
+    // that carry it (transport/object_transfer.h).
+    std::string access_key;
+  };
+
   // Over the group's UCX worker. A group of one has nobody to exchange with: Export does nothing
-  // and Import fails. `job_id`: this process's job id, which names its tasks' checkpoint keys
-  // (CheckpointKey in runtime/tasks/task.h), so a lineage can say where the task's snapshots are.
+  // and Import fails.
   static absl::StatusOr<std::unique_ptr<ObjectExchange>> Start(JobGroup& group, ObjectStore& store,
                                                                Resolve resolve, Rebuild rebuild,
-                                                               absl::Duration patience, std::string job_id);
+                                                               Options options);
   ~ObjectExchange();
 
   // The rank whose store handed out `id`.
@@ -110,8 +120,7 @@ class ObjectExchange {
     Ticket ticket;
   };
 
-  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, absl::Duration patience,
-                 std::string job_id);
+  ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, Options options);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
   void ServeLocked(ObjectEntry* entry);  // pins `entry` and serves it from now on; holds mu_
   void FetchLoop();
@@ -126,8 +135,7 @@ class ObjectExchange {
   ObjectStore& store_;
   const Resolve resolve_;
   const Rebuild rebuild_;
-  const absl::Duration patience_;
-  const std::string job_id_;
+  const Options options_;
   std::unique_ptr<transport::ObjectServer> server_;
   std::unique_ptr<transport::ObjectFetcher> fetcher_;
 

@@ -161,12 +161,14 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
 
   // 2. Rank 0 hosts the head over every rank's node and shares its address and tokens.
   std::shared_ptr<HeadHolder> head;
-  std::string contact;  // "host:port\nagent-token\nteam-token", or "!why"
+  std::string contact;  // "host:port\nagent-token\nteam-token\nobject-key", or "!why"
   if (rank == 0) {
     absl::StatusOr<std::string> agent_token = FreshToken();
     absl::StatusOr<std::string> team_token = FreshToken();
+    absl::StatusOr<std::string> object_key = FreshToken();
     absl::StatusOr<std::unique_ptr<EmbeddedPool>> pool =
-        agent_token.ok() && team_token.ok()
+        !object_key.ok() ? absl::StatusOr<std::unique_ptr<EmbeddedPool>>(object_key.status())
+        : agent_token.ok() && team_token.ok()
             ? EmbeddedPool::Start(EmbeddedPoolOptions{.config_path = o.config_path, .config_text = o.config_text,
                                                       .clock_speed = o.clock_speed, .remote_nodes = nodes,
                                                       .remote_driver = mine.driver})
@@ -194,7 +196,8 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
       } else {
         head = std::make_shared<HeadHolder>();
         head->server = *std::move(server);
-        contact = absl::StrCat(listen_host, ":", head->server->port(), "\n", *agent_token, "\n", *team_token);
+        contact = absl::StrCat(listen_host, ":", head->server->port(), "\n", *agent_token, "\n", *team_token,
+                               "\n", *object_key);
       }
     }
   }
@@ -204,7 +207,7 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
     return absl::UnavailableError(absl::StrCat("rank 0 could not start the job's pool: ", shared->substr(1)));
   }
   std::vector<std::string> parts = absl::StrSplit(*shared, '\n');
-  if (parts.size() != 3) return absl::InternalError("malformed head contact from rank 0");
+  if (parts.size() != 4) return absl::InternalError("malformed head contact from rank 0");
   std::string host;
   uint16_t port = 0;
   if (absl::Status st = ParseHostPort(parts[0], &host, &port); !st.ok()) return st;
@@ -242,6 +245,7 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
                       .places = std::move(places)});
   if (!group.ok()) return group.status();
   joined.group = *std::move(group);
+  joined.object_access_key = parts[3];
   // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.
   b.Finish();
   return joined;

@@ -10,7 +10,8 @@
 //     discovers its node (simulated GPUs: one node per rank, "rank-<r>"), the ranks allgather
 //     them, rank 0 starts the job's head over all of them (on loopback unless `head_listen` says
 //     otherwise) and broadcasts its address and fresh tokens; then every rank registers as the
-//     agent of its own node and leases from the head like any remote job. Rank 0's head lives
+//     agent of its own node and leases from the head like any remote job (and presents the job's
+//     fresh object key to read the other ranks' objects). Rank 0's head lives
 //     until the other ranks have gone.
 //   - otherwise: the pool is embedded in this process (one process may play several simulated
 //     nodes), and RPC becomes direct calls.
@@ -44,6 +45,9 @@ struct JoinedPool {
   int rank = 0;                                   // under mpirun
   int ranks = 1;
   std::unique_ptr<JobGroup> group;                // the ranks, connected for collectives
+  // The key the job's ranks present to read each other's objects (fresh per mpirun job, made by
+  // rank 0 and broadcast with the head's address); empty outside mpirun.
+  std::string object_access_key;
   // What this process hosts for the pool (rank 0's head, a rank's agent and its driver). They
   // must outlive `pool` and are destroyed newest first after it.
   std::vector<std::shared_ptr<void>> companions;

@@ -15,6 +15,18 @@ TEST(FetchWire, RequestRoundTrips) {
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->request_id, 42u);
   EXPECT_EQ(request->object_id, "obj-7");
+  EXPECT_EQ(request->access_key, "");
+  absl::StatusOr<FetchRequest> keyed = DecodeFetchRequest(EncodeFetchRequest(43, "obj-8", "job-key-0123"), 64);
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+  EXPECT_EQ(keyed->object_id, "obj-8");
+  EXPECT_EQ(keyed->access_key, "job-key-0123");
+}
+
+TEST(FetchWire, AnOverlongAccessKeyIsRefused) {
+  std::string header = EncodeFetchRequest(1, "obj", std::string(kMaxAccessKeyBytes + 1, 'k'));
+  absl::StatusOr<FetchRequest> request = DecodeFetchRequest(header, 64);
+  EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(request.status().message(), ::testing::HasSubstr("access key"));
 }
 
 TEST(FetchWire, ReplyRoundTripsWithStatusAndSize) {
@@ -37,7 +49,7 @@ TEST(FetchWire, ReplyMessageIsBounded) {
 }
 
 TEST(FetchWire, EveryTruncationAndExtensionIsRejected) {
-  std::string request = EncodeFetchRequest(1, "abc");
+  std::string request = EncodeFetchRequest(1, "abc", "key");
   std::string reply = EncodeFetchReply(1, absl::NotFoundError("x"), 0);
   for (size_t n = 0; n < request.size(); ++n) {
     EXPECT_FALSE(DecodeFetchRequest(request.substr(0, n), 64).ok()) << n;
@@ -55,10 +67,10 @@ TEST(FetchWire, RandomBytesNeverDecodeAsSomethingElse) {
   for (int i = 0; i < 20000; ++i) {
     std::string bytes(random() % 64, '\0');
     for (char& c : bytes) c = static_cast<char>(random());
-    if (i % 2 == 0 && bytes.size() >= 4) bytes.replace(0, 4, i % 4 == 0 ? "GPF1" : "GPR1");
+    if (i % 2 == 0 && bytes.size() >= 4) bytes.replace(0, 4, i % 4 == 0 ? "GPF2" : "GPR1");
     absl::StatusOr<FetchRequest> request = DecodeFetchRequest(bytes, 1024);
     if (request.ok()) {
-      EXPECT_EQ(bytes.size(), 16 + request->object_id.size());
+      EXPECT_EQ(bytes.size(), kFetchRequestFixedBytes + request->access_key.size() + request->object_id.size());
     }
     absl::StatusOr<FetchReply> reply = DecodeFetchReply(bytes);
     if (reply.ok()) {

@@ -176,6 +176,44 @@ TEST_F(ObjectTransferInProcess, MalformedRequestsAreCountedAndDroppedAndServingG
   EXPECT_EQ(server_->stats().served, 1u);
 }
 
+// A server with an access key serves only fetchers that present it; the others cannot even tell
+// an object that exists from one that does not.
+TEST_F(ObjectTransferInProcess, OnlyFetchersWithTheOwnersAccessKeyAreServed) {
+  std::unique_ptr<UcxWorker> keyed_worker = MakeWorker("tcp", "keyed-owner");
+  ASSERT_TRUE(keyed_worker);
+  server_.reset();  // one server per worker: the keyed one gets its own
+  absl::StatusOr<std::unique_ptr<ObjectServer>> keyed =
+      ObjectServer::Start(*keyed_worker, registry_.AsLookup(), "job-key-0123456789");
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+  absl::StatusOr<PeerId> owner = fetcher_worker_->Connect(keyed_worker->address(), "keyed-owner");
+  ASSERT_TRUE(owner.ok());
+
+  // fetcher_ presents no key.
+  absl::StatusOr<FetchedObject> without = fetcher_->Fetch(*owner, "small");
+  EXPECT_EQ(without.status().code(), absl::StatusCode::kPermissionDenied) << without.status();
+  absl::StatusOr<FetchedObject> missing = fetcher_->Fetch(*owner, "no-such-object");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kPermissionDenied) << missing.status();
+  fetcher_.reset();  // one fetcher per worker as well
+
+  absl::StatusOr<std::unique_ptr<ObjectFetcher>> wrong = ObjectFetcher::Create(*fetcher_worker_, "job-key-0123456780");
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ((*wrong)->Fetch(*owner, "small").status().code(), absl::StatusCode::kPermissionDenied);
+  wrong->reset();
+
+  absl::StatusOr<std::unique_ptr<ObjectFetcher>> right = ObjectFetcher::Create(*fetcher_worker_, "job-key-0123456789");
+  ASSERT_TRUE(right.ok());
+  absl::StatusOr<FetchedObject> object = (*right)->Fetch(*owner, "small");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(Checksum(object->bytes()), Checksum(small_));
+  EXPECT_EQ((*keyed)->stats().refused, 3u);
+  EXPECT_EQ((*keyed)->stats().served, 1u);
+  right->reset();
+  keyed->reset();
+  EXPECT_EQ(ObjectServer::Start(*keyed_worker, registry_.AsLookup(), std::string(kMaxAccessKeyBytes + 1, 'k'))
+                .status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ObjectTransferInProcess, ManyThreadsFetchAtOnce) {
   std::vector<std::thread> threads;
   std::atomic<int> good{0};
