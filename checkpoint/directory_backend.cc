@@ -133,7 +133,9 @@ class DirectoryBackend final : public Backend {
 
   absl::Status CreateDir(const std::string& path) override {
     const std::string full = FullPath(path);
-    if (::mkdir(full.c_str(), 0755) != 0) {
+    // The job's user only: snapshots hold a task's state (weights, data) and no other tenant of
+    // the machine or the shared directory may read them.
+    if (::mkdir(full.c_str(), 0700) != 0) {
       if (errno != EEXIST) return ErrnoStatus("mkdir", full, errno);
       struct stat st;
       if (::stat(full.c_str(), &st) != 0) return ErrnoStatus("stat", full, errno);
@@ -164,7 +166,7 @@ class DirectoryBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     std::string full = FullPath(path);
-    int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // see CreateDir
     if (fd < 0) return ErrnoStatus("open", full, errno);
     return std::make_unique<PosixWritableFile>(fd, std::move(full));
   }

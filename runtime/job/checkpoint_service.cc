@@ -1,5 +1,7 @@
 #include "runtime/job/checkpoint_service.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <utility>
@@ -21,7 +23,8 @@ absl::Status CheckpointService::EnsureOpen() {
     const char* env = std::getenv("GPUPOOL_CHECKPOINT_DIR");
     dir = env != nullptr && *env != '\0'
               ? std::string(env)
-              : (std::filesystem::temp_directory_path() / "gpupool-checkpoints").string();
+              // One per user: the directories are private to their user (0700).
+              : (std::filesystem::temp_directory_path() / absl::StrCat("gpupool-checkpoints-", ::getuid())).string();
   }
   absl::StatusOr<std::unique_ptr<checkpoint::Backend>> backend =
       options_.shared ? checkpoint::NewSharedDirectoryBackend({.root = dir})

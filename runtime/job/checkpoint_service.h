@@ -25,7 +25,7 @@
 namespace gpupool::runtime {
 
 struct CheckpointServiceOptions {
-  std::string dir;            // empty: $GPUPOOL_CHECKPOINT_DIR, else <temp>/gpupool-checkpoints
+  std::string dir;            // empty: $GPUPOOL_CHECKPOINT_DIR, else <temp>/gpupool-checkpoints-<uid>
   bool shared = false;        // a directory several nodes mount
   int keep_last = 2;
   uint64_t staging_bytes = 2ull << 30;

@@ -71,6 +71,24 @@ TEST_F(SnapshotStoreTest, WritesPiecesAndLoadsTheirConcatenationWithStepAndMetad
   EXPECT_EQ(loaded->payload, expected);
 }
 
+// Snapshots hold a task's state: only the job's user may read them. (Tests run as root here, so
+// the modes are what is checked, not a refused read.)
+TEST_F(SnapshotStoreTest, TaskDirectoriesAndSnapshotsArePrivateToTheirUser) {
+  auto store = OpenStore();
+  std::vector<std::byte> a = Pattern(4096, 3);
+  std::span<const std::byte> pieces[] = {a};
+  ASSERT_TRUE(store->Write("job-1.task-9", 1, "", pieces).ok());
+  ASSERT_TRUE(store->Write("job-1.task-9", 2, "", pieces).ok());
+  EXPECT_EQ(fs::status(dir_ / "job-1.task-9").permissions() & fs::perms::all, fs::perms::owner_all);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "job-1.task-9")) {
+    ++files;
+    EXPECT_EQ(e.status().permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write)
+        << e.path();
+  }
+  EXPECT_GE(files, 3) << "two snapshots and the manifest";
+}
+
 TEST_F(SnapshotStoreTest, LoadIntoScattersThePayloadOverTheBuffers) {
   auto store = OpenStore();
   std::vector<std::byte> a = Pattern(7, 1), b = Pattern(9 << 20, 2), c = Pattern(3, 3);

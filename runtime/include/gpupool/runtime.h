@@ -90,7 +90,8 @@ struct RuntimeOptions {
   // runtime/objects/host_memory.h). 0: leave malloc's defaults.
   uint64_t host_memory_reuse_mib = 1024;
   // Where task snapshots go (a local or shared directory); empty: $GPUPOOL_CHECKPOINT_DIR, else
-  // <temp dir>/gpupool-checkpoints. Opened on the first Checkpointable task.
+  // <temp dir>/gpupool-checkpoints-<uid>. Opened on the first Checkpointable task. Directories
+  // and snapshots are private to the job's user (0700 / 0600).
   std::string checkpoint_dir;
   bool checkpoint_dir_shared = false;   // the directory is shared by nodes (NFS...): see
                                         // checkpoint/directory_backend.h for what changes
