@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "pool/devices/device_driver.h"
@@ -163,6 +164,7 @@ JobRuntime::~JobRuntime() {
   for (Task* t : left) FailTask(t, ErrorCode::kCancelled, "queue", "the runtime shut down");
   if (before_stop_) before_stop_();
   exchange_.reset();  // before the group whose worker it runs on
+  while (granting_.load() != 0) std::this_thread::yield();  // see OnGranted
   pool_.reset();
   while (!companions_.empty()) companions_.pop_back();  // newest first: the agent, then the head
   // Runs may still own memory budgets shared with live DeviceBuffers; the pools must outlive those
@@ -376,6 +378,13 @@ void JobRuntime::RefuseShape(TaskShape* shape, const absl::Status& why) {
 }
 
 void JobRuntime::OnGranted(const pool::Lease& lease) {
+  // A grant may still arrive while the destructor runs (for a request it withdrew, granted before
+  // the withdrawal got there); the destructor resets pool_ only once no grant is being handled
+  // here, and a grant that arrives once it is stopping is left alone: the pool takes the lease
+  // back when the job's connection closes (or, embedded, when it stops).
+  granting_.fetch_add(1);
+  absl::Cleanup handled = [this] { granting_.fetch_sub(1); };
+  if (stopping_.load()) return;
   auto run = std::make_unique<LeaseRun>();
   run->lease = lease;
   std::vector<std::string> places;

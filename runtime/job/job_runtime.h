@@ -139,6 +139,7 @@ class JobRuntime final : public LeaseListener {
   mutable std::mutex checkpointable_mu_;
   std::set<detail::TaskState*> checkpointable_runs_;  // guarded by checkpointable_mu_
   std::atomic<bool> stopping_{false};
+  std::atomic<int> granting_{0};  // OnGranted calls under way (the destructor waits for them)
   std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
 
   mutable std::mutex shapes_mu_;

@@ -174,10 +174,7 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
     auto job = RemotePool::Connect({.port = proxy_port, .team = "fuzz", .token = "fuzz-token-0123"});
     ASSERT_TRUE(job.ok()) << job.status();
     Recorder r;
-    pool::LeaseRequest req;
-    req.id = "recorded";
-    req.team = "fuzz";
-    ASSERT_TRUE((*job)->Request(req, &r).ok());
+    ASSERT_TRUE((*job)->Request(Req("recorded", "fuzz"), &r).ok());
     ASSERT_TRUE(r.WaitFor("granted"));
     ASSERT_TRUE((*job)->Release(r.last_lease().id).ok());
   });
@@ -197,10 +194,7 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
     for (int i = 0; fuzzing.load() || i < 3; ++i) {
       const auto start = std::chrono::steady_clock::now();
       Recorder r;
-      pool::LeaseRequest req;
-      req.id = absl::StrCat("steady-", i);
-      req.team = "steady";
-      if (absl::Status s = (*job)->Request(req, &r); !s.ok()) {
+      if (absl::Status s = (*job)->Request(Req(absl::StrCat("steady-", i), "steady"), &r); !s.ok()) {
         steady_failure = absl::StrCat("round ", i, ": ", s.message());
         return;
       }
@@ -257,10 +251,7 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
   auto after = RemotePool::Connect({.port = port, .team = "steady", .token = "steady-token-0123"});
   ASSERT_TRUE(after.ok()) << after.status();
   Recorder r;
-  pool::LeaseRequest req;
-  req.id = "after-fuzz";
-  req.team = "steady";
-  ASSERT_TRUE((*after)->Request(req, &r).ok());
+  ASSERT_TRUE((*after)->Request(Req("after-fuzz", "steady"), &r).ok());
   EXPECT_TRUE(r.WaitFor("granted"));
 }
 

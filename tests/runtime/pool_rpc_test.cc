@@ -26,13 +26,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
-  pool::LeaseRequest r;
-  r.id = id;
-  r.team = team;
-  return r;
-}
-
 class PoolRpc : public ::testing::Test {
  protected:
   void SetUp() override {

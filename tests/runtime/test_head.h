@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/head/embedded_pool.h"
+#include "pool/scheduler/lease_request.h"
 #include "runtime/head/pool_server.h"
 #include "tests/runtime/owner_borrower_config.h"
 
@@ -32,6 +33,14 @@ inline std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<s
   auto server = PoolServer::Start(*std::move(pool), so);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
+}
+
+// A request for one whole GPU with id `id`, for `team` ("": the session's own).
+inline pool::LeaseRequest Req(const std::string& id, const std::string& team = "") {
+  pool::LeaseRequest r;
+  r.id = id;
+  r.team = team;
+  return r;
 }
 
 }  // namespace gpupool::runtime
