@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -95,6 +96,69 @@ struct HeadHolder {
   }
   ~HeadHolder() { WaitForOtherRanks(0); }
 };
+
+// The ranks' data plane: each rank's host and rack allgathered (object fetches go to the nearest
+// copy), UCX worker addresses allgathered and all connected (JobGroup). `object_key`: the job's,
+// the same on every rank. `joined.local_nodes` must be set (its "rack" label is this rank's).
+absl::Status ConnectRanks(transport::MpiBootstrap& b, const RuntimeOptions& o, bool one_host,
+                          std::string object_key, JoinedPool& joined) {
+  std::string rack;
+  if (!joined.local_nodes.empty()) {
+    auto label = joined.local_nodes[0].labels.find("rack");
+    if (label != joined.local_nodes[0].labels.end()) rack = label->second;
+  }
+  absl::StatusOr<std::vector<std::string>> where = b.AllGather(absl::StrCat(b.host(), "\n", rack));
+  if (!where.ok()) return where.status();
+  std::vector<transport::PeerPlace> places;
+  for (const std::string& w : *where) {
+    std::pair<std::string, std::string> host_rack = absl::StrSplit(w, absl::MaxSplits('\n', 1));
+    places.push_back({host_rack.first, host_rack.second});
+  }
+  absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
+      b.rank(), b.size(), [&b](std::string address) { return b.AllGather(std::move(address)); },
+      JobGroupOptions{.collective_timeout = absl::Seconds(o.collective_timeout_s),
+                      .net_devices = one_host ? "lo" : "",
+                      .places = std::move(places)});
+  if (!group.ok()) return group.status();
+  joined.group = *std::move(group);
+  joined.object_access_key = std::move(object_key);
+  joined.rank = b.rank();
+  joined.ranks = b.size();
+  return absl::OkStatus();
+}
+
+// mpirun with a shared head (pool_address): every rank joins the head as a job of its team on its
+// own node (GPUPOOL_NODE, else its host), as a single process would; MPI then connects the ranks
+// for collectives and objects, as for a job that hosts its own head.
+absl::StatusOr<JoinedPool> RemoteUnderMpi(const RuntimeOptions& o) {
+  absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
+  if (!mpi.ok()) return mpi.status();
+  transport::MpiBootstrap& b = **mpi;
+  absl::StatusOr<JoinedPool> joined = Remote(o);
+  // Every rank learns whether all could join, so none waits for a peer that gave up.
+  absl::StatusOr<std::vector<std::string>> all =
+      b.AllGather(joined.ok() ? std::string("ok") : absl::StrCat("!", joined.status().message()));
+  if (!all.ok()) return all.status();
+  for (int r = 0; r < static_cast<int>(all->size()); ++r) {
+    if ((*all)[r] != "ok") {
+      if (!joined.ok() && r == b.rank()) return joined.status();
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", r, " could not join the pool at ", o.pool_address, ": ", (*all)[r].substr(1)));
+    }
+  }
+  absl::StatusOr<std::string> key = b.rank() == 0 ? FreshToken() : absl::StatusOr<std::string>("");
+  absl::StatusOr<std::string> shared_key = b.Broadcast(key.ok() ? *key : std::string("!") + std::string(key.status().message()), 0);
+  if (!shared_key.ok()) return shared_key.status();
+  if (shared_key->empty() || (*shared_key)[0] == '!') {
+    return absl::UnavailableError(absl::StrCat("rank 0 could not make the job's object key: ", shared_key->substr(1)));
+  }
+  absl::StatusOr<std::vector<std::string>> hosts = b.AllGather(b.host());
+  if (!hosts.ok()) return hosts.status();
+  const bool one_host = std::all_of(hosts->begin(), hosts->end(), [&](const std::string& h) { return h == b.host(); });
+  if (absl::Status st = ConnectRanks(b, o, one_host, *shared_key, *joined); !st.ok()) return st;
+  b.Finish();
+  return joined;
+}
 
 absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
@@ -229,23 +293,8 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   joined.local_nodes = mine.nodes;
   joined.driver = mine.driver;
   joined.node_label = mine.nodes[0].name;
-  // 4. The ranks' data plane for collectives: UCX worker addresses allgathered, all connected;
-  // each rank's host and rack, so object fetches go to the nearest copy.
-  absl::StatusOr<std::vector<std::string>> hosts = b.AllGather(b.host());
-  if (!hosts.ok()) return hosts.status();
-  std::vector<transport::PeerPlace> places;
-  for (size_t r = 0; r < hosts->size() && r < nodes.size(); ++r) {
-    auto rack = nodes[r].labels.find("rack");
-    places.push_back({(*hosts)[r], rack == nodes[r].labels.end() ? "" : rack->second});
-  }
-  absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
-      rank, b.size(), [&b](std::string address) { return b.AllGather(std::move(address)); },
-      JobGroupOptions{.collective_timeout = absl::Seconds(o.collective_timeout_s),
-                      .net_devices = one_host ? "lo" : "",
-                      .places = std::move(places)});
-  if (!group.ok()) return group.status();
-  joined.group = *std::move(group);
-  joined.object_access_key = parts[3];
+  // 4. The ranks' data plane for collectives and objects.
+  if (absl::Status st = ConnectRanks(b, o, one_host, parts[3], joined); !st.ok()) return st;
   // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.
   b.Finish();
   return joined;
@@ -254,8 +303,9 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
 }  // namespace
 
 absl::StatusOr<JoinedPool> JoinPool(const RuntimeOptions& options) {
-  if (!options.pool_address.empty()) return Remote(options);
-  if (options.use_mpi && transport::LaunchedByMpi()) return UnderMpi(options);
+  const bool mpi = options.use_mpi && transport::LaunchedByMpi();
+  if (!options.pool_address.empty()) return mpi ? RemoteUnderMpi(options) : Remote(options);
+  if (mpi) return UnderMpi(options);
   return Embedded(options);
 }
 

@@ -5,7 +5,9 @@
 //   - `pool_address` set (--gpupool-pool, GPUPOOL_ADDRESS): a head in another process (the
 //     organisation's `gpupool head`). The job connects as its team with its token, asks the head
 //     which GPUs its node has (`node_name`, default this host's name), and runs its tasks there;
-//     the node's `gpupool agent` keeps the node up.
+//     the node's `gpupool agent` keeps the node up. Launched by mpirun, every rank does so for
+//     its own node, and MPI then connects the ranks for collectives and objects (rank 0 makes
+//     the job's object key), so the job is one job of several ranks, not several of one.
 //   - launched by mpirun: MPI bootstraps the job, then is never called again. Every rank
 //     discovers its node (simulated GPUs: one node per rank, "rank-<r>"), the ranks allgather
 //     them, rank 0 starts the job's head over all of them (on loopback unless `head_listen` says

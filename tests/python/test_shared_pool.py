@@ -5,6 +5,7 @@ with SIGKILL and restarted: the usage ledger it acknowledged is still there, and
 running through the restart reconnects, has its waiting requests admitted again and finishes."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -156,3 +157,29 @@ def test_python_jobs_share_a_head_and_its_ledger_survives_kill_9(head):
 
     bad = cli("usage", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN, "--by", "colour")
     assert bad.returncode == 1 and "cannot group usage by 'colour'" in bad.stderr
+
+
+def test_an_mpirun_job_joins_a_shared_head_as_one_job_of_several_ranks(head):
+    """Under mpirun with GPUPOOL_ADDRESS, each rank joins the shared head on its own node and the
+    ranks are still one job: rank/ranks are right and a collective sums over all of them."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun is not installed")
+    start_head, start_agent = head
+    _, port = start_head()
+    start_agent(port, "node-0")
+    start_agent(port, "node-1")
+    wait_for_agents(port, 2)
+    env = job_env(port, "unused")
+    env.update(OMPI_MCA_btl="self,vader,tcp", OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
+    example = os.path.join(os.environ["GPUPOOL_SOURCE_DIR"], "examples", "python", "allreduce.py")
+    # Each rank names its own node: rank r runs on node-r.
+    run = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "--enable-recovery", "-np", "2",
+                          "bash", "-c", f'GPUPOOL_NODE=node-$OMPI_COMM_WORLD_RANK exec {sys.executable} {example}'],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for r in range(2):
+        assert f"rank {r} of 2 on node-{r}: " in run.stdout and ": ok" in run.stdout, run.stdout
+    queue = cli("usage", "--json", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN)
+    assert queue.returncode == 0, queue.stderr
+    assert json.loads(queue.stdout)["rows"][0]["leases"] >= 2  # one on each node at least
