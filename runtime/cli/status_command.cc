@@ -4,6 +4,7 @@
 //
 //   gpupool status --pool 127.0.0.1:7070 --token-file team.token
 //   gpupool queue  --pool 127.0.0.1:7070 --token-file team.token --json
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -131,16 +132,20 @@ void RunQueue(const ViewFlags& flags) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  TextTable table({"STATE", "ID", "TEAM", "PROJECT", "CLASS", "GPUS", "SHARE", "BORROWED", "REASON"});
+  // AT RISK: pool seconds since the lease's last committed snapshot (or its start): the work a
+  // preemption would throw away now, which the scheduler minimises when it picks victims.
+  TextTable table({"STATE", "ID", "TEAM", "PROJECT", "CLASS", "GPUS", "SHARE", "BORROWED", "AT RISK", "REASON"});
+  const double now = report["pool_time_s"].get<double>();
   for (const json& l : report["leases"]) {
     std::vector<std::string> where;
     for (const json& g : l["gpus"]) where.push_back(g.get<std::string>());
     table.AddRow({l["revoking"].get<bool>() ? "REVOKING" : "RUNNING", l["lease"], l["team"], l["project"],
                   l["priority_class"], absl::StrJoin(where, ","), absl::StrFormat("%.3g", l["gpu_share"].get<double>()),
-                  l["borrowing"].get<bool>() ? "yes" : "no", "-"});
+                  l["borrowing"].get<bool>() ? "yes" : "no",
+                  absl::StrFormat("%.0f s", std::max(0.0, now - l["last_checkpoint_s"].get<double>())), "-"});
   }
   for (const json& p : report["pending"]) {
-    table.AddRow({"PENDING", p["request"], p["team"], "", "", "", "", "", p["reason"]});
+    table.AddRow({"PENDING", p["request"], p["team"], "", "", "", "", "", "", p["reason"]});
   }
   std::cout << table.Render();
   std::cout << report["leases"].size() << " running, " << report["pending"].size() << " pending\n";

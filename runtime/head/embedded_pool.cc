@@ -127,6 +127,11 @@ absl::Status EmbeddedPool::Release(const std::string& lease_id) {
   return absl::OkStatus();
 }
 
+void EmbeddedPool::Checkpointed(const std::string& lease_id, const CheckpointNote&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  (void)scheduler_->RecordCheckpoint(lease_id, NowSeconds());  // NotFound: it ended meanwhile
+}
+
 void EmbeddedPool::OwnerSchedules() { owner_schedules_.store(true); }
 
 void EmbeddedPool::WakeForCycle() {

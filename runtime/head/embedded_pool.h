@@ -65,6 +65,7 @@ class EmbeddedPool final : public PoolClient {
   absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) override;
   absl::Status Withdraw(const std::string& request_id) override;
   absl::Status Release(const std::string& lease_id) override;
+  void Checkpointed(const std::string& lease_id, const CheckpointNote& note) override;
   double Now() const override;  // pool seconds since Start
   double clock_speed() const { return clock_speed_; }
   const pool::PoolConfig& config() const override { return config_; }

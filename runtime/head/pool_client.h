@@ -45,6 +45,14 @@ struct LedgerTeam {
   uint64_t leases = 0;
 };
 
+// Which snapshot a task committed (runtime/job/checkpoint_service.h), for the pool's index.
+struct CheckpointNote {
+  std::string task_key;
+  uint64_t version = 0;
+  int64_t step = 0;
+  std::string path;  // the snapshot file, as the job sees it
+};
+
 class PoolClient {
  public:
   virtual ~PoolClient() = default;
@@ -65,6 +73,13 @@ class PoolClient {
   virtual absl::Status Withdraw(const std::string& request_id) = 0;
   // Gives a lease back; NotFound for an unknown (or already lost) lease.
   virtual absl::Status Release(const std::string& lease_id) = 0;
+  // A task on `lease_id` committed a snapshot: the work at risk on the lease starts again from
+  // now, so the scheduler prefers it as a victim over leases that would lose more. A remote pool
+  // also records the snapshot in its checkpoint index. Nothing to wait for; a lease gone
+  // meanwhile is ignored.
+  virtual void Checkpointed(const std::string& lease_id, const CheckpointNote& note) = 0;
+  // The task whose snapshots were noted under `task_key` is done (they are deleted).
+  virtual void ForgetCheckpoints(const std::string& task_key) { (void)task_key; }
 
   // Pool seconds since the service started (its clock may run faster than real time).
   virtual double Now() const = 0;

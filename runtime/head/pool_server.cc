@@ -6,6 +6,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include <netinet/tcp.h>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/task_key.h"
 #include "nlohmann/json.hpp"
 #include "pool/scheduler/wait_reason.h"
 #include "runtime/head/head_journal.h"
@@ -175,6 +177,8 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
 // cannot collide or name each other's requests. A request names the session's team, or another
 // team whose token is the one the session presented (an mpirun job's head gives every team the
 // job's token, so one job submits for several teams; a shared head gives each team its own).
+constexpr size_t kMaxCheckpointPathBytes = 4096;  // PATH_MAX
+
 class SessionImpl final : public rpc::Session::Server {
  public:
   SessionImpl(PoolServer::Impl& server, std::string team, std::string token)
@@ -264,6 +268,51 @@ class SessionImpl final : public rpc::Session::Server {
           rpc::EncodeStatus(st.ok() ? durable : st, context.getResults().initStatus());
         });
       }
+    }
+    rpc::EncodeStatus(st, context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> checkpointed(CheckpointedContext context) override {
+    auto params = context.getParams();
+    std::string id = params.getLeaseId();
+    std::string key = params.getTaskKey();
+    absl::Status st;
+    if (leases_.find(id) == leases_.end()) {
+      st = server_.by_lease().count(id) != 0
+               ? absl::PermissionDeniedError(absl::StrCat("lease '", id, "' is not held by this session"))
+               : absl::NotFoundError(absl::StrCat("lease '", id, "' is not held"));
+    } else if (absl::Status valid = checkpoint::ValidateTaskKey(key); !valid.ok()) {
+      st = valid;
+    } else if (params.getPath().size() > kMaxCheckpointPathBytes) {
+      st = absl::InvalidArgumentError(absl::StrCat("a checkpoint path of ", params.getPath().size(),
+                                                   " bytes; at most ", kMaxCheckpointPathBytes));
+    } else {
+      server_.pool().Checkpointed(id, CheckpointNote{key, params.getVersion(), params.getStep(), params.getPath()});
+      if (server_.journal() != nullptr) {
+        checkpoint_keys_.insert(key);
+        JournalTicket t = server_.journal()->RecordCheckpoint(CheckpointRecord{
+            .task_key = key, .job_id = prefix_, .version = static_cast<int64_t>(params.getVersion()),
+            .path = params.getPath(), .step = params.getStep(), .committed_s = WallSeconds()});
+        return server_.Durable(t).then([context](absl::Status durable) mutable {
+          rpc::EncodeStatus(durable, context.getResults().initStatus());
+        });
+      }
+    }
+    rpc::EncodeStatus(st, context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> forgetCheckpoints(ForgetCheckpointsContext context) override {
+    std::string key = context.getParams().getTaskKey();
+    absl::Status st;
+    if (checkpoint_keys_.erase(key) == 0) {
+      st = absl::NotFoundError(absl::StrCat("this session recorded no checkpoint of '", key, "'"));
+    } else if (server_.journal() != nullptr) {
+      JournalTicket t = server_.journal()->RemoveCheckpoints(key);
+      return server_.Durable(t).then([context](absl::Status durable) mutable {
+        rpc::EncodeStatus(durable, context.getResults().initStatus());
+      });
     }
     rpc::EncodeStatus(st, context.getResults().initStatus());
     return kj::READY_NOW;
@@ -384,6 +433,7 @@ class SessionImpl final : public rpc::Session::Server {
   const std::string prefix_;
   std::map<std::string, Pending> pending_;                     // by pool request id
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
+  std::set<std::string> checkpoint_keys_;  // task keys this session recorded in the index
 };
 
 // A node agent's connection. Its node is up while it lives (and heartbeats).
@@ -619,7 +669,8 @@ std::string PoolServer::Impl::Report() {
     held.push_back({{"lease", l.id}, {"team", l.request.team}, {"project", l.request.project},
                     {"priority_class", l.request.priority_class}, {"gpus", where},
                     {"gpu_share", static_cast<double>(l.milli) / 1000.0}, {"borrowing", l.borrowing},
-                    {"started_s", l.started_s}, {"revoking", l.revoke_deadline_s.has_value()}});
+                    {"started_s", l.started_s}, {"last_checkpoint_s", l.last_checkpoint_s},
+                    {"revoking", l.revoke_deadline_s.has_value()}});
   }
   json pending = json::array();
   for (const pool::PendingInfo& p : pool.Pending()) {

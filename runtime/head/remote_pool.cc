@@ -30,6 +30,8 @@ class RemotePool::Impl {
   void Submit(const pool::LeaseRequest& r, LeaseListener* listener);
   absl::Status Withdraw(const std::string& request_id);
   absl::Status Release(const std::string& lease_id);
+  void Checkpointed(const std::string& lease_id, const CheckpointNote& note);
+  void ForgetCheckpoints(const std::string& task_key);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
   bool connected() const {
     std::shared_ptr<Link> link = CurrentLink();
@@ -508,6 +510,39 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
   return st;
 }
 
+void RemotePool::Impl::Checkpointed(const std::string& lease_id, const CheckpointNote& note) {
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leases_.Find(lease_id) == nullptr) return;  // given back or lost meanwhile
+    link = link_;
+  }
+  if (link == nullptr) return;  // reconnecting: the lease is lost anyway
+  // Sent in order with the job's other calls, without waiting for the answer (the head refuses
+  // only a lease it already took back, which this job has been told about).
+  link->connection->Post([raw = link.get(), lease_id, note] {
+    if (!raw->session.has_value()) return;
+    auto req = raw->session->checkpointedRequest();
+    req.setLeaseId(lease_id);
+    req.setTaskKey(note.task_key);
+    req.setVersion(note.version);
+    req.setStep(note.step);
+    req.setPath(note.path);
+    req.send().detach([](kj::Exception&&) {});
+  });
+}
+
+void RemotePool::Impl::ForgetCheckpoints(const std::string& task_key) {
+  std::shared_ptr<Link> link = CurrentLink();
+  if (link == nullptr) return;
+  link->connection->Post([raw = link.get(), task_key] {
+    if (!raw->session.has_value()) return;
+    auto req = raw->session->forgetCheckpointsRequest();
+    req.setTaskKey(task_key);
+    req.send().detach([](kj::Exception&&) {});
+  });
+}
+
 absl::StatusOr<rpc::DiscoveredPool> RemotePool::Impl::DescribeNode(const std::string& name) {
   std::shared_ptr<Link> link = CurrentLink();
   if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
@@ -540,6 +575,10 @@ absl::Status RemotePool::Request(pool::LeaseRequest request, LeaseListener* list
 void RemotePool::Submit(pool::LeaseRequest request, LeaseListener* listener) { impl_->Submit(request, listener); }
 absl::Status RemotePool::Withdraw(const std::string& request_id) { return impl_->Withdraw(request_id); }
 absl::Status RemotePool::Release(const std::string& lease_id) { return impl_->Release(lease_id); }
+void RemotePool::Checkpointed(const std::string& lease_id, const CheckpointNote& note) {
+  impl_->Checkpointed(lease_id, note);
+}
+void RemotePool::ForgetCheckpoints(const std::string& task_key) { impl_->ForgetCheckpoints(task_key); }
 double RemotePool::Now() const { return impl_->Now(); }
 const pool::PoolConfig& RemotePool::config() const { return impl_->config_; }
 double RemotePool::capacity_gpus() const { return impl_->capacity_gpus_; }

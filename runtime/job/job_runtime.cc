@@ -165,6 +165,7 @@ JobRuntime::~JobRuntime() {
   if (before_stop_) before_stop_();
   exchange_.reset();  // before the group whose worker it runs on
   while (granting_.load() != 0) std::this_thread::yield();  // see OnGranted
+  checkpoints_.reset();  // its writer's commit callbacks tell pool_ (SafePoint): drained first
   pool_.reset();
   while (!companions_.empty()) companions_.pop_back();  // newest first: the agent, then the head
   // Runs may still own memory budgets shared with live DeviceBuffers; the pools must outlive those
@@ -638,7 +639,10 @@ void JobRuntime::FailTask(Task* task, ErrorCode code, const std::string& locatio
 }
 
 void JobRuntime::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {
-  if (task->checkpoint_key != nullptr) checkpoints_->Forget(*task->checkpoint_key);  // done with them
+  if (task->checkpoint_key != nullptr) {  // done with them
+    checkpoints_->Forget(*task->checkpoint_key);
+    pool_->ForgetCheckpoints(*task->checkpoint_key);
+  }
   std::vector<Task*> waiting = failure ? store_->Fail(task->result, std::move(failure))
                                        : store_->Complete(task->result, std::move(value));
   ObjectEntry* result = task->result;

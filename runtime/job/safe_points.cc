@@ -139,6 +139,7 @@ void JobRuntime::SafePoint(detail::TaskState& state) {
       if (s.ok()) {
         state.snapshot_at_stop = true;
         task->shape->counters.snapshots.fetch_add(1, std::memory_order_relaxed);
+        pool_->Checkpointed(lease->lease.id, CheckpointNote{*task->checkpoint_key, s->version, s->step, s->path});
       } else {
         Emit("checkpoint-failed", task->shape->team, lease->lease.id,
              absl::StrCat("task '", task->name(), "' step ", state.step, ": ", s.status().message()));
@@ -156,9 +157,15 @@ void JobRuntime::SafePoint(detail::TaskState& state) {
   double since = state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s : state.started_pool_s;
   if (now - since < interval) return;
   ShapeCounters* counters = &task->shape->counters;
+  // The pool learns of the commit (its victim choice counts work at risk since then). The writer
+  // runs this callback; the destructor drains the writer before the pool goes.
+  std::string lease_id = lease != nullptr ? lease->lease.id : "";
   absl::Status s = checkpoints_->SnapshotAsync(
       *task->checkpoint_key, state.step, StatePieces(state),
-      [counters](const checkpoint::SnapshotInfo&) { counters->snapshots.fetch_add(1, std::memory_order_relaxed); });
+      [this, counters, lease_id, key = *task->checkpoint_key](const checkpoint::SnapshotInfo& info) {
+        counters->snapshots.fetch_add(1, std::memory_order_relaxed);
+        if (!lease_id.empty()) pool_->Checkpointed(lease_id, CheckpointNote{key, info.version, info.step, info.path});
+      });
   if (s.ok()) {
     state.last_snapshot_pool_s = now;
   } else if (!absl::IsResourceExhausted(s)) {  // no staging room: still due at the next safe point

@@ -113,6 +113,13 @@ interface Session {
   # One node's GPUs as the head knows them (an encoded Inventory.PoolInventory with that node),
   # so a job process learns the GPUs it will run tasks on. NotFound for an unknown node.
   describeNode @4 (name :Text) -> (status :Status, inventory :Data);
+  # A task on one of this session's leases committed snapshot `version` (at `step`) under its
+  # checkpoint key: the scheduler counts the lease's work at risk from now on (reclaim and
+  # preemption pick the victims that lose least), and the head's checkpoint index records it.
+  checkpointed @5 (leaseId :Text, taskKey :Text, version :UInt64, step :Int64, path :Text) -> (status :Status);
+  # The task is done: its snapshots are gone, and so are its entries in the index. Only keys this
+  # session recorded.
+  forgetCheckpoints @6 (taskKey :Text) -> (status :Status);
 }
 
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are

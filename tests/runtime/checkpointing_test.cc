@@ -150,11 +150,12 @@ class Checkpointing : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  gpupool::Runtime Start(double clock_speed, bool shared_dir = false) {
+  gpupool::Runtime Start(double clock_speed, bool shared_dir = false, const char* gpus = "1xH100-80GB",
+                         const char* config = kConfig) {
     gpupool::RuntimeOptions o;
     o.checkpoint_dir_shared = shared_dir;
-    o.simulate = "1xH100-80GB";
-    o.config_text = kConfig;
+    o.simulate = gpus;
+    o.config_text = config;
     o.clock_speed = clock_speed;
     o.lease_linger_ms = 20;
     o.checkpoint_dir = dir_.string();
@@ -212,6 +213,39 @@ TEST_F(Checkpointing, ReclaimedBorrowerSnapshotsAtItsSafePointAndResumesWithTheS
   EXPECT_GE(b.snapshots, 1u);
   EXPECT_LT(b.lost_gpu_hours * 3600, 2.0) << "a snapshot at the safe point loses (almost) nothing";
   EXPECT_THAT(log_.Detail("task-preempted"), HasSubstr("resumes there"));
+}
+
+// Reclaim takes the lease that loses least: a borrower task that snapshots every 20 pool seconds
+// loses less than one that never does, though it has run longer. The runtime tells the pool of
+// each committed snapshot (PoolClient::Checkpointed); without that the pool counts the older
+// lease's whole run as at risk and takes the younger, unsaved one.
+TEST_F(Checkpointing, ReclaimTakesTheLeaseThatLosesLeastSinceItsLastSnapshot) {
+  constexpr char kTwoGpus[] = R"(
+model_groups:
+  gpus: [H100-80GB]
+priority_classes:
+  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
+  - {name: quick, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 20}
+teams:
+  - name: owner
+    quotas: [{gpus: gpus, nominal: 2}]
+  - name: borrower
+    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 2}]
+)";
+  gpupool::Runtime rt = Start(/*clock_speed=*/100, false, "2xH100-80GB", kTwoGpus);
+  auto saved = gpupool::Task(Train).Gpus(1).Team("borrower").PriorityClass("quick").Submit(2000);
+  WaitForProgress(300);  // 60 pool s in: three periodic snapshots
+  auto unsaved = gpupool::Task(Unsaved).Gpus(1).Team("borrower").Submit(1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // the unsaved one: 80 pool s at risk
+  auto owner = gpupool::Task(Hold).Gpus(1).Team("owner").Submit(50);
+  EXPECT_EQ(*gpupool::Get(owner, std::chrono::seconds(30)), 50);
+  EXPECT_THAT(log_.Detail("task-preempted"), HasSubstr("Train'"));
+  TrainResult s = *gpupool::Get(saved, std::chrono::seconds(60));
+  TrainResult u = *gpupool::Get(unsaved, std::chrono::seconds(60));
+  EXPECT_EQ(s.checksum, Uninterrupted(2000));
+  EXPECT_EQ(s.attempt, 1) << "the task with the recent snapshot was the one preempted";
+  EXPECT_EQ(u.attempt, 0) << "the task that would have lost 80 pool s of work kept its GPU";
+  EXPECT_EQ(Usage(rt, "borrower").preemptions, 1u);
 }
 
 TEST_F(Checkpointing, MissedGracePeriodResumesFromThePreviousSnapshotAndCountsTheLoss) {

@@ -6,16 +6,19 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <map>
 #include <future>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/head/embedded_pool.h"
+#include "runtime/head/head_journal.h"
 #include "runtime/head/pool_server.h"
 #include "runtime/head/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
@@ -279,6 +282,78 @@ TEST_F(PoolRpc, ClientIsToldWhenTheServerGoesAway) {
   EXPECT_TRUE(r.WaitFor("lost"));
   EXPECT_FALSE(job->connected());
   EXPECT_TRUE(absl::IsUnavailable(job->Release(r.last_lease().id)));
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
+
+namespace gpupool::runtime {
+namespace {
+
+// A job tells the head of each committed snapshot: the lease's work at risk starts again from
+// then (what reclaim and preemption minimise), and the head's checkpoint index (SQLite) records
+// it until the job says the task is done.
+TEST(PoolRpcCheckpoints, ACommittedSnapshotResetsTheLeasesWorkAtRiskAndIsIndexed) {
+  const std::string journal = ::testing::TempDir() + "/checkpoint-index-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  EmbeddedPoolOptions po;
+  po.simulate = "1xH100-80GB";
+  po.config_text = kOwnerBorrowerConfig;
+  po.clock_speed = 1000;  // a pool second a millisecond
+  PoolServerOptions so;
+  so.team_tokens = {{"owner", "owner-token"}};
+  so.journal_path = journal;
+  std::unique_ptr<PoolServer> head = StartHead(po, so);
+  ASSERT_NE(head, nullptr);
+  {
+    auto job = RemotePool::Connect({.port = head->port(), .team = "owner", .token = "owner-token"});
+    ASSERT_TRUE(job.ok()) << job.status();
+    Recorder r;
+    ASSERT_TRUE((*job)->Request(Req("train"), &r).ok());
+    ASSERT_TRUE(r.WaitFor("granted"));
+    const std::string lease = r.last_lease().id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ~100 pool s at risk
+    (*job)->Checkpointed(lease, CheckpointNote{"job-h-1.task-7", 3, 120, "/ckpt/job-h-1.task-7/snap-3"});
+    (*job)->Checkpointed(lease, CheckpointNote{"job-h-1.task-8", 1, 5, "/ckpt/job-h-1.task-8/snap-1"});
+    (*job)->Checkpointed("not-mine", CheckpointNote{"job-h-1.task-9", 1, 1, ""});  // ignored: not held
+    auto at_risk_since = [&]() -> std::pair<int64_t, int64_t> {
+      for (const pool::Lease& l : head->pool().Leases()) {
+        if (l.id == lease) return {l.started_s, l.last_checkpoint_s};
+      }
+      return {-1, -1};
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (at_risk_since().second <= at_risk_since().first && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto [started, checkpointed] = at_risk_since();
+    EXPECT_GE(checkpointed - started, 50) << "the snapshot moved the lease's last checkpoint";
+    (*job)->ForgetCheckpoints("job-h-1.task-8");  // that task is done
+    ASSERT_TRUE((*job)->Release(lease).ok());
+    // Release is sent after the notes, in order: once the head has taken the lease back, it has
+    // handled them.
+    const auto released = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!head->pool().Leases().empty() && std::chrono::steady_clock::now() < released) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  head.reset();
+  absl::StatusOr<std::unique_ptr<HeadJournal>> index = HeadJournal::Open(journal);
+  ASSERT_TRUE(index.ok()) << index.status();
+  absl::StatusOr<std::vector<CheckpointRecord>> kept = (*index)->CheckpointHistory("job-h-1.task-7");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].version, 3);
+  EXPECT_EQ((*kept)[0].step, 120);
+  EXPECT_EQ((*kept)[0].path, "/ckpt/job-h-1.task-7/snap-3");
+  absl::StatusOr<std::vector<CheckpointRecord>> forgotten = (*index)->CheckpointHistory("job-h-1.task-8");
+  ASSERT_TRUE(forgotten.ok()) << forgotten.status();
+  EXPECT_TRUE(forgotten->empty()) << "a finished task's entries are removed";
+  absl::StatusOr<std::vector<CheckpointRecord>> foreign = (*index)->CheckpointHistory("job-h-1.task-9");
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_TRUE(foreign->empty()) << "a lease the job does not hold records nothing";
+  index->reset();
+  std::remove(journal.c_str());
 }
 
 }  // namespace

@@ -17,22 +17,27 @@
 
 namespace gpupool::runtime {
 
-// `gpus` as --simulate takes it ("1xH100-80GB"); `port` 0: any. Null (with a test failure) when
-// the head cannot start.
+// The general form. Null (with a test failure) when the head cannot start.
+inline std::unique_ptr<PoolServer> StartHead(const EmbeddedPoolOptions& pool_options,
+                                             const PoolServerOptions& server_options) {
+  auto pool = EmbeddedPool::Start(pool_options);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  if (!pool.ok()) return nullptr;
+  auto server = PoolServer::Start(*std::move(pool), server_options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+// `gpus` as --simulate takes it ("1xH100-80GB"); `port` 0: any.
 inline std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
                                              uint16_t port = 0, const char* config = kOwnerBorrowerConfig) {
   EmbeddedPoolOptions o;
   o.simulate = gpus;
   o.config_text = config;
-  auto pool = EmbeddedPool::Start(o);
-  EXPECT_TRUE(pool.ok()) << pool.status();
-  if (!pool.ok()) return nullptr;
   PoolServerOptions so;
   so.port = port;
   so.team_tokens = std::move(tokens);
-  auto server = PoolServer::Start(*std::move(pool), so);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
+  return StartHead(o, so);
 }
 
 // A request for one whole GPU with id `id`, for `team` ("": the session's own).
