@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -292,6 +293,52 @@ absl::Status Scheduler::Release(const std::string& lease_id, int64_t now_s) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return absl::NotFoundError(absl::StrCat("no lease '", lease_id, "'"));
   ReleaseLease(it);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Adopt(Lease lease, int64_t now_s) {
+  if (leases_.count(lease.id) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("lease '", lease.id, "' is already held"));
+  }
+  const auto refuse = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat("lease '", lease.id, "' cannot be taken back: ", why));
+  };
+  if (absl::Status valid = Validate(lease.request); !valid.ok()) return refuse(valid.message());
+  if (lease.gpus.empty()) return refuse("it holds no GPU");
+  if (topology_.GroupModel(lease.group) == nullptr) {
+    return refuse(absl::StrCat("model group '", lease.group, "' is not in this pool"));
+  }
+  std::vector<int> gpus;
+  CapacityState trial = state_;  // every slot must fit before anything is taken
+  for (const GpuRef& ref : lease.gpus) {
+    int g = topology_.Find(ref);
+    if (g < 0) return refuse(absl::StrCat("GPU ", ref.node, "/", ref.index, " is not in this pool"));
+    if (!trial.Fits(g, lease.request.slot)) {
+      return refuse(absl::StrCat("GPU ", ref.node, "/", ref.index, " has no room for its slot"));
+    }
+    trial.Take(g, lease.request.slot);
+    gpus.push_back(g);
+  }
+  lease.milli = 0;
+  for (int g : gpus) {
+    state_.Take(g, lease.request.slot);
+    lease.milli += SlotComputeMilli(lease.request.slot, topology_.gpus()[g].model);
+  }
+  RefreshGpus(gpus);
+  lease.started_s = now_s;
+  lease.last_checkpoint_s = now_s;
+  lease.revoke_deadline_s.reset();
+  lease.revoked_for.clear();
+  ledger_.Add(lease.request.team, lease.group, lease.milli);
+  victims_.Add(lease, ClassOf(lease.request));
+  // New leases are "<request id>#<handle>": keep handles clear of the adopted ones.
+  if (size_t hash = lease.id.rfind('#'); hash != std::string::npos) {
+    uint64_t handle = 0;
+    if (absl::SimpleAtoi(absl::string_view(lease.id).substr(hash + 1), &handle)) {
+      next_handle_ = std::max(next_handle_, handle + 1);
+    }
+  }
+  leases_[lease.id] = std::move(lease);
   return absl::OkStatus();
 }
 

@@ -128,6 +128,14 @@ class Scheduler {
   absl::Status Cancel(const std::string& request_id);
   // Ends a lease (normally, or after a revocation); its capacity returns to the pool.
   absl::Status Release(const std::string& lease_id, int64_t now_s);
+  // A lease granted before this scheduler existed (a head restarted from its journal) is taken
+  // back as it was: its GPUs and its quota charge, so nothing else is placed there. The clock
+  // restarts with the scheduler, so started_s and last_checkpoint_s become `now_s`; a revocation
+  // under way is forgotten (a reclaim that still needs the capacity revokes again).
+  // FailedPrecondition naming what no longer fits (an unknown GPU, group, team or class, or a
+  // GPU without room for the slot); AlreadyExists for a lease id already held. Nothing changes
+  // on failure.
+  absl::Status Adopt(Lease lease, int64_t now_s);
   // A lease's task committed a checkpoint: work before `now_s` is safe from preemption.
   absl::Status RecordCheckpoint(const std::string& lease_id, int64_t now_s);
   // A GPU's health changed. Draining or lost GPUs get no new leases; leases on a draining GPU

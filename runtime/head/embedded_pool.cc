@@ -132,6 +132,19 @@ void EmbeddedPool::Checkpointed(const std::string& lease_id, const CheckpointNot
   (void)scheduler_->RecordCheckpoint(lease_id, NowSeconds());  // NotFound: it ended meanwhile
 }
 
+absl::Status EmbeddedPool::Adopt(const pool::Lease& lease, LeaseListener* listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status st = scheduler_->Adopt(lease, NowSeconds()); !st.ok()) return st;
+  const pool::Lease& adopted = scheduler_->leases().at(lease.id);
+  leases_.Open(lease.id, LeaseBook::Lease{.listener = listener,
+                                          .team = adopted.request.team,
+                                          .gpus = static_cast<double>(adopted.milli) / 1000.0,
+                                          .borrowing = adopted.borrowing,
+                                          .started_s = Now()});
+  dirty_ = true;
+  return absl::OkStatus();
+}
+
 void EmbeddedPool::OwnerSchedules() { owner_schedules_.store(true); }
 
 void EmbeddedPool::WakeForCycle() {

@@ -66,6 +66,11 @@ class EmbeddedPool final : public PoolClient {
   absl::Status Withdraw(const std::string& request_id) override;
   absl::Status Release(const std::string& lease_id) override;
   void Checkpointed(const std::string& lease_id, const CheckpointNote& note) override;
+  // Takes back a lease a previous run of the pool granted (a head restarted from its journal):
+  // it holds its GPUs and quota again and `listener` hears of its revocation or loss (see
+  // pool::Scheduler::Adopt for what is refused). Its GPUs' health is not looked at: a remote
+  // node's GPUs stay unschedulable until its agent is back, without losing the lease.
+  absl::Status Adopt(const pool::Lease& lease, LeaseListener* listener);
   double Now() const override;  // pool seconds since Start
   double clock_speed() const { return clock_speed_; }
   const pool::PoolConfig& config() const override { return config_; }

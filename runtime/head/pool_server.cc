@@ -1,5 +1,6 @@
 #include "runtime/head/pool_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <deque>
@@ -16,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/task_key.h"
 #include "nlohmann/json.hpp"
@@ -126,6 +128,11 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   }
   std::map<std::string, SessionImpl*>& by_request() { return by_request_; }
   std::map<std::string, SessionImpl*>& by_lease() { return by_lease_; }
+  // Leases the previous run left open, taken back from the journal and not reclaimed yet: lease
+  // id -> team (loop thread once started).
+  std::map<std::string, std::string>& orphans() { return orphans_; }
+  // The head itself is stopping (loop thread).
+  bool stopping() const { return stopping_; }
 
   // Constant after Start.
   std::unique_ptr<EmbeddedPool> pool_;
@@ -165,6 +172,10 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
     bool silent = false;  // its node was taken down for missing heartbeats
   };
   kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
+  // Once the reclaim window has passed: the previous run's leases nobody reclaimed go back.
+  kj::Promise<void> ReleaseOrphansLater(kj::Timer& timer);
+  std::map<std::string, std::string> orphans_;
+  bool stopping_ = false;  // loop thread
 
   // Loop thread only: the live agent of each node, and who holds each pool request and lease.
   std::map<std::string, Agent> agents_;
@@ -186,6 +197,14 @@ class SessionImpl final : public rpc::Session::Server {
         prefix_(absl::StrCat("s", server.NextSessionNumber(), "/")) {}
 
   ~SessionImpl() {
+    // The head is stopping, not the job: with a journal, its leases stay open there for the next
+    // run to take back and the job to reclaim (its tasks run on); its queued requests are sent
+    // again by the job. The pool goes with the head.
+    if (server_.stopping()) {
+      for (auto& [id, p] : pending_) server_.by_request().erase(id);
+      for (auto& [id, listener] : leases_) server_.by_lease().erase(id);
+      return;
+    }
     // The job is gone: what it asked for goes back to the pool. A grant already queued for a
     // withdrawn request finds no session and is released by the server.
     for (auto& [id, p] : pending_) {
@@ -318,6 +337,34 @@ class SessionImpl final : public rpc::Session::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> reclaim(ReclaimContext context) override {
+    // Revocations the pool made while nobody held the lease are told to the job now.
+    std::map<std::string, int64_t> revoking;
+    for (const pool::Lease& l : server_.pool().Leases()) {
+      if (l.revoke_deadline_s.has_value()) revoking[l.id] = *l.revoke_deadline_s;
+    }
+    std::vector<std::string> kept;
+    for (rpc::HeldLease::Reader held : context.getParams().getLeases()) {
+      std::string id = held.getLeaseId();
+      auto orphan = server_.orphans().find(id);
+      if (orphan == server_.orphans().end()) continue;  // released meanwhile, or never the previous run's
+      const std::string& team = orphan->second;
+      if (team != team_ && !server_.Authenticate(team, token_).ok()) continue;  // not this job's to take
+      leases_.insert_or_assign(id, held.getListener());
+      server_.by_lease()[id] = this;
+      server_.orphans().erase(orphan);
+      kept.push_back(id);
+    }
+    auto out = context.getResults().initKept(kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) out.set(i, kept[i]);
+    for (const std::string& id : kept) {
+      if (auto r = revoking.find(id); r != revoking.end()) {
+        Revoked(id, pool::RevokeCause::kReclaim, static_cast<double>(r->second));
+      }
+    }
+    return kj::READY_NOW;
+  }
+
   const std::string& team() const { return team_; }
 
   kj::Promise<void> info(InfoContext context) override {
@@ -328,6 +375,7 @@ class SessionImpl final : public rpc::Session::Server {
     info.setConfigYaml(pool.config_text());
     info.setCapacityGpus(pool.capacity_gpus());
     info.setDriver(pool.driver_name());
+    info.setDurable(server_.journal() != nullptr);
     return kj::READY_NOW;
   }
 
@@ -682,6 +730,21 @@ std::string PoolServer::Impl::Report() {
   return report.dump();
 }
 
+kj::Promise<void> PoolServer::Impl::ReleaseOrphansLater(kj::Timer& timer) {
+  return timer.afterDelay(options_.reclaim_window.count() * kj::MILLISECONDS).then([this] {
+    for (const auto& [id, team] : orphans_) {
+      (void)pool_->Release(id);
+      JournalClose(id, "not reclaimed after the head restarted");
+    }
+    if (!orphans_.empty()) {
+      std::fprintf(stderr, "gpupool head: released %zu lease(s) of the previous run that no job reclaimed\n",
+                   orphans_.size());
+      ScheduleSoon();
+    }
+    orphans_.clear();
+  });
+}
+
 absl::Status PoolServer::Impl::OpenJournal() {
   if (options_.journal_path.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(options_.journal_path);
@@ -689,14 +752,39 @@ absl::Status PoolServer::Impl::OpenJournal() {
   journal_ = *std::move(journal);
   absl::StatusOr<HeadState> previous = journal_->Load();
   if (!previous.ok()) return previous.status();
-  // The jobs of a previous run lost their sessions when it died (their runtimes requeue the
-  // tasks): close what it had granted into the ledger, so no GPU-second goes unaccounted.
+  // The previous run's leases are taken back and kept for their jobs, whose tasks run on through
+  // the restart and which reclaim them when they reconnect (Session.reclaim); a lease that no
+  // longer fits this pool is closed into the ledger, so no GPU-second goes unaccounted. Queued
+  // requests are dropped: their jobs send them again.
   double now = WallSeconds();
-  for (const LeaseRecord& l : previous->leases) journal_->CloseLease(l.lease_id, now, "head restarted");
+  size_t closed = 0;
+  for (const LeaseRecord& l : previous->leases) {
+    absl::StatusOr<pool::Lease> lease =
+        l.lease.empty() ? absl::InvalidArgumentError("its record has no lease (an older journal)")
+                        : rpc::LeaseFromBytes(l.lease);
+    absl::Status adopted = lease.ok() ? pool_->Adopt(*lease, this) : lease.status();
+    if (adopted.ok()) {
+      orphans_[l.lease_id] = lease->request.team;
+      // New sessions are numbered past the adopted ones ("s<N>/..."), so lease ids never repeat.
+      uint64_t n = 0;
+      if (size_t slash = l.lease_id.find('/'); l.lease_id.rfind('s', 0) == 0 && slash != std::string::npos &&
+                                               absl::SimpleAtoi(l.lease_id.substr(1, slash - 1), &n)) {
+        next_session_ = std::max(next_session_, n + 1);
+      }
+      continue;
+    }
+    std::fprintf(stderr, "gpupool head: lease %s of the previous run is not taken back: %s\n", l.lease_id.c_str(),
+                 std::string(adopted.message()).c_str());
+    journal_->CloseLease(l.lease_id, now, "head restarted");
+    ++closed;
+  }
   for (const RequestRecord& r : previous->requests) journal_->RemoveRequest(r.request_id);
   if (!previous->leases.empty() || !previous->requests.empty()) {
-    std::fprintf(stderr, "gpupool head: journal %s: closed %zu lease(s) and %zu request(s) left by the previous run\n",
-                 options_.journal_path.c_str(), previous->leases.size(), previous->requests.size());
+    std::fprintf(stderr,
+                 "gpupool head: journal %s: %zu lease(s) of the previous run kept for %lld s for their jobs to "
+                 "reclaim, %zu closed; %zu queued request(s) dropped (their jobs send them again)\n",
+                 options_.journal_path.c_str(), orphans_.size(),
+                 static_cast<long long>(options_.reclaim_window.count() / 1000), closed, previous->requests.size());
   }
   return journal_->Flush();
 }
@@ -726,6 +814,7 @@ void PoolServer::Impl::JournalLease(const pool::Lease& lease, const std::string&
     if (gpu != nullptr) record.account.gpu_model = gpu->device.model;
   }
   record.account.gpus = static_cast<double>(lease.milli) / 1000.0;
+  record.lease = rpc::LeaseToBytes(lease);  // what a restarted head takes back
   record.granted_s = WallSeconds();
   journal_->RecordLease(std::move(record));
 }
@@ -830,7 +919,11 @@ void PoolServer::Impl::Handle(PoolEvent& e) {
     return;
   }
   auto it = by_lease_.find(e.lease_id);
-  if (it == by_lease_.end()) return;
+  if (it == by_lease_.end()) {
+    // A lease of the previous run nobody reclaimed yet: once lost, there is nothing to reclaim.
+    if (e.kind == PoolEvent::kLost && orphans_.erase(e.lease_id) > 0) JournalClose(e.lease_id, "lost");
+    return;
+  }
   if (e.kind == PoolEvent::kRevoked) {
     it->second->Revoked(e.lease_id, e.cause, e.deadline_s);
   } else {
@@ -877,6 +970,7 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
     tasks.add(AcceptLoop(*listener, tasks));
     tasks.add(PumpEvents());
     tasks.add(WatchHeartbeats(io.provider->getTimer()));
+    if (!orphans_.empty()) tasks.add(ReleaseOrphansLater(io.provider->getTimer()));
     started.set_value(absl::OkStatus());
     stop.promise.wait(io.waitScope);
   }  // connections close here; their sessions give back what they held
@@ -909,7 +1003,10 @@ absl::Status PoolServer::Impl::Start() {
 
 PoolServer::Impl::~Impl() noexcept {
   if (thread_.joinable()) {
-    executor_->executeSync([this] { stop_->fulfill(); });
+    executor_->executeSync([this] {
+      stopping_ = true;  // the sessions closing now keep their jobs' leases (see ~SessionImpl)
+      stop_->fulfill();
+    });
     thread_.join();
   }
   pool_.reset();  // stops the pool's thread: no listener call reaches this object afterwards

@@ -49,9 +49,13 @@ struct PoolServerOptions {
   // The head's durable journal (runtime/head/head_journal.h); empty: none (nothing survives a
   // restart). With one, a job's request and release are acknowledged only once they are
   // durable, grants and losses are recorded, and every closed lease lands in the ledger that
-  // `gpupool usage` reads. On start, leases and requests left by a previous run (its jobs lost
-  // their sessions with it) are closed into the ledger as "head restarted".
+  // `gpupool usage` reads. On start, requests left by a previous run are dropped (their jobs send
+  // them again); its leases are kept for their jobs to reclaim (reclaim_window).
   std::string journal_path;
+  // With a journal, the leases a previous run left open are taken back at start and kept for
+  // their jobs, which reclaim them when they reconnect (their tasks keep running through the
+  // restart); those not reclaimed within this window are released.
+  std::chrono::milliseconds reclaim_window{30000};
 };
 
 class PoolServer {

@@ -78,6 +78,7 @@ class RemotePool::Impl {
     // thread): the head then holds one import for it instead of one per request, and does not
     // send a Release message each time a lease ends.
     std::map<LeaseListener*, rpc::LeaseListener::Client> listeners;
+    bool durable = false;  // the head keeps a journal: held leases outlive its restart
     rpc::LeaseListener::Client ListenerFor(RemotePool::Impl& impl, LeaseListener* user);
     ~Link() {
       if (connection != nullptr) {
@@ -116,6 +117,11 @@ class RemotePool::Impl {
   }
   void Disconnected(const absl::Status& why);  // a connection's loop thread
   void Reconnect();                            // the reconnect thread
+  // Reports every lease this job holds (but those in `except`) lost with `why`.
+  void LoseHeldLeases(const std::string& why, const std::set<std::string>& except = {});
+  // On a fresh link to a restarted head: asks for the leases held through the restart (and
+  // those given back meanwhile, which it then releases); returns those now held.
+  absl::StatusOr<std::set<std::string>> Reclaim(Link& link);
   void GiveUp(const absl::Status& why);
   void Close(const std::string& lease_id);  // into the ledger
   void Post(std::function<void()> f);
@@ -137,6 +143,7 @@ class RemotePool::Impl {
   bool callbacks_stop_ = false;                    // guarded by mu_
   // Reconnection, guarded by mu_: a loss seen, waiting for the reconnect thread; or given up.
   bool link_lost_ = false;
+  std::vector<std::string> released_while_away_;  // leases given back while reconnecting
   absl::Status lost_why_;
   bool gave_up_ = false;
   bool stopping_ = false;
@@ -146,22 +153,26 @@ class RemotePool::Impl {
 
 namespace {
 
-// The job's listener for one request, as a capability the service calls.
+// The job's listener for one request, as a capability the service calls. A null `user` (a lease
+// given back while reconnecting, reclaimed only to be released) hears nothing.
 class ListenerImpl final : public rpc::LeaseListener::Server {
  public:
   ListenerImpl(RemotePool::Impl& impl, LeaseListener* user) : impl_(impl), user_(user) {}
   kj::Promise<void> granted(GrantedContext context) override {
+    if (user_ == nullptr) return kj::READY_NOW;
     absl::StatusOr<pool::Lease> lease = rpc::DecodeLease(context.getParams().getLease());
     KJ_REQUIRE(lease.ok(), "malformed lease from the pool service", std::string(lease.status().message()));
     impl_.Granted(*std::move(lease), user_);
     return kj::READY_NOW;
   }
   kj::Promise<void> revoked(RevokedContext context) override {
+    if (user_ == nullptr) return kj::READY_NOW;
     auto p = context.getParams();
     impl_.Revoked(p.getLeaseId(), rpc::DecodeRevokeCause(p.getCause()), p.getDeadlineS(), user_);
     return kj::READY_NOW;
   }
   kj::Promise<void> lost(LostContext context) override {
+    if (user_ == nullptr) return kj::READY_NOW;
     auto p = context.getParams();
     impl_.Lost(p.getLeaseId(), p.getWhy(), user_);
     return kj::READY_NOW;
@@ -215,17 +226,15 @@ std::map<std::string, LedgerTeam> RemotePool::Impl::Ledger() const {
 }
 
 void RemotePool::Impl::Disconnected(const absl::Status& why) {
-  // The head takes a vanished job's leases back (and a restarted one closes its previous run's),
-  // so whatever this job held is lost either way.
-  std::vector<std::pair<std::string, LeaseListener*>> lost;
+  // A head with a journal keeps this job's leases through its restart and hands them back when
+  // the job reconnects (Reclaim), so while it tries to, its tasks run on. Otherwise the head
+  // takes a vanished job's leases back, so whatever this job held is lost now.
+  bool keep;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, held] : leases_.open()) lost.emplace_back(id, held.listener);
+    keep = options_.reconnect_for.count() > 0 && link_ != nullptr && link_->durable;
   }
-  for (auto& [id, user] : lost) {
-    Close(id);
-    Post([user = user, id = id] { user->OnLost(id, RpcConnection::kConnectionLost); });
-  }
+  if (!keep) LoseHeldLeases(RpcConnection::kConnectionLost);
   if (options_.reconnect_for.count() <= 0) {
     GiveUp(why);
     return;
@@ -238,7 +247,59 @@ void RemotePool::Impl::Disconnected(const absl::Status& why) {
   reconnect_cv_.notify_all();
 }
 
+void RemotePool::Impl::LoseHeldLeases(const std::string& why, const std::set<std::string>& except) {
+  std::vector<std::pair<std::string, LeaseListener*>> lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, held] : leases_.open()) {
+      if (except.count(id) == 0) lost.emplace_back(id, held.listener);
+    }
+  }
+  for (auto& [id, user] : lost) {
+    Close(id);
+    Post([user = user, id = id, why] { user->OnLost(id, why); });
+  }
+}
+
+absl::StatusOr<std::set<std::string>> RemotePool::Impl::Reclaim(Link& link) {
+  std::vector<std::pair<std::string, LeaseListener*>> held;
+  std::vector<std::string> given_back;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, lease] : leases_.open()) held.emplace_back(id, lease.listener);
+    given_back.swap(released_while_away_);
+  }
+  std::set<std::string> kept;
+  if (held.empty() && given_back.empty()) return kept;
+  absl::Status st = link.connection->Call([&]() -> kj::Promise<absl::Status> {
+    auto req = link.session->reclaimRequest();
+    auto list = req.initLeases(held.size() + given_back.size());
+    size_t i = 0;
+    for (const auto& [id, user] : held) {
+      list[i].setLeaseId(id);
+      list[i++].setListener(link.ListenerFor(*this, user));
+    }
+    for (const std::string& id : given_back) {
+      list[i].setLeaseId(id);  // taken, then released at once below
+      list[i++].setListener(link.ListenerFor(*this, nullptr));
+    }
+    return req.send().then([&kept](capnp::Response<rpc::Session::ReclaimResults>&& resp) {
+      for (capnp::Text::Reader id : resp.getKept()) kept.insert(id);
+      return absl::OkStatus();
+    });
+  });
+  if (!st.ok()) return st;
+  for (const std::string& id : given_back) {
+    if (kept.erase(id) == 0) continue;
+    link.connection->Post([raw = &link, id] {
+      if (raw->session.has_value()) ReleaseOn(*raw, id).detach([](kj::Exception&&) {});
+    });
+  }
+  return kept;
+}
+
 void RemotePool::Impl::GiveUp(const absl::Status& why) {
+  LoseHeldLeases(RpcConnection::kConnectionLost);  // kept while reconnecting; gone for good now
   std::vector<std::pair<std::string, LeaseListener*>> failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -292,6 +353,10 @@ void RemotePool::Impl::Reconnect() {
     for (const auto& [id, p] : pending_) resend.push_back(p);
     lock.unlock();
     old.reset();  // closes the dead connection's loop
+    // The leases held through the restart: those the head kept are this session's now, the
+    // others are lost (a head without a journal kept none: they were reported at the loss).
+    absl::StatusOr<std::set<std::string>> kept = Reclaim(*fresh);
+    LoseHeldLeases("the restarted pool service did not keep it", kept.ok() ? *kept : std::set<std::string>{});
     // Queued work is admitted again: what the job asked for and was not granted yet.
     for (const Pending& p : resend) {
       absl::Status st = SendRequest(*fresh, p.request, p.listener);
@@ -327,6 +392,7 @@ absl::StatusOr<std::shared_ptr<RemotePool::Impl::Link>> RemotePool::Impl::Dial(s
         pool_now = info.getPoolNowS();
         clock_speed = info.getClockSpeed() > 0 ? info.getClockSpeed() : 1.0;
         capacity = info.getCapacityGpus();
+        link->durable = info.getDurable();
         if (config_yaml != nullptr) *config_yaml = info.getConfigYaml();
         link->session = kj::mv(session);  // only once nothing can fail: it must die on this loop
         return absl::OkStatus();
@@ -491,6 +557,14 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
   }
   if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
   if (held) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (link_lost_) {  // reconnecting: given back to the restarted head once reclaimed
+        leases_.Close(lease_id, NowLocked());
+        released_while_away_.push_back(lease_id);
+        return absl::OkStatus();
+      }
+    }
     // A lease this job holds: given back without waiting for the answer (Ray returns leases the
     // same way). The head can refuse only a lease it already took back (lost, revoked past its
     // deadline), which it has told this job about, so nothing is lost by not waiting. The

@@ -2,10 +2,13 @@
 #include "runtime/rpc/lease_codec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "capnp/message.h"
+#include "capnp/serialize.h"
 
 namespace gpupool::rpc {
 namespace {
@@ -183,6 +186,36 @@ pool::RevokeCause DecodeRevokeCause(RevokeCause cause) {
     case RevokeCause::DRAIN: return pool::RevokeCause::kDrain;
     default: return pool::RevokeCause::kReclaim;
   }
+}
+
+std::string LeaseToBytes(const pool::Lease& l) {
+  capnp::MallocMessageBuilder message;
+  EncodeLease(l, message.initRoot<Lease>());
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const char> bytes = words.asChars();
+  return std::string(bytes.begin(), bytes.end());
+}
+
+absl::StatusOr<pool::Lease> LeaseFromBytes(absl::string_view bytes) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0 ||
+      bytes.size() > kMaxMessageWords * sizeof(capnp::word)) {
+    return absl::InvalidArgumentError(absl::StrCat("a stored lease of ", bytes.size(),
+                                                   " bytes is not one message of whole 8-byte words"));
+  }
+  // Word-aligned storage: the caller's bytes may not be.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  memcpy(words.begin(), bytes.data(), bytes.size());
+  absl::StatusOr<pool::Lease> lease = absl::InternalError("not decoded");
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = kMaxMessageWords;
+    capnp::FlatArrayMessageReader reader(words, options);
+    lease = DecodeLease(reader.getRoot<Lease>());
+  });
+  KJ_IF_MAYBE(e, failure) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed stored lease: ", e->getDescription().cStr()));
+  }
+  return lease;
 }
 
 void EncodeStatus(const absl::Status& s, Status::Builder out) {

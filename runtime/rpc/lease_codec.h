@@ -8,8 +8,11 @@
 #ifndef GPUPOOL_RUNTIME_RPC_LEASE_CODEC_H_
 #define GPUPOOL_RUNTIME_RPC_LEASE_CODEC_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "pool/scheduler/scheduler.h"
 #include "runtime/rpc/pool_service.capnp.h"
 
@@ -24,6 +27,11 @@ void EncodeLeaseRequest(const pool::LeaseRequest& r, LeaseRequest::Builder out);
 absl::StatusOr<pool::LeaseRequest> DecodeLeaseRequest(LeaseRequest::Reader in);
 void EncodeLease(const pool::Lease& l, Lease::Builder out);
 absl::StatusOr<pool::Lease> DecodeLease(Lease::Reader in);
+// A lease as one self-contained byte string (a Cap'n Proto message), as the head's journal keeps
+// it so a restarted head can take the lease back. Decoding checks as above, and refuses bytes
+// that are not a whole message (InvalidArgument).
+std::string LeaseToBytes(const pool::Lease& l);
+absl::StatusOr<pool::Lease> LeaseFromBytes(absl::string_view bytes);
 RevokeCause EncodeRevokeCause(pool::RevokeCause cause);
 pool::RevokeCause DecodeRevokeCause(RevokeCause cause);  // unknown values read as kReclaim
 void EncodeStatus(const absl::Status& s, Status::Builder out);

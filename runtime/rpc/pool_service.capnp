@@ -98,6 +98,12 @@ struct HeadInfo {
   configYaml @2 :Text;       # the head's configuration (teams, quotas, priority classes); "" = default
   capacityGpus @3 :Float64;
   driver @4 :Text;           # what the pool's GPUs are: "nvidia" or "simulated"
+  durable @5 :Bool;          # the head keeps a journal: its leases outlive a restart (reclaim)
+}
+
+struct HeldLease {
+  leaseId @0 :Text;
+  listener @1 :LeaseListener;  # hears of the lease from now on
 }
 
 # A team's authenticated connection. Dropping it (or disconnecting) withdraws its pending
@@ -120,6 +126,11 @@ interface Session {
   # The task is done: its snapshots are gone, and so are its entries in the index. Only keys this
   # session recorded.
   forgetCheckpoints @6 (taskKey :Text) -> (status :Status);
+  # After the head restarted: the leases the job still holds from its previous run (which took
+  # them back from its journal and keeps them for a while). `kept` lists those that are now this
+  # session's; the job has lost the others (released meanwhile, or of a team the session's token
+  # does not open).
+  reclaim @7 (leases :List(HeldLease)) -> (kept :List(Text));
 }
 
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are

@@ -1,6 +1,7 @@
 #include "pool/scheduler/scheduler.h"
 
 #include <gmock/gmock.h>
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -444,6 +445,75 @@ nodes:
   r = pool.s().Schedule(100);
   ASSERT_FALSE(r.granted.empty());
   EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "gang");  // not delayed
+}
+
+}  // namespace
+}  // namespace gpupool::pool
+
+namespace gpupool::pool {
+namespace {
+
+// A restarted head takes its previous run's leases back: they hold their GPUs and quota again,
+// and what no longer fits is refused by name without changing anything.
+TEST(SchedulerAdopt, AnAdoptedLeaseHoldsItsGpusAndQuotaUntilReleased) {
+  // Granted by a first scheduler, adopted by a second one over the same pool (the restart).
+  Pool before(kTwoTeams);
+  ASSERT_TRUE(before.Submit("train", "a", 4).ok());
+  ASSERT_THAT(before.s().Schedule(0).granted, SizeIs(1));
+  const Lease held = before.s().leases().begin()->second;
+
+  Pool after(kTwoTeams);
+  ASSERT_TRUE(after.s().Adopt(held, 7).ok());
+  ASSERT_EQ(after.s().leases().count(held.id), 1u);
+  const Lease& adopted = after.s().leases().at(held.id);
+  EXPECT_EQ(adopted.gpus, held.gpus);
+  EXPECT_EQ(adopted.milli, 4000);
+  EXPECT_EQ(adopted.started_s, 7);
+  EXPECT_EQ(after.s().ledger().Usage("a", "H100-80GB"), 4000);
+  EXPECT_EQ(after.s().Adopt(held, 7).code(), absl::StatusCode::kAlreadyExists);
+
+  // Its GPUs are taken: b's 8-GPU gang waits, its 4-GPU request lands on the other GPUs.
+  ASSERT_TRUE(after.Submit("b-all", "b", 8).ok());
+  ASSERT_TRUE(after.Submit("b-half", "b", 4).ok());
+  CycleResult r = after.s().Schedule(8);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  for (const GpuRef& g : after.s().leases().at(r.granted[0]).gpus) {
+    EXPECT_EQ(std::count(held.gpus.begin(), held.gpus.end(), g), 0) << g.node << "/" << g.index;
+  }
+  // A new lease id never repeats an adopted one.
+  EXPECT_NE(r.granted[0], held.id);
+
+  ASSERT_TRUE(after.s().Release(held.id, 9).ok());
+  EXPECT_EQ(after.s().ledger().Usage("a", "H100-80GB"), 0);
+}
+
+TEST(SchedulerAdopt, WhatNoLongerFitsIsRefusedByNameAndChangesNothing) {
+  Pool before(kTwoTeams);
+  ASSERT_TRUE(before.Submit("x", "a", 1).ok());
+  ASSERT_TRUE(before.Submit("y", "b", 1).ok());
+  ASSERT_THAT(before.s().Schedule(0).granted, SizeIs(2));
+  Lease x = before.s().leases().at(before.LeaseOf("x"));
+  Lease y = before.s().leases().at(before.LeaseOf("y"));
+
+  Pool after(kTwoTeams);
+  Lease elsewhere = x;
+  elsewhere.gpus = {GpuRef{"n-9", 0}};
+  absl::Status st = after.s().Adopt(elsewhere, 0);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("n-9/0 is not in this pool"));
+  Lease unknown_team = x;
+  unknown_team.request.team = "zeta";
+  EXPECT_THAT(after.s().Adopt(unknown_team, 0).message(), HasSubstr("unknown team 'zeta'"));
+
+  ASSERT_TRUE(after.s().Adopt(x, 0).ok());
+  Lease overlapping = y;
+  overlapping.gpus = x.gpus;  // a whole GPU someone already holds
+  st = after.s().Adopt(overlapping, 0);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("has no room"));
+  EXPECT_EQ(after.s().leases().size(), 1u);
+  EXPECT_EQ(after.s().ledger().Usage("b", "H100-80GB"), 0);
+  EXPECT_TRUE(after.s().Adopt(y, 0).ok()) << "the refusal left y's own GPU free";
 }
 
 }  // namespace

@@ -31,9 +31,10 @@ class Recorder : public LeaseListener {
     Add("request failed " + id + ": " + std::string(why.message()), nullptr);
   }
 
-  bool WaitFor(const std::string& prefix, int count = 1) {
+  bool WaitFor(const std::string& prefix, int count = 1,
+               std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(20), [&] {
+    return cv_.wait_for(lock, timeout, [&] {
       int n = 0;
       for (const auto& e : events_) n += e.rfind(prefix, 0) == 0;
       return n >= count;

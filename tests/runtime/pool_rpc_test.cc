@@ -358,3 +358,109 @@ TEST(PoolRpcCheckpoints, ACommittedSnapshotResetsTheLeasesWorkAtRiskAndIsIndexed
 
 }  // namespace
 }  // namespace gpupool::runtime
+
+namespace gpupool::runtime {
+namespace {
+
+// A head with a journal: one GPU of team owner, on 127.0.0.1:`port` (0: any).
+std::unique_ptr<PoolServer> StartDurableHead(const std::string& journal, uint16_t port,
+                                             std::chrono::milliseconds reclaim_window = std::chrono::seconds(30)) {
+  EmbeddedPoolOptions po;
+  po.simulate = "1xH100-80GB";
+  po.config_text = kOwnerBorrowerConfig;
+  PoolServerOptions so;
+  so.port = port;
+  so.team_tokens = {{"owner", "owner-token"}};
+  so.journal_path = journal;
+  so.reclaim_window = reclaim_window;
+  return StartHead(po, so);
+}
+
+std::string TempJournal(const std::string& name) {
+  std::string path = ::testing::TempDir() + "/" + name + "-" + std::to_string(::getpid()) + ".db";
+  std::remove(path.c_str());
+  return path;
+}
+
+// The head restarts under a job that holds a lease: the new head takes the lease back from its
+// journal, the job reclaims it when it reconnects, and its task never hears of a loss; the GPU is
+// not given to anyone else meanwhile, and the lease is released normally afterwards.
+TEST(PoolRpcRestart, ALeaseHeldThroughAHeadRestartIsReclaimedNotLost) {
+  const std::string journal = TempJournal("reclaim");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  Recorder held, queued;
+  auto job = RemotePool::Connect({.port = port, .team = "owner", .token = "owner-token",
+                                  .reconnect_for = std::chrono::seconds(20)});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  const std::string lease = held.last_lease().id;
+  ASSERT_TRUE((*job)->Request(Req("queued"), &queued).ok());  // the one GPU is taken: it waits
+
+  head.reset();
+  head = StartDurableHead(journal, port);
+  ASSERT_NE(head, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*job)->reconnections() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ((*job)->reconnections(), 1u);
+  std::vector<pool::Lease> leases = head->pool().Leases();
+  ASSERT_EQ(leases.size(), 1u) << "the new head holds the lease for the job";
+  EXPECT_EQ(leases[0].id, lease);
+  // The queued request, sent again, still waits behind it: nobody else got the GPU.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const std::string& e : held.events()) EXPECT_EQ(e.rfind("lost", 0), std::string::npos) << e;
+  EXPECT_FALSE(queued.WaitFor("granted", 1, std::chrono::milliseconds(1))) << "the held GPU was given away";
+
+  // Released to the new head like any lease: the queued request gets the GPU.
+  ASSERT_TRUE((*job)->Release(lease).ok());
+  ASSERT_TRUE(queued.WaitFor("granted"));
+  EXPECT_TRUE((*job)->Release(queued.last_lease().id).ok());
+  job->reset();
+  head.reset();
+  std::remove(journal.c_str());
+}
+
+// Nobody reclaims the previous run's lease (its job did not reconnect): the new head releases it
+// when the reclaim window ends, and its GPU is granted again.
+TEST(PoolRpcRestart, ALeaseNobodyReclaimsIsReleasedAfterTheWindow) {
+  const std::string journal = TempJournal("unclaimed");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  {
+    Recorder held;
+    auto job = RemotePool::Connect({.port = port, .team = "owner", .token = "owner-token"});
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
+    ASSERT_TRUE(held.WaitFor("granted"));
+    head.reset();  // the job does not reconnect (reconnect_for 0): it reports the lease lost
+    ASSERT_TRUE(held.WaitFor("lost"));
+  }
+  head = StartDurableHead(journal, port, std::chrono::milliseconds(300));
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->pool().Leases().size(), 1u) << "kept for a while for its job";
+  auto job = RemotePool::Connect({.port = port, .team = "owner", .token = "owner-token"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  Recorder next;
+  ASSERT_TRUE((*job)->Request(Req("next"), &next).ok());
+  ASSERT_TRUE(next.WaitFor("granted")) << "the GPU came back when the window ended";
+  EXPECT_TRUE((*job)->Release(next.last_lease().id).ok());
+  job->reset();
+  head.reset();
+  absl::StatusOr<std::unique_ptr<HeadJournal>> opened = HeadJournal::Open(journal);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  absl::StatusOr<std::vector<LedgerEntry>> ledger = (*opened)->Ledger(0, 1e12);
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  std::vector<std::string> causes;
+  for (const LedgerEntry& e : *ledger) causes.push_back(e.end_cause);
+  EXPECT_THAT(causes, ::testing::Contains("not reclaimed after the head restarted"));
+  opened->reset();
+  std::remove(journal.c_str());
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
