@@ -600,36 +600,40 @@ void BindTasks(py::module_& m) {
            "of numbers is reduced as float64 and returned as a new list.")
       .def(
           "broadcast",
+          // Objects travel as PyValues: the pickle and the ObjectRefs inside it, which cross
+          // ranks as refs (their owner serves them; the receiver fetches them) exactly as in C++.
           [](const PyTaskContext& c, py::object obj, int root) -> py::object {
             TaskContext& context = c.get();
-            std::string bytes;
-            if (context.rank() == root) bytes = std::string(static_cast<std::string_view>(py::bytes(state->dumps(obj, 5))));
+            PyValue value;
+            if (context.rank() == root) value = MakeValue(obj);
             {
               py::gil_scoped_release release;
-              context.BroadcastValue(root, bytes);
+              context.BroadcastValue(root, value);
             }
-            return context.rank() == root ? obj : Unpickle(bytes);
+            return context.rank() == root ? obj : Unpickle(value.pickled);
           },
-          py::arg("obj"), py::arg("root") = 0, "Rank root's obj (pickled) to every rank; returns it")
+          py::arg("obj"), py::arg("root") = 0,
+          "Rank root's obj (pickled; ObjectRefs inside stay refs to root's objects) to every rank; returns it")
       .def(
           "send",
           [](const PyTaskContext& c, py::object obj, int dst, uint64_t tag) {
             TaskContext& context = c.get();
-            std::string bytes(static_cast<std::string_view>(py::bytes(state->dumps(obj, 5))));
+            PyValue value = MakeValue(obj);
             py::gil_scoped_release release;
-            context.SendValue(dst, tag, bytes);
+            context.SendValue(dst, tag, value);
           },
-          py::arg("obj"), py::arg("dst"), py::arg("tag") = 0, "Send obj (pickled) to rank dst")
+          py::arg("obj"), py::arg("dst"), py::arg("tag") = 0,
+          "Send obj (pickled; ObjectRefs inside stay refs, fetched by dst) to rank dst")
       .def(
           "recv",
           [](const PyTaskContext& c, int src, uint64_t tag) {
             TaskContext& context = c.get();
-            std::string bytes;
+            PyValue value;
             {
               py::gil_scoped_release release;
-              bytes = context.RecvValue<std::string>(src, tag);
+              value = context.RecvValue<PyValue>(src, tag);  // imports the refs inside
             }
-            return Unpickle(bytes);
+            return Unpickle(value.pickled);
           },
           py::arg("src"), py::arg("tag") = 0, "The next object rank src sent with tag");
   m.def("_context", []() -> py::object {
