@@ -329,6 +329,9 @@ absl::Status Scheduler::Adopt(Lease lease, int64_t now_s) {
   lease.last_checkpoint_s = now_s;
   lease.revoke_deadline_s.reset();
   lease.revoked_for.clear();
+  // Borrowing as the quotas stand now (the configuration may have changed since the grant): it
+  // decides whether owners may reclaim the lease.
+  lease.borrowing = !ledger_.FitsNominal(lease.request.team, lease.group, lease.milli);
   ledger_.Add(lease.request.team, lease.group, lease.milli);
   victims_.Add(lease, ClassOf(lease.request));
   // New leases are "<request id>#<handle>": keep handles clear of the adopted ones.

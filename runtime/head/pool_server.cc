@@ -128,9 +128,16 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   }
   std::map<std::string, SessionImpl*>& by_request() { return by_request_; }
   std::map<std::string, SessionImpl*>& by_lease() { return by_lease_; }
-  // Leases the previous run left open, taken back from the journal and not reclaimed yet: lease
-  // id -> team (loop thread once started).
-  std::map<std::string, std::string>& orphans() { return orphans_; }
+  // Leases kept for their job to reclaim (Session.reclaim): the previous run's, taken back from
+  // the journal, and those of sessions lost while the head ran. Loop thread once started.
+  struct Orphan {
+    std::string job_key;  // only a session with this key may reclaim it
+    std::chrono::steady_clock::time_point release_at;
+  };
+  std::map<std::string, Orphan>& orphans() { return orphans_; }
+  void KeepForReclaim(const std::string& lease_id, const std::string& job_key) {
+    orphans_[lease_id] = Orphan{job_key, std::chrono::steady_clock::now() + options_.reclaim_window};
+  }
   // The head itself is stopping (loop thread).
   bool stopping() const { return stopping_; }
 
@@ -172,9 +179,9 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
     bool silent = false;  // its node was taken down for missing heartbeats
   };
   kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
-  // Once the reclaim window has passed: the previous run's leases nobody reclaimed go back.
-  kj::Promise<void> ReleaseOrphansLater(kj::Timer& timer);
-  std::map<std::string, std::string> orphans_;
+  // Every quarter second: kept leases whose reclaim window has passed go back to the pool.
+  kj::Promise<void> ReleaseExpiredOrphans(kj::Timer& timer);
+  std::map<std::string, Orphan> orphans_;
   bool stopping_ = false;  // loop thread
 
   // Loop thread only: the live agent of each node, and who holds each pool request and lease.
@@ -192,8 +199,8 @@ constexpr size_t kMaxCheckpointPathBytes = 4096;  // PATH_MAX
 
 class SessionImpl final : public rpc::Session::Server {
  public:
-  SessionImpl(PoolServer::Impl& server, std::string team, std::string token)
-      : server_(server), team_(std::move(team)), token_(std::move(token)),
+  SessionImpl(PoolServer::Impl& server, std::string team, std::string token, std::string job_key)
+      : server_(server), team_(std::move(team)), token_(std::move(token)), job_key_(std::move(job_key)),
         prefix_(absl::StrCat("s", server.NextSessionNumber(), "/")) {}
 
   ~SessionImpl() {
@@ -211,6 +218,15 @@ class SessionImpl final : public rpc::Session::Server {
       server_.by_request().erase(id);
       (void)server_.pool().Withdraw(id);
       if (server_.journal() != nullptr) server_.journal()->RemoveRequest(id);
+    }
+    // A job that may come back (it has a key) finds its leases kept for the reclaim window: a
+    // lost connection is not a dead job, and its tasks run on meanwhile.
+    if (!job_key_.empty() && !leaving_ && server_.journal() != nullptr) {
+      for (auto& [id, listener] : leases_) {
+        server_.by_lease().erase(id);
+        server_.KeepForReclaim(id, job_key_);
+      }
+      return;
     }
     for (auto& [id, listener] : leases_) {
       server_.by_lease().erase(id);
@@ -347,9 +363,10 @@ class SessionImpl final : public rpc::Session::Server {
     for (rpc::HeldLease::Reader held : context.getParams().getLeases()) {
       std::string id = held.getLeaseId();
       auto orphan = server_.orphans().find(id);
-      if (orphan == server_.orphans().end()) continue;  // released meanwhile, or never the previous run's
-      const std::string& team = orphan->second;
-      if (team != team_ && !server_.Authenticate(team, token_).ok()) continue;  // not this job's to take
+      if (orphan == server_.orphans().end()) continue;  // released meanwhile, or never kept
+      // Only the job that held it: the key it presented then and now (a job of the same team
+      // cannot take another's lease, whose id `gpupool queue` shows).
+      if (job_key_.empty() || orphan->second.job_key != job_key_) continue;
       leases_.insert_or_assign(id, held.getListener());
       server_.by_lease()[id] = this;
       server_.orphans().erase(orphan);
@@ -365,6 +382,11 @@ class SessionImpl final : public rpc::Session::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> leave(LeaveContext) override {
+    leaving_ = true;
+    return kj::READY_NOW;
+  }
+
   const std::string& team() const { return team_; }
 
   kj::Promise<void> info(InfoContext context) override {
@@ -376,6 +398,9 @@ class SessionImpl final : public rpc::Session::Server {
     info.setCapacityGpus(pool.capacity_gpus());
     info.setDriver(pool.driver_name());
     info.setDurable(server_.journal() != nullptr);
+    info.setReclaimWindowS(server_.journal() != nullptr && !job_key_.empty()
+                               ? static_cast<double>(server_.options_.reclaim_window.count()) / 1000.0
+                               : 0.0);
     return kj::READY_NOW;
   }
 
@@ -401,7 +426,7 @@ class SessionImpl final : public rpc::Session::Server {
     pending_.erase(it);
     server_.by_request().erase(lease.request.id);
     server_.by_lease()[lease.id] = this;
-    server_.JournalLease(lease, prefix_);
+    server_.JournalLease(lease, job_key_);  // what reclaims it after a restart
     bool answering = lease.request.id == answering_;
     lease.request.id = p.client_id;
     if (answering) {
@@ -474,6 +499,8 @@ class SessionImpl final : public rpc::Session::Server {
   PoolServer::Impl& server_;
   const std::string team_;
   const std::string token_;  // what it authenticated with
+  const std::string job_key_;  // the job's own secret ("" : none): who may reclaim its leases
+  bool leaving_ = false;       // the job said it is ending: nothing is kept when it closes
   // The request being answered while a cycle runs inside its handler, and its grant.
   std::string answering_;
   std::optional<pool::Lease> answered_grant_;
@@ -525,14 +552,17 @@ class PoolServiceImpl final : public rpc::PoolService::Server {
   kj::Promise<void> authenticate(AuthenticateContext context) override {
     auto params = context.getParams();
     absl::Status st;
-    if (params.getTeam().size() > rpc::kMaxTextBytes || params.getToken().size() > rpc::kMaxTextBytes) {
-      st = absl::InvalidArgumentError("team or token is longer than 4096 bytes");
+    if (params.getTeam().size() > rpc::kMaxTextBytes || params.getToken().size() > rpc::kMaxTextBytes ||
+        params.getJobKey().size() > rpc::kMaxTextBytes) {
+      st = absl::InvalidArgumentError("team, token or job key is longer than 4096 bytes");
     } else {
       st = server_.Authenticate(params.getTeam(), params.getToken());
     }
     auto results = context.getResults();
     rpc::EncodeStatus(st, results.initStatus());
-    if (st.ok()) results.setSession(kj::heap<SessionImpl>(server_, params.getTeam(), params.getToken()));
+    if (st.ok()) {
+      results.setSession(kj::heap<SessionImpl>(server_, params.getTeam(), params.getToken(), params.getJobKey()));
+    }
     return kj::READY_NOW;
   }
 
@@ -730,18 +760,25 @@ std::string PoolServer::Impl::Report() {
   return report.dump();
 }
 
-kj::Promise<void> PoolServer::Impl::ReleaseOrphansLater(kj::Timer& timer) {
-  return timer.afterDelay(options_.reclaim_window.count() * kj::MILLISECONDS).then([this] {
-    for (const auto& [id, team] : orphans_) {
-      (void)pool_->Release(id);
-      JournalClose(id, "not reclaimed after the head restarted");
+kj::Promise<void> PoolServer::Impl::ReleaseExpiredOrphans(kj::Timer& timer) {
+  return timer.afterDelay(250 * kj::MILLISECONDS).then([this, &timer] {
+    const auto now = std::chrono::steady_clock::now();
+    size_t released = 0;
+    for (auto it = orphans_.begin(); it != orphans_.end();) {
+      if (it->second.release_at > now) {
+        ++it;
+        continue;
+      }
+      (void)pool_->Release(it->first);
+      JournalClose(it->first, "not reclaimed by its job");
+      it = orphans_.erase(it);
+      ++released;
     }
-    if (!orphans_.empty()) {
-      std::fprintf(stderr, "gpupool head: released %zu lease(s) of the previous run that no job reclaimed\n",
-                   orphans_.size());
+    if (released > 0) {
+      std::fprintf(stderr, "gpupool head: released %zu lease(s) their jobs did not reclaim in time\n", released);
       ScheduleSoon();
     }
-    orphans_.clear();
+    return ReleaseExpiredOrphans(timer);
   });
 }
 
@@ -764,7 +801,7 @@ absl::Status PoolServer::Impl::OpenJournal() {
                         : rpc::LeaseFromBytes(l.lease);
     absl::Status adopted = lease.ok() ? pool_->Adopt(*lease, this) : lease.status();
     if (adopted.ok()) {
-      orphans_[l.lease_id] = lease->request.team;
+      KeepForReclaim(l.lease_id, l.job_id);
       // New sessions are numbered past the adopted ones ("s<N>/..."), so lease ids never repeat.
       uint64_t n = 0;
       if (size_t slash = l.lease_id.find('/'); l.lease_id.rfind('s', 0) == 0 && slash != std::string::npos &&
@@ -970,7 +1007,7 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
     tasks.add(AcceptLoop(*listener, tasks));
     tasks.add(PumpEvents());
     tasks.add(WatchHeartbeats(io.provider->getTimer()));
-    if (!orphans_.empty()) tasks.add(ReleaseOrphansLater(io.provider->getTimer()));
+    if (journal_ != nullptr) tasks.add(ReleaseExpiredOrphans(io.provider->getTimer()));
     started.set_value(absl::OkStatus());
     stop.promise.wait(io.waitScope);
   }  // connections close here; their sessions give back what they held

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -18,6 +19,17 @@
 #include "runtime/rpc/pool_service.capnp.h"
 
 namespace gpupool::runtime {
+namespace {
+
+// 128 random bits as hex: a job's key (std::random_device reads the kernel's generator).
+std::string RandomKey() {
+  std::random_device random;
+  std::string key;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&key, absl::Hex(random(), absl::kZeroPad8));
+  return key;
+}
+
+}  // namespace
 
 class RemotePool::Impl {
  public:
@@ -78,7 +90,9 @@ class RemotePool::Impl {
     // thread): the head then holds one import for it instead of one per request, and does not
     // send a Release message each time a lease ends.
     std::map<LeaseListener*, rpc::LeaseListener::Client> listeners;
-    bool durable = false;  // the head keeps a journal: held leases outlive its restart
+    // How long the head keeps this job's leases for it to reclaim after the connection is lost
+    // (a restart, or a lost connection; 0: it does not, without a journal or a job key).
+    std::chrono::milliseconds reclaim_window{0};
     rpc::LeaseListener::Client ListenerFor(RemotePool::Impl& impl, LeaseListener* user);
     ~Link() {
       if (connection != nullptr) {
@@ -117,11 +131,17 @@ class RemotePool::Impl {
   }
   void Disconnected(const absl::Status& why);  // a connection's loop thread
   void Reconnect();                            // the reconnect thread
-  // Reports every lease this job holds (but those in `except`) lost with `why`.
-  void LoseHeldLeases(const std::string& why, const std::set<std::string>& except = {});
-  // On a fresh link to a restarted head: asks for the leases held through the restart (and
-  // those given back meanwhile, which it then releases); returns those now held.
-  absl::StatusOr<std::set<std::string>> Reclaim(Link& link);
+  // Reports the leases this job holds (those in `only` when given, but not those in `except`)
+  // lost with `why`.
+  void LoseHeldLeases(const std::string& why, const std::set<std::string>* only = nullptr,
+                      const std::set<std::string>& except = {});
+  // On a fresh link after a loss: asks for the leases held through it (and those given back
+  // meanwhile, which it then releases). `held`: what it asked for; `kept`: what it holds now
+  // (empty when the call failed).
+  struct Reclaimed {
+    std::set<std::string> held, kept;
+  };
+  Reclaimed Reclaim(Link& link);
   void GiveUp(const absl::Status& why);
   void Close(const std::string& lease_id);  // into the ledger
   void Post(std::function<void()> f);
@@ -144,6 +164,10 @@ class RemotePool::Impl {
   // Reconnection, guarded by mu_: a loss seen, waiting for the reconnect thread; or given up.
   bool link_lost_ = false;
   std::vector<std::string> released_while_away_;  // leases given back while reconnecting
+  // While reconnecting: until when the head keeps this job's leases (its reclaim window).
+  std::chrono::steady_clock::time_point keep_leases_until_;
+  // Made once, presented on every connection: lets this job (and only it) reclaim its leases.
+  const std::string job_key_ = options_.reconnect_for.count() > 0 ? RandomKey() : std::string();
   absl::Status lost_why_;
   bool gave_up_ = false;
   bool stopping_ = false;
@@ -229,30 +253,32 @@ void RemotePool::Impl::Disconnected(const absl::Status& why) {
   // A head with a journal keeps this job's leases through its restart and hands them back when
   // the job reconnects (Reclaim), so while it tries to, its tasks run on. Otherwise the head
   // takes a vanished job's leases back, so whatever this job held is lost now.
+  // Kept no longer than the head keeps them: past its window they may be someone else's.
   bool keep;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    keep = options_.reconnect_for.count() > 0 && link_ != nullptr && link_->durable;
+    keep = options_.reconnect_for.count() > 0 && link_ != nullptr && link_->reclaim_window.count() > 0;
+    if (options_.reconnect_for.count() > 0) {
+      link_lost_ = true;  // from here a Release waits for the new session (released_while_away_)
+      lost_why_ = why;
+      keep_leases_until_ = std::chrono::steady_clock::now() + (keep ? link_->reclaim_window : std::chrono::milliseconds(0));
+    }
   }
   if (!keep) LoseHeldLeases(RpcConnection::kConnectionLost);
   if (options_.reconnect_for.count() <= 0) {
     GiveUp(why);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    link_lost_ = true;
-    lost_why_ = why;
-  }
   reconnect_cv_.notify_all();
 }
 
-void RemotePool::Impl::LoseHeldLeases(const std::string& why, const std::set<std::string>& except) {
+void RemotePool::Impl::LoseHeldLeases(const std::string& why, const std::set<std::string>* only,
+                                      const std::set<std::string>& except) {
   std::vector<std::pair<std::string, LeaseListener*>> lost;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, held] : leases_.open()) {
-      if (except.count(id) == 0) lost.emplace_back(id, held.listener);
+      if ((only == nullptr || only->count(id) != 0) && except.count(id) == 0) lost.emplace_back(id, held.listener);
     }
   }
   for (auto& [id, user] : lost) {
@@ -261,16 +287,20 @@ void RemotePool::Impl::LoseHeldLeases(const std::string& why, const std::set<std
   }
 }
 
-absl::StatusOr<std::set<std::string>> RemotePool::Impl::Reclaim(Link& link) {
+RemotePool::Impl::Reclaimed RemotePool::Impl::Reclaim(Link& link) {
   std::vector<std::pair<std::string, LeaseListener*>> held;
   std::vector<std::string> given_back;
+  Reclaimed result;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, lease] : leases_.open()) held.emplace_back(id, lease.listener);
+    for (const auto& [id, lease] : leases_.open()) {
+      held.emplace_back(id, lease.listener);
+      result.held.insert(id);
+    }
     given_back.swap(released_while_away_);
   }
-  std::set<std::string> kept;
-  if (held.empty() && given_back.empty()) return kept;
+  std::set<std::string>& kept = result.kept;
+  if (held.empty() && given_back.empty()) return result;
   absl::Status st = link.connection->Call([&]() -> kj::Promise<absl::Status> {
     auto req = link.session->reclaimRequest();
     auto list = req.initLeases(held.size() + given_back.size());
@@ -288,14 +318,21 @@ absl::StatusOr<std::set<std::string>> RemotePool::Impl::Reclaim(Link& link) {
       return absl::OkStatus();
     });
   });
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    // Nothing is known to be kept: the held leases are lost (the caller says so); those given
+    // back meanwhile wait for the next connection.
+    std::lock_guard<std::mutex> lock(mu_);
+    released_while_away_.insert(released_while_away_.end(), given_back.begin(), given_back.end());
+    kept.clear();
+    return result;
+  }
   for (const std::string& id : given_back) {
     if (kept.erase(id) == 0) continue;
     link.connection->Post([raw = &link, id] {
       if (raw->session.has_value()) ReleaseOn(*raw, id).detach([](kj::Exception&&) {});
     });
   }
-  return kept;
+  return result;
 }
 
 void RemotePool::Impl::GiveUp(const absl::Status& why) {
@@ -325,7 +362,16 @@ void RemotePool::Impl::Reconnect() {
     auto backoff = std::chrono::milliseconds(50);
     absl::Status why = lost_why_;
     std::shared_ptr<Link> fresh;
+    bool leases_dropped = false;
     while (fresh == nullptr && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+      if (!leases_dropped && std::chrono::steady_clock::now() >= keep_leases_until_) {
+        // The head no longer keeps them: their GPUs may be someone else's by now.
+        leases_dropped = true;
+        lock.unlock();
+        LoseHeldLeases(RpcConnection::kConnectionLost);
+        lock.lock();
+        continue;
+      }
       lock.unlock();
       absl::StatusOr<std::shared_ptr<Link>> link = Dial(nullptr);
       lock.lock();
@@ -355,8 +401,9 @@ void RemotePool::Impl::Reconnect() {
     old.reset();  // closes the dead connection's loop
     // The leases held through the restart: those the head kept are this session's now, the
     // others are lost (a head without a journal kept none: they were reported at the loss).
-    absl::StatusOr<std::set<std::string>> kept = Reclaim(*fresh);
-    LoseHeldLeases("the restarted pool service did not keep it", kept.ok() ? *kept : std::set<std::string>{});
+    // Only the leases held through the loss: one granted on the fresh session meanwhile is not.
+    Reclaimed reclaimed = Reclaim(*fresh);
+    LoseHeldLeases("the pool service did not keep it while the job was away", &reclaimed.held, reclaimed.kept);
     // Queued work is admitted again: what the job asked for and was not granted yet.
     for (const Pending& p : resend) {
       absl::Status st = SendRequest(*fresh, p.request, p.listener);
@@ -384,6 +431,7 @@ absl::StatusOr<std::shared_ptr<RemotePool::Impl::Link>> RemotePool::Impl::Dial(s
         auto req = head.authenticateRequest();
         req.setTeam(options_.team);
         req.setToken(options_.token);
+        req.setJobKey(job_key_);
         auto resp = req.send().wait(wait);
         absl::Status st = rpc::DecodeStatus(resp.getStatus());
         if (!st.ok()) return st;
@@ -392,7 +440,7 @@ absl::StatusOr<std::shared_ptr<RemotePool::Impl::Link>> RemotePool::Impl::Dial(s
         pool_now = info.getPoolNowS();
         clock_speed = info.getClockSpeed() > 0 ? info.getClockSpeed() : 1.0;
         capacity = info.getCapacityGpus();
-        link->durable = info.getDurable();
+        link->reclaim_window = std::chrono::milliseconds(static_cast<int64_t>(info.getReclaimWindowS() * 1000));
         if (config_yaml != nullptr) *config_yaml = info.getConfigYaml();
         link->session = kj::mv(session);  // only once nothing can fail: it must die on this loop
         return absl::OkStatus();
@@ -433,6 +481,16 @@ RemotePool::Impl::~Impl() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     link = std::move(link_);
+  }
+  // A job that ends says so, after its releases (same ordered queue), so the head gives back at
+  // once whatever is left instead of keeping it for a reclaim that will not come.
+  if (link != nullptr && !job_key_.empty() && link->connection->connected()) {
+    (void)link->connection->CallFor(
+        [raw = link.get()]() -> kj::Promise<absl::Status> {
+          if (!raw->session.has_value()) return absl::OkStatus();
+          return raw->session->leaveRequest().send().then([](auto&&) { return absl::OkStatus(); });
+        },
+        std::chrono::seconds(2));
   }
   reconnect_cv_.notify_all();
   if (reconnect_thread_.joinable()) reconnect_thread_.join();

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,30 @@ class RpcConnection {
             .detach([](kj::Exception&&) {});
       }
     });
+    return result.get();
+  }
+  // Call, waiting at most `timeout` (then DeadlineExceeded; the call may still run later): for
+  // a goodbye that must not hang a process whose service stopped answering. `f` is copied.
+  template <typename F>
+  absl::Status CallFor(F f, std::chrono::milliseconds timeout) {
+    if (disconnected_.load()) return absl::UnavailableError(kConnectionLost);
+    auto reply = std::make_shared<Reply>();
+    std::future<absl::Status> result = reply->promise.get_future();
+    Post([f = std::move(f), reply]() mutable {
+      kj::Maybe<kj::Promise<absl::Status>> sent;
+      KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { sent = f(); })) {
+        reply->Set(StatusFromKj(*e, "pool service"));
+        return;
+      }
+      KJ_IF_MAYBE(p, sent) {
+        p->then([reply](absl::Status s) { reply->Set(std::move(s)); },
+                [reply](kj::Exception&& e) { reply->Set(StatusFromKj(e, "pool service")); })
+            .detach([](kj::Exception&&) {});
+      }
+    });
+    if (result.wait_for(timeout) != std::future_status::ready) {
+      return absl::DeadlineExceededError("the pool service did not answer in time");
+    }
     return result.get();
   }
   // Runs `f` on the loop thread and waits, whether or not the connection is still up (for

@@ -244,7 +244,11 @@ void ObjectExchange::FetchOne(Fetch& f) {
     } else {
       absl::StrAppend(&unreachable, unreachable.empty() ? "" : "; ", "rank ", source, ": ", st.message());
     }
-    if (!absl::IsUnavailable(st)) {
+    // Unreachable, or a copy too slow to answer: the next source may serve it (a nearer copy is
+    // tried before the owner, so its timeout must not end the fetch). Other errors, and the
+    // owner's own timeout (its object not ready in time), are final.
+    const bool next = absl::IsUnavailable(st) || (absl::IsDeadlineExceeded(st) && source != owner);
+    if (!next) {
       resolve_(f.entry, nullptr,
                std::make_exception_ptr(Error(static_cast<ErrorCode>(st.code()),
                                              absl::StrCat("object ", id, " could not be fetched from rank ", source,

@@ -99,6 +99,7 @@ struct HeadInfo {
   capacityGpus @3 :Float64;
   driver @4 :Text;           # what the pool's GPUs are: "nvidia" or "simulated"
   durable @5 :Bool;          # the head keeps a journal: its leases outlive a restart (reclaim)
+  reclaimWindowS @6 :Float64; # how long a lost job's leases are kept for it to reclaim (0: not)
 }
 
 struct HeldLease {
@@ -126,11 +127,14 @@ interface Session {
   # The task is done: its snapshots are gone, and so are its entries in the index. Only keys this
   # session recorded.
   forgetCheckpoints @6 (taskKey :Text) -> (status :Status);
-  # After the head restarted: the leases the job still holds from its previous run (which took
-  # them back from its journal and keeps them for a while). `kept` lists those that are now this
-  # session's; the job has lost the others (released meanwhile, or of a team the session's token
-  # does not open).
+  # After the head restarted, or the job's connection was lost: the leases the job still holds
+  # (a restarted head took them back from its journal; either way the head keeps them for its
+  # reclaim window). `kept` lists those that are now this session's; the job has lost the others
+  # (released meanwhile, or granted to another job key).
   reclaim @7 (leases :List(HeldLease)) -> (kept :List(Text));
+  # The job is ending: when this connection closes, what it still holds goes back at once (a
+  # connection lost without this is kept for the job to reclaim, when it has a key).
+  leave @8 () -> ();
 }
 
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are
@@ -144,7 +148,11 @@ interface AgentSession {
 # The head's bootstrap capability.
 interface PoolService {
   # `session` is null unless status.code is 0.
-  authenticate @0 (team :Text, token :Text) -> (status :Status, session :Session);
+  # `jobKey`: a secret the job makes once and presents on every connection (empty: none). A job
+  # with one may reclaim its leases after a head restart or a lost connection (Session.reclaim);
+  # the head then keeps a vanished session's leases for its reclaim window instead of releasing
+  # them at once.
+  authenticate @0 (team :Text, token :Text, jobKey :Text) -> (status :Status, session :Session);
   # A node agent registers its node: `inventory` is an encoded Inventory.PoolInventory holding
   # exactly that node, which must be one the head was configured with (same GPUs).
   registerAgent @1 (token :Text, inventory :Data) -> (status :Status, agent :AgentSession);

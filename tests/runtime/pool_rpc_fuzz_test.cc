@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "runtime/head/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
+#include "tests/runtime/tcp_proxy.h"
 #include "tests/runtime/test_head.h"
 
 namespace gpupool::runtime {
@@ -45,29 +46,6 @@ teams:
     quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 2}]
 )";
 
-int ConnectLoopback(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-void SendAll(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n <= 0) return;  // the head closed the connection: it may, on garbage
-    done += static_cast<size_t>(n);
-  }
-}
-
 // Reads what the peer sends for up to `wait`, so the head gets to answer (and to act on) what it
 // was sent before the connection closes.
 void DrainFor(int fd, std::chrono::milliseconds wait) {
@@ -78,47 +56,6 @@ void DrainFor(int fd, std::chrono::milliseconds wait) {
     if (::poll(&p, 1, 1) <= 0) continue;
     if (::recv(fd, buf, sizeof buf, 0) <= 0) return;
   }
-}
-
-// Forwards one connection from a client to the head and records what the client sent.
-std::string RecordSession(uint16_t head_port, const std::function<void(uint16_t proxy_port)>& client) {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  EXPECT_EQ(::listen(listener, 1), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const uint16_t proxy_port = ntohs(addr.sin_port);
-  std::string recorded;
-  std::thread forwarder([&] {
-    int from_client = ::accept(listener, nullptr, nullptr);
-    int to_head = ConnectLoopback(head_port);
-    if (from_client < 0 || to_head < 0) return;
-    char buf[65536];
-    while (true) {
-      pollfd p[2] = {{from_client, POLLIN, 0}, {to_head, POLLIN, 0}};
-      if (::poll(p, 2, 20000) <= 0) break;
-      if (p[0].revents != 0) {
-        ssize_t n = ::recv(from_client, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        recorded.append(buf, static_cast<size_t>(n));
-        SendAll(to_head, std::string(buf, static_cast<size_t>(n)));
-      }
-      if (p[1].revents != 0) {
-        ssize_t n = ::recv(to_head, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        SendAll(from_client, std::string(buf, static_cast<size_t>(n)));
-      }
-    }
-    ::close(from_client);
-    ::close(to_head);
-  });
-  client(proxy_port);
-  forwarder.join();
-  ::close(listener);
-  return recorded;
 }
 
 struct Xorshift {
@@ -170,14 +107,18 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
   const uint16_t port = head->port();
 
   // A real session: connect, authenticate, a lease requested, granted and released, disconnect.
-  const std::string session = RecordSession(port, [](uint16_t proxy_port) {
-    auto job = RemotePool::Connect({.port = proxy_port, .team = "fuzz", .token = "fuzz-token-0123"});
+  std::string session;
+  {
+    TcpProxy proxy(port);
+    auto job = RemotePool::Connect({.port = proxy.port(), .team = "fuzz", .token = "fuzz-token-0123"});
     ASSERT_TRUE(job.ok()) << job.status();
     Recorder r;
     ASSERT_TRUE((*job)->Request(Req("recorded", "fuzz"), &r).ok());
     ASSERT_TRUE(r.WaitFor("granted"));
     ASSERT_TRUE((*job)->Release(r.last_lease().id).ok());
-  });
+    job->reset();
+    session = proxy.recorded();
+  }
   ASSERT_GT(session.size(), 64u) << "the recorded session is too short to be the real protocol";
 
   // A job that keeps working while the head is fed garbage.
@@ -215,7 +156,7 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
   // Half a frame, held open for the whole run: the head must not wait on it.
   int half_open = ConnectLoopback(port);
   ASSERT_GE(half_open, 0);
-  SendAll(half_open, session.substr(0, std::min<size_t>(session.size() / 2, 40)));
+  SendAll(half_open, session.data(), std::min<size_t>(session.size() / 2, 40));
 
   const char* seed_env = std::getenv("GPUPOOL_FUZZ_SEED");
   const char* rounds_env = std::getenv("GPUPOOL_FUZZ_ROUNDS");
@@ -227,7 +168,7 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
     std::string bad = Mutate(session, rng, &what);
     int fd = ConnectLoopback(port);
     ASSERT_GE(fd, 0) << "round " << round << " (" << what << "): the head stopped accepting connections";
-    SendAll(fd, bad);
+    SendAll(fd, bad.data(), bad.size());
     DrainFor(fd, std::chrono::milliseconds(round % 4 == 0 ? 5 : 0));
     ::close(fd);
     ASSERT_TRUE(steady_failure.empty()) << "after round " << round << " (" << what << "): " << steady_failure;
