@@ -196,6 +196,7 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
 // team whose token is the one the session presented (an mpirun job's head gives every team the
 // job's token, so one job submits for several teams; a shared head gives each team its own).
 constexpr size_t kMaxCheckpointPathBytes = 4096;  // PATH_MAX
+constexpr size_t kMaxCheckpointKeysPerSession = 100000;  // tasks with live checkpoints, per job
 
 class SessionImpl final : public rpc::Session::Server {
  public:
@@ -325,9 +326,15 @@ class SessionImpl final : public rpc::Session::Server {
     } else {
       server_.pool().Checkpointed(id, CheckpointNote{key, params.getVersion(), params.getStep(), params.getPath()});
       if (server_.journal() != nullptr) {
+        if (checkpoint_keys_.size() >= kMaxCheckpointKeysPerSession && checkpoint_keys_.count(key) == 0) {
+          rpc::EncodeStatus(absl::ResourceExhaustedError(absl::StrCat(
+                                "this session already indexes ", kMaxCheckpointKeysPerSession, " tasks' checkpoints")),
+                            context.getResults().initStatus());
+          return kj::READY_NOW;
+        }
         checkpoint_keys_.insert(key);
         JournalTicket t = server_.journal()->RecordCheckpoint(CheckpointRecord{
-            .task_key = key, .job_id = prefix_, .version = static_cast<int64_t>(params.getVersion()),
+            .task_key = key, .job_id = IndexOwner(), .version = static_cast<int64_t>(params.getVersion()),
             .path = params.getPath(), .step = params.getStep(), .committed_s = WallSeconds()});
         return server_.Durable(t).then([context](absl::Status durable) mutable {
           rpc::EncodeStatus(durable, context.getResults().initStatus());
@@ -341,8 +348,8 @@ class SessionImpl final : public rpc::Session::Server {
   kj::Promise<void> forgetCheckpoints(ForgetCheckpointsContext context) override {
     std::string key = context.getParams().getTaskKey();
     absl::Status st;
-    if (checkpoint_keys_.erase(key) == 0) {
-      st = absl::NotFoundError(absl::StrCat("this session recorded no checkpoint of '", key, "'"));
+    if (checkpoint_keys_.erase(key) == 0 && !RecordedByThisJob(key)) {
+      st = absl::NotFoundError(absl::StrCat("this job recorded no checkpoint of '", key, "'"));
     } else if (server_.journal() != nullptr) {
       JournalTicket t = server_.journal()->RemoveCheckpoints(key);
       return server_.Durable(t).then([context](absl::Status durable) mutable {
@@ -380,6 +387,16 @@ class SessionImpl final : public rpc::Session::Server {
       }
     }
     return kj::READY_NOW;
+  }
+
+  // Who the index says recorded a checkpoint: the job's key when it has one (it survives the
+  // job's reconnections), else this session.
+  std::string IndexOwner() const { return job_key_.empty() ? prefix_ : job_key_; }
+  // An index entry this job recorded on an earlier connection (a read of the journal).
+  bool RecordedByThisJob(const std::string& key) {
+    if (job_key_.empty() || server_.journal() == nullptr) return false;
+    absl::StatusOr<std::vector<CheckpointRecord>> history = server_.journal()->CheckpointHistory(key);
+    return history.ok() && !history->empty() && history->back().job_id == job_key_;
   }
 
   kj::Promise<void> leave(LeaveContext) override {
