@@ -19,6 +19,7 @@
 #include <functional>
 #include <chrono>
 #include <future>
+#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,41 +60,14 @@ class RpcConnection {
   template <typename F>
   absl::Status Call(F&& f) {
     if (disconnected_.load()) return absl::UnavailableError(kConnectionLost);
-    auto reply = std::make_shared<Reply>();
-    std::future<absl::Status> result = reply->promise.get_future();
-    Post([&f, reply] {
-      kj::Maybe<kj::Promise<absl::Status>> sent;
-      KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { sent = f(); })) {
-        reply->Set(StatusFromKj(*e, "pool service"));
-        return;
-      }
-      KJ_IF_MAYBE(p, sent) {
-        p->then([reply](absl::Status s) { reply->Set(std::move(s)); },
-                [reply](kj::Exception&& e) { reply->Set(StatusFromKj(e, "pool service")); })
-            .detach([](kj::Exception&&) {});
-      }
-    });
-    return result.get();
+    return Start(std::forward<F>(f)).get();
   }
   // Call, waiting at most `timeout` (then DeadlineExceeded; the call may still run later): for
-  // a goodbye that must not hang a process whose service stopped answering. `f` is copied.
+  // a goodbye that must not hang a process whose service stopped answering.
   template <typename F>
-  absl::Status CallFor(F f, std::chrono::milliseconds timeout) {
+  absl::Status CallFor(F&& f, std::chrono::milliseconds timeout) {
     if (disconnected_.load()) return absl::UnavailableError(kConnectionLost);
-    auto reply = std::make_shared<Reply>();
-    std::future<absl::Status> result = reply->promise.get_future();
-    Post([f = std::move(f), reply]() mutable {
-      kj::Maybe<kj::Promise<absl::Status>> sent;
-      KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { sent = f(); })) {
-        reply->Set(StatusFromKj(*e, "pool service"));
-        return;
-      }
-      KJ_IF_MAYBE(p, sent) {
-        p->then([reply](absl::Status s) { reply->Set(std::move(s)); },
-                [reply](kj::Exception&& e) { reply->Set(StatusFromKj(e, "pool service")); })
-            .detach([](kj::Exception&&) {});
-      }
-    });
+    std::future<absl::Status> result = Start(std::forward<F>(f));
     if (result.wait_for(timeout) != std::future_status::ready) {
       return absl::DeadlineExceededError("the pool service did not answer in time");
     }
@@ -129,6 +103,25 @@ class RpcConnection {
   };
 
   explicit RpcConnection(RpcConnectionOptions options) : options_(std::move(options)) {}
+  // Posts `f` (a copy: it may run after a timed-out caller has gone) and returns its answer.
+  template <typename F>
+  std::future<absl::Status> Start(F&& f) {
+    auto reply = std::make_shared<Reply>();
+    std::future<absl::Status> result = reply->promise.get_future();
+    Post([f = std::decay_t<F>(std::forward<F>(f)), reply]() mutable {
+      kj::Maybe<kj::Promise<absl::Status>> sent;
+      KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { sent = f(); })) {
+        reply->Set(StatusFromKj(*e, "pool service"));
+        return;
+      }
+      KJ_IF_MAYBE(p, sent) {
+        p->then([reply](absl::Status s) { reply->Set(std::move(s)); },
+                [reply](kj::Exception&& e) { reply->Set(StatusFromKj(e, "pool service")); })
+            .detach([](kj::Exception&&) {});
+      }
+    });
+    return result;
+  }
   void Run(Setup& setup, std::promise<absl::Status>& started);
 
   const RpcConnectionOptions options_;
