@@ -135,13 +135,14 @@ class RemotePool::Impl {
   // lost with `why`.
   void LoseHeldLeases(const std::string& why, const std::set<std::string>* only = nullptr,
                       const std::set<std::string>& except = {});
-  // On a fresh link after a loss: asks for the leases held through it (and those given back
-  // meanwhile, which it then releases). `held`: what it asked for; `kept`: what it holds now
-  // (empty when the call failed).
+  // On a fresh link after a loss: asks for the leases `held` through it (and those given back
+  // meanwhile, which it then releases). Returns what it asked for and what it holds now (kept
+  // is empty when the call failed).
   struct Reclaimed {
     std::set<std::string> held, kept;
   };
-  Reclaimed Reclaim(Link& link);
+  Reclaimed Reclaim(Link& link, const std::vector<std::pair<std::string, LeaseListener*>>& held,
+                    std::vector<std::string> given_back);
   void GiveUp(const absl::Status& why);
   void Close(const std::string& lease_id);  // into the ledger
   void Post(std::function<void()> f);
@@ -287,18 +288,10 @@ void RemotePool::Impl::LoseHeldLeases(const std::string& why, const std::set<std
   }
 }
 
-RemotePool::Impl::Reclaimed RemotePool::Impl::Reclaim(Link& link) {
-  std::vector<std::pair<std::string, LeaseListener*>> held;
-  std::vector<std::string> given_back;
+RemotePool::Impl::Reclaimed RemotePool::Impl::Reclaim(
+    Link& link, const std::vector<std::pair<std::string, LeaseListener*>>& held, std::vector<std::string> given_back) {
   Reclaimed result;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, lease] : leases_.open()) {
-      held.emplace_back(id, lease.listener);
-      result.held.insert(id);
-    }
-    given_back.swap(released_while_away_);
-  }
+  for (const auto& [id, user] : held) result.held.insert(id);
   std::set<std::string>& kept = result.kept;
   if (held.empty() && given_back.empty()) return result;
   absl::Status st = link.connection->Call([&]() -> kj::Promise<absl::Status> {
@@ -326,7 +319,16 @@ RemotePool::Impl::Reclaimed RemotePool::Impl::Reclaim(Link& link) {
     kept.clear();
     return result;
   }
-  for (const std::string& id : given_back) {
+  // Given back before the reclaim (while away, or while it was under way: such a release reached
+  // the head before the lease was this session's): give it back now.
+  std::vector<std::string> to_release = given_back;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, user] : held) {
+      if (leases_.Find(id) == nullptr) to_release.push_back(id);
+    }
+  }
+  for (const std::string& id : to_release) {
     if (kept.erase(id) == 0) continue;
     link.connection->Post([raw = &link, id] {
       if (raw->session.has_value()) ReleaseOn(*raw, id).detach([](kj::Exception&&) {});
@@ -392,6 +394,11 @@ void RemotePool::Impl::Reconnect() {
       GiveUp(why);
       return;
     }
+    // The leases held through the loss, taken before any grant can arrive on the fresh session.
+    std::vector<std::pair<std::string, LeaseListener*>> held;
+    for (const auto& [id, lease] : leases_.open()) held.emplace_back(id, lease.listener);
+    std::vector<std::string> given_back;
+    given_back.swap(released_while_away_);
     link_ = fresh;
     link_lost_ = false;
     ++reconnections_;
@@ -399,10 +406,9 @@ void RemotePool::Impl::Reconnect() {
     for (const auto& [id, p] : pending_) resend.push_back(p);
     lock.unlock();
     old.reset();  // closes the dead connection's loop
-    // The leases held through the restart: those the head kept are this session's now, the
-    // others are lost (a head without a journal kept none: they were reported at the loss).
-    // Only the leases held through the loss: one granted on the fresh session meanwhile is not.
-    Reclaimed reclaimed = Reclaim(*fresh);
+    // Those the head kept are this session's now; the others are lost (a head without a
+    // journal kept none: they were reported at the loss).
+    Reclaimed reclaimed = Reclaim(*fresh, held, std::move(given_back));
     LoseHeldLeases("the pool service did not keep it while the job was away", &reclaimed.held, reclaimed.kept);
     // Queued work is admitted again: what the job asked for and was not granted yet.
     for (const Pending& p : resend) {
