@@ -692,6 +692,14 @@ absl::StatusOr<std::string> PoolServer::Impl::RegisterAgent(capnp::Data::Reader 
           "'; the pool has GPU ", have.index, " as '", have.model, "'"));
     }
   }
+  // One agent per node. A second one waits (Unavailable: `gpupool agent` retries) until the first
+  // has gone or fallen silent; taking over from a live agent would leave the node down for good
+  // once the newcomer left, with the first one still heartbeating unheard.
+  if (auto current = agents_.find(node.name); current != agents_.end() && !current->second.silent) {
+    return absl::UnavailableError(absl::StrCat("node '", node.name,
+                                               "' already has a live agent; a second one is taken once the "
+                                               "first has gone or missed its heartbeats"));
+  }
   agents_[node.name] = Agent{agent, std::chrono::steady_clock::now(), false};
   absl::Status up = pool_->NodeUp(node.name);
   if (!up.ok()) return up;

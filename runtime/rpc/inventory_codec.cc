@@ -2,6 +2,8 @@
 #include "runtime/rpc/label_codec.h"
 #include "runtime/rpc/inventory_codec.h"
 
+#include <algorithm>
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
@@ -136,8 +138,13 @@ absl::StatusOr<PoolDescription> DecodeInventory(absl::string_view bytes) {
   // Cap'n Proto reports malformed input with kj::Exception; it stops at this boundary.
   PoolDescription pool;
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
+    // Bounded by what was sent, not only by the largest inventory: Cap'n Proto lets pointers
+    // share data, so a few hundred bytes could otherwise be read as a huge inventory (the agent
+    // fuzz test found a 584-byte registration that held the head's loop for 2.5 s). An honest
+    // message is traversed a few times at most (each getter call counts again).
     capnp::ReaderOptions options;
-    options.traversalLimitInWords = kMaxInventoryBytes / sizeof(capnp::word);
+    options.traversalLimitInWords =
+        std::min<uint64_t>(kMaxInventoryBytes / sizeof(capnp::word), 8 * words.size() + 1024);
     capnp::FlatArrayMessageReader reader(words, options);
     PoolInventory::Reader root = reader.getRoot<PoolInventory>();
     pool.driver = root.getDriver();

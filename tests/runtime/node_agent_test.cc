@@ -16,22 +16,12 @@
 #include "runtime/head/remote_pool.h"
 #include "runtime/rpc/node_codec.h"
 #include "tests/runtime/lease_recorder.h"
+#include "tests/runtime/test_head.h"
 
 namespace gpupool::runtime {
 namespace {
 
 using ::testing::HasSubstr;
-
-// What `2xH100-80GB` looks like to a node's own driver, named as the pool knows it.
-rpc::DiscoveredPool SimulatedNode(const std::string& name, const std::string& spec = "2xH100-80GB") {
-  auto selected = pool::SelectDriver(pool::DriverChoice{.driver = "simulated", .simulation_spec = spec});
-  EXPECT_TRUE(selected.ok()) << selected.status();
-  auto nodes = selected->driver->Discover();
-  EXPECT_TRUE(nodes.ok() && nodes->size() == 1);
-  rpc::DiscoveredPool p{"simulated", {(*nodes)[0]}};
-  p.nodes[0].name = name;
-  return p;
-}
 
 class NodeAgents : public ::testing::Test {
  protected:
@@ -105,6 +95,33 @@ TEST_F(NodeAgents, RegistrationsAreCheckedAgainstThePool) {
   EXPECT_EQ(server_->agents_connected(), 0u);
   auto good = Agent(SimulatedNode("n0"));
   EXPECT_TRUE(good.ok()) << good.status();
+}
+
+// A second agent for a node whose agent is alive waits its turn: taking over, then leaving,
+// would have left the node down with its first agent still heartbeating unheard.
+TEST_F(NodeAgents, ASecondAgentForALiveNodeWaitsUntilTheFirstHasGone) {
+  StartHead();
+  auto first = Agent(SimulatedNode("n0"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Agent(SimulatedNode("n0"));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("already has a live agent"));
+  EXPECT_TRUE(server_->pool().node_up("n0")) << "the refused newcomer took nothing down";
+  std::unique_ptr<RemotePool> job = Job();
+  ASSERT_NE(job, nullptr);
+  Recorder heard;
+  ASSERT_TRUE(job->Request(OnNode("r1", "n0"), &heard).ok());
+  ASSERT_TRUE(heard.WaitFor("granted"));
+  EXPECT_TRUE(job->Release(heard.last_lease().id).ok());
+  first->reset();  // gone: the next one is taken
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  absl::StatusOr<std::unique_ptr<NodeAgent>> third = absl::UnavailableError("not tried");
+  while (!third.ok() && std::chrono::steady_clock::now() < deadline) {
+    third = Agent(SimulatedNode("n0"));
+    if (!third.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_TRUE(server_->pool().node_up("n0"));
 }
 
 TEST_F(NodeAgents, AnAgentThatGoesAwayTakesItsLeasesWithIt) {

@@ -18,12 +18,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/agent/node_agent.h"
 #include "runtime/head/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/tcp_proxy.h"
@@ -101,6 +103,81 @@ std::string Mutate(const std::string& good, Xorshift& rng, std::string* what) {
   return bad;
 }
 
+// A job that keeps requesting and releasing one lease (on `node` when given) while the head is
+// fed garbage; Stop says how it went.
+class SteadyLeases {
+ public:
+  SteadyLeases(uint16_t port, std::string team, std::string token, std::string node = "") {
+    thread_ = std::thread([this, port, team, token, node] {
+      auto job = RemotePool::Connect({.port = port, .team = team, .token = token});
+      if (!job.ok()) return Fail(std::string(job.status().message()));
+      for (int i = 0; running_.load() || i < 3; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        Recorder r;
+        pool::LeaseRequest req = Req(absl::StrCat("steady-", i), team);
+        if (!node.empty()) req.required_labels["node"] = node;
+        if (absl::Status s = (*job)->Request(req, &r); !s.ok()) return Fail(absl::StrCat("round ", i, ": ", s.message()));
+        if (!r.WaitFor("granted")) return Fail(absl::StrCat("round ", i, ": no grant within 20 s"));
+        if (absl::Status s = (*job)->Release(r.last_lease().id); !s.ok()) {
+          return Fail(absl::StrCat("round ", i, ": release: ", s.message()));
+        }
+        const int64_t ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+        slowest_ms_.store(std::max(slowest_ms_.load(), ms));
+        rounds_.fetch_add(1);
+      }
+    });
+  }
+  ~SteadyLeases() { Stop(); }
+  void Stop() {
+    running_.store(false);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
+  int rounds() const { return rounds_.load(); }
+  int64_t slowest_ms() const { return slowest_ms_.load(); }
+
+ private:
+  void Fail(std::string why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = std::move(why);
+  }
+  std::atomic<bool> running_{true};
+  std::atomic<int> rounds_{0};
+  std::atomic<int64_t> slowest_ms_{0};
+  std::mutex mu_;
+  std::string failure_;  // guarded by mu_
+  std::thread thread_;
+};
+
+// Replays `session` to the head on `port`, damaged, GPUPOOL_FUZZ_ROUNDS times (default
+// `rounds`) from GPUPOOL_FUZZ_SEED (default fixed), with half a frame held open throughout.
+// Fails the test naming the round and the damage as soon as `steady` reports a failure.
+void ReplayDamaged(uint16_t port, const std::string& session, int rounds, SteadyLeases& steady) {
+  ASSERT_GT(session.size(), 64u) << "the recorded session is too short to be the real protocol";
+  int half_open = ConnectLoopback(port);
+  ASSERT_GE(half_open, 0);
+  SendAll(half_open, session.data(), std::min<size_t>(session.size() / 2, 40));
+  const char* seed_env = std::getenv("GPUPOOL_FUZZ_SEED");
+  const char* rounds_env = std::getenv("GPUPOOL_FUZZ_ROUNDS");
+  Xorshift rng{(seed_env != nullptr ? std::strtoull(seed_env, nullptr, 10) : 0x5eed0f00dULL) | 1};
+  if (rounds_env != nullptr) rounds = std::atoi(rounds_env);
+  for (int round = 0; round < rounds; ++round) {
+    std::string what;
+    std::string bad = Mutate(session, rng, &what);
+    int fd = ConnectLoopback(port);
+    ASSERT_GE(fd, 0) << "round " << round << " (" << what << "): the head stopped accepting connections";
+    SendAll(fd, bad.data(), bad.size());
+    DrainFor(fd, std::chrono::milliseconds(round % 4 == 0 ? 5 : 0));
+    ::close(fd);
+    ASSERT_TRUE(steady.failure().empty()) << "after round " << round << " (" << what << "): " << steady.failure();
+  }
+  ::close(half_open);
+}
+
 TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
   auto head = StartHead("4xH100-80GB", {{"steady", "steady-token-0123"}, {"fuzz", "fuzz-token-0123"}}, 0, kFuzzConfig);
   ASSERT_NE(head, nullptr);
@@ -119,73 +196,21 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
     job->reset();
     session = proxy.recorded();
   }
-  ASSERT_GT(session.size(), 64u) << "the recorded session is too short to be the real protocol";
 
-  // A job that keeps working while the head is fed garbage.
-  std::atomic<bool> fuzzing{true};
-  std::atomic<int> steady_rounds{0};
-  std::atomic<int64_t> slowest_ms{0};
-  std::string steady_failure;
-  std::thread steady([&] {
-    auto job = RemotePool::Connect({.port = port, .team = "steady", .token = "steady-token-0123"});
-    if (!job.ok()) {
-      steady_failure = std::string(job.status().message());
-      return;
-    }
-    for (int i = 0; fuzzing.load() || i < 3; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      Recorder r;
-      if (absl::Status s = (*job)->Request(Req(absl::StrCat("steady-", i), "steady"), &r); !s.ok()) {
-        steady_failure = absl::StrCat("round ", i, ": ", s.message());
-        return;
-      }
-      if (!r.WaitFor("granted")) {
-        steady_failure = absl::StrCat("round ", i, ": no grant within 20 s");
-        return;
-      }
-      if (absl::Status s = (*job)->Release(r.last_lease().id); !s.ok()) {
-        steady_failure = absl::StrCat("round ", i, ": release: ", s.message());
-        return;
-      }
-      const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-      slowest_ms.store(std::max(slowest_ms.load(), ms));
-      steady_rounds.fetch_add(1);
-    }
-  });
-
-  // Half a frame, held open for the whole run: the head must not wait on it.
-  int half_open = ConnectLoopback(port);
-  ASSERT_GE(half_open, 0);
-  SendAll(half_open, session.data(), std::min<size_t>(session.size() / 2, 40));
-
-  const char* seed_env = std::getenv("GPUPOOL_FUZZ_SEED");
-  const char* rounds_env = std::getenv("GPUPOOL_FUZZ_ROUNDS");
-  const uint64_t seed = seed_env != nullptr ? std::strtoull(seed_env, nullptr, 10) : 0x5eed0f00dULL;
-  const int kRounds = rounds_env != nullptr ? std::atoi(rounds_env) : 2000;
-  Xorshift rng{seed | 1};
-  for (int round = 0; round < kRounds; ++round) {
-    std::string what;
-    std::string bad = Mutate(session, rng, &what);
-    int fd = ConnectLoopback(port);
-    ASSERT_GE(fd, 0) << "round " << round << " (" << what << "): the head stopped accepting connections";
-    SendAll(fd, bad.data(), bad.size());
-    DrainFor(fd, std::chrono::milliseconds(round % 4 == 0 ? 5 : 0));
-    ::close(fd);
-    ASSERT_TRUE(steady_failure.empty()) << "after round " << round << " (" << what << "): " << steady_failure;
-  }
-  fuzzing.store(false);
-  steady.join();
-  ::close(half_open);
+  SteadyLeases steady(port, "steady", "steady-token-0123");
+  constexpr int kRounds = 2000;
+  ReplayDamaged(port, session, kRounds, steady);
+  steady.Stop();
 
   // How deep the damage reached: sessions that still authenticated and got a lease granted.
   const uint64_t fuzz_leases = head->pool().Ledger()["fuzz"].leases;
-  std::printf("recorded session: %zu bytes; %d damaged replays, %llu of them granted a lease; "
-              "steady rounds %d, slowest %lld ms\n",
-              session.size(), kRounds, static_cast<unsigned long long>(fuzz_leases) - 1, steady_rounds.load(),
-              static_cast<long long>(slowest_ms.load()));
-  EXPECT_TRUE(steady_failure.empty()) << steady_failure;
-  EXPECT_GE(steady_rounds.load(), 3);
-  EXPECT_LT(slowest_ms.load(), 5000) << "a steady round waited behind the garbage";
+  std::printf("recorded job session: %zu bytes; damaged replays of it granted %llu lease(s); steady rounds %d, "
+              "slowest %lld ms\n",
+              session.size(), static_cast<unsigned long long>(fuzz_leases) - 1, steady.rounds(),
+              static_cast<long long>(steady.slowest_ms()));
+  EXPECT_TRUE(steady.failure().empty()) << steady.failure();
+  EXPECT_GE(steady.rounds(), 3);
+  EXPECT_LT(steady.slowest_ms(), 5000) << "a steady round waited behind the garbage";
   EXPECT_GE(head->connections_accepted(), static_cast<uint64_t>(kRounds) + 3);
 
   // A new job after all that: authenticated and served as on a fresh head.
@@ -193,6 +218,55 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
   ASSERT_TRUE(after.ok()) << after.status();
   Recorder r;
   ASSERT_TRUE((*after)->Request(Req("after-fuzz", "steady"), &r).ok());
+  EXPECT_TRUE(r.WaitFor("granted"));
+}
+
+// The same for node agents: an agent's real session (registration with its node's inventory,
+// heartbeats) replayed damaged, while node n0's agent and a job leasing on n0 carry on. After
+// it, n1's agent registers and n1's GPUs are leased as if nothing happened.
+TEST(PoolRpcFuzz, DamagedAgentSessionsNeverCrashOrWedgeTheHead) {
+  EmbeddedPoolOptions po;
+  po.remote_nodes = {SimulatedNode("n0").nodes[0], SimulatedNode("n1").nodes[0]};
+  PoolServerOptions so;
+  so.team_tokens = {{"default", "team-token-0123"}};
+  so.agent_token = "agent-token-0123";
+  auto head = StartHead(po, so);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  auto n0 = NodeAgent::Start(NodeAgentOptions{.port = port, .token = "agent-token-0123", .node = SimulatedNode("n0"),
+                                              .heartbeat_interval = std::chrono::milliseconds(50)});
+  ASSERT_TRUE(n0.ok()) << n0.status();
+
+  std::string session;
+  {
+    TcpProxy proxy(port);
+    auto n1 = NodeAgent::Start(NodeAgentOptions{.port = proxy.port(), .token = "agent-token-0123",
+                                                .node = SimulatedNode("n1"),
+                                                .heartbeat_interval = std::chrono::milliseconds(10)});
+    ASSERT_TRUE(n1.ok()) << n1.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // a few heartbeats
+    n1->reset();
+    session = proxy.recorded();
+  }
+
+  SteadyLeases steady(port, "default", "team-token-0123", "n0");
+  ReplayDamaged(port, session, 1000, steady);
+  steady.Stop();
+  std::printf("recorded agent session: %zu bytes; steady rounds %d, slowest %lld ms\n", session.size(),
+              steady.rounds(), static_cast<long long>(steady.slowest_ms()));
+  EXPECT_TRUE(steady.failure().empty()) << steady.failure();
+  EXPECT_GE(steady.rounds(), 3);
+  EXPECT_LT(steady.slowest_ms(), 5000);
+
+  auto n1 = NodeAgent::Start(NodeAgentOptions{.port = port, .token = "agent-token-0123", .node = SimulatedNode("n1"),
+                                              .heartbeat_interval = std::chrono::milliseconds(50)});
+  ASSERT_TRUE(n1.ok()) << n1.status();
+  auto job = RemotePool::Connect({.port = port, .team = "default", .token = "team-token-0123"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  Recorder r;
+  pool::LeaseRequest on_n1 = Req("after-fuzz", "default");
+  on_n1.required_labels["node"] = "n1";
+  ASSERT_TRUE((*job)->Request(on_n1, &r).ok());
   EXPECT_TRUE(r.WaitFor("granted"));
 }
 

@@ -11,8 +11,10 @@
 
 #include "gtest/gtest.h"
 #include "runtime/head/embedded_pool.h"
+#include "pool/devices/driver_selection.h"
 #include "pool/scheduler/lease_request.h"
 #include "runtime/head/pool_server.h"
+#include "runtime/rpc/node_codec.h"
 #include "tests/runtime/owner_borrower_config.h"
 
 namespace gpupool::runtime {
@@ -38,6 +40,18 @@ inline std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<s
   so.port = port;
   so.team_tokens = std::move(tokens);
   return StartHead(o, so);
+}
+
+// What `spec` ("2xH100-80GB") looks like to a node's own driver, named as the pool knows it: a
+// remote node for a head, or what its agent registers.
+inline rpc::DiscoveredPool SimulatedNode(const std::string& name, const std::string& spec = "2xH100-80GB") {
+  auto selected = pool::SelectDriver(pool::DriverChoice{.driver = "simulated", .simulation_spec = spec});
+  EXPECT_TRUE(selected.ok()) << selected.status();
+  auto nodes = selected->driver->Discover();
+  EXPECT_TRUE(nodes.ok() && nodes->size() == 1);
+  rpc::DiscoveredPool p{"simulated", {(*nodes)[0]}};
+  p.nodes[0].name = name;
+  return p;
 }
 
 // A request for one whole GPU with id `id`, for `team` ("": the session's own).
