@@ -348,13 +348,17 @@ void UcxWorker::OnEndpointError(Peer& peer, absl::Status why) {
   });
 }
 
-// Force-close: UCX completes every request still on the endpoint with an error, so no send or
-// receive waits on a dead peer, and releases the endpoint without asking the peer.
-void UcxWorker::CloseEndpoint(Peer& peer) {
+// Force-close (a failed peer): UCX completes every request still on the endpoint with an error,
+// so no send or receive waits on a dead peer, and releases the endpoint without asking the peer.
+// Flush-close (a live peer, when this worker stops): what was sent is delivered first. A send
+// completes once UCX holds the bytes, not once the peer has them, so forcing here could drop
+// the last message a process sent before exiting (seen as a peer's broadcast failing with
+// "Endpoint timeout" after the sender printed its result and left).
+void UcxWorker::CloseEndpoint(Peer& peer, bool flush) {
   if (peer.ep == nullptr) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  param.flags = flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
   void* request = ucp_ep_close_nbx(peer.ep, &param);
   peer.ep = nullptr;
   if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing_requests_.push_back(request);
@@ -494,9 +498,10 @@ void UcxWorker::Loop() {
 }
 
 void UcxWorker::Teardown() {
-  for (auto& [id, peer] : peers_) CloseEndpoint(*peer);
-  // Completions of the cancelled requests arrive through progress and the posted queue; run them
-  // so every Op is freed, for a bounded time.
+  for (auto& [id, peer] : peers_) CloseEndpoint(*peer, /*flush=*/peer->failure.ok());
+  // Completions of the flushed or cancelled requests arrive through progress and the posted
+  // queue; run them so every Op is freed, for a bounded time (a flush to a peer that went away
+  // meanwhile ends with the endpoint's error, or is abandoned here).
   absl::Time give_up = absl::Now() + absl::Seconds(2);
   bool ran = true;
   while ((ran || !closing_requests_.empty()) && absl::Now() < give_up) {

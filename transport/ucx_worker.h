@@ -220,7 +220,7 @@ class UcxWorker {
   void Submit(void* status_ptr, Op* op);
   void Complete(Op* op, absl::Status status);
   void OnEndpointError(Peer& peer, absl::Status why);
-  void CloseEndpoint(Peer& peer);
+  void CloseEndpoint(Peer& peer, bool flush = false);
   void ReapClosedEndpoints();
 
   // Constant after Create.

@@ -101,6 +101,7 @@ TEST_F(NodeAgents, RegistrationsAreCheckedAgainstThePool) {
 // would have left the node down with its first agent still heartbeating unheard.
 TEST_F(NodeAgents, ASecondAgentForALiveNodeWaitsUntilTheFirstHasGone) {
   StartHead();
+  Recorder heard;  // outlives the job
   auto first = Agent(SimulatedNode("n0"));
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = Agent(SimulatedNode("n0"));
@@ -109,10 +110,10 @@ TEST_F(NodeAgents, ASecondAgentForALiveNodeWaitsUntilTheFirstHasGone) {
   EXPECT_TRUE(server_->pool().node_up("n0")) << "the refused newcomer took nothing down";
   std::unique_ptr<RemotePool> job = Job();
   ASSERT_NE(job, nullptr);
-  Recorder heard;
   ASSERT_TRUE(job->Request(OnNode("r1", "n0"), &heard).ok());
   ASSERT_TRUE(heard.WaitFor("granted"));
   EXPECT_TRUE(job->Release(heard.last_lease().id).ok());
+  job.reset();
   first->reset();  // gone: the next one is taken
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   absl::StatusOr<std::unique_ptr<NodeAgent>> third = absl::UnavailableError("not tried");

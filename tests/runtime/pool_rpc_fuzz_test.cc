@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -109,11 +110,12 @@ class SteadyLeases {
  public:
   SteadyLeases(uint16_t port, std::string team, std::string token, std::string node = "") {
     thread_ = std::thread([this, port, team, token, node] {
+      std::deque<Recorder> heard;  // one a round; they outlive the job, which may call them late
       auto job = RemotePool::Connect({.port = port, .team = team, .token = token});
       if (!job.ok()) return Fail(std::string(job.status().message()));
       for (int i = 0; running_.load() || i < 3; ++i) {
         const auto start = std::chrono::steady_clock::now();
-        Recorder r;
+        Recorder& r = heard.emplace_back();
         pool::LeaseRequest req = Req(absl::StrCat("steady-", i), team);
         if (!node.empty()) req.required_labels["node"] = node;
         if (absl::Status s = (*job)->Request(req, &r); !s.ok()) return Fail(absl::StrCat("round ", i, ": ", s.message()));
@@ -223,9 +225,9 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
   EXPECT_GE(head->connections_accepted(), expected);
 
   // A new job after all that: authenticated and served as on a fresh head.
+  Recorder r;  // outlives the job
   auto after = RemotePool::Connect({.port = port, .team = "steady", .token = "steady-token-0123"});
   ASSERT_TRUE(after.ok()) << after.status();
-  Recorder r;
   ASSERT_TRUE((*after)->Request(Req("after-fuzz", "steady"), &r).ok());
   EXPECT_TRUE(r.WaitFor("granted"));
 }
@@ -271,9 +273,9 @@ TEST(PoolRpcFuzz, DamagedAgentSessionsNeverCrashOrWedgeTheHead) {
   auto n1 = NodeAgent::Start(NodeAgentOptions{.port = port, .token = "agent-token-0123", .node = SimulatedNode("n1"),
                                               .heartbeat_interval = std::chrono::milliseconds(50)});
   ASSERT_TRUE(n1.ok()) << n1.status();
+  Recorder r;  // outlives the job
   auto job = RemotePool::Connect({.port = port, .team = "default", .token = "team-token-0123"});
   ASSERT_TRUE(job.ok()) << job.status();
-  Recorder r;
   pool::LeaseRequest on_n1 = Req("after-fuzz", "default");
   on_n1.required_labels["node"] = "n1";
   ASSERT_TRUE((*job)->Request(on_n1, &r).ok());

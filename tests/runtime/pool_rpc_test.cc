@@ -307,9 +307,9 @@ TEST(PoolRpcCheckpoints, ACommittedSnapshotResetsTheLeasesWorkAtRiskAndIsIndexed
   std::unique_ptr<PoolServer> head = StartHead(po, so);
   ASSERT_NE(head, nullptr);
   {
+    Recorder r;  // outlives the job
     auto job = RemotePool::Connect({.port = head->port(), .team = "owner", .token = "owner-token"});
     ASSERT_TRUE(job.ok()) << job.status();
-    Recorder r;
     ASSERT_TRUE((*job)->Request(Req("train"), &r).ok());
     ASSERT_TRUE(r.WaitFor("granted"));
     const std::string lease = r.last_lease().id;
@@ -444,9 +444,9 @@ TEST(PoolRpcRestart, ALeaseNobodyReclaimsIsReleasedAfterTheWindow) {
   head = StartDurableHead(journal, port, std::chrono::milliseconds(300));
   ASSERT_NE(head, nullptr);
   EXPECT_EQ(head->pool().Leases().size(), 1u) << "kept for a while for its job";
+  Recorder next;  // outlives the job
   auto job = RemotePool::Connect({.port = port, .team = "owner", .token = "owner-token"});
   ASSERT_TRUE(job.ok()) << job.status();
-  Recorder next;
   ASSERT_TRUE((*job)->Request(Req("next"), &next).ok());
   ASSERT_TRUE(next.WaitFor("granted")) << "the GPU came back when the window ended";
   EXPECT_TRUE((*job)->Release(next.last_lease().id).ok());
