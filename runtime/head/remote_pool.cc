@@ -442,7 +442,10 @@ absl::StatusOr<std::shared_ptr<RemotePool::Impl::Link>> RemotePool::Impl::Dial(s
         absl::Status st = rpc::DecodeStatus(resp.getStatus());
         if (!st.ok()) return st;
         rpc::Session::Client session = resp.getSession();
-        auto info = session.infoRequest().send().wait(wait).getInfo();
+        // The response owns the message `info` reads: it must outlive the reads (ASan caught the
+        // temporary freed at the end of the statement).
+        auto info_response = session.infoRequest().send().wait(wait);
+        auto info = info_response.getInfo();
         pool_now = info.getPoolNowS();
         clock_speed = info.getClockSpeed() > 0 ? info.getClockSpeed() : 1.0;
         capacity = info.getCapacityGpus();
