@@ -308,20 +308,21 @@ absl::Status Scheduler::Adopt(Lease lease, int64_t now_s) {
   if (topology_.GroupModel(lease.group) == nullptr) {
     return refuse(absl::StrCat("model group '", lease.group, "' is not in this pool"));
   }
+  // Slot by slot; what was taken goes back if one does not fit (nothing changes on failure).
   std::vector<int> gpus;
-  CapacityState trial = state_;  // every slot must fit before anything is taken
+  const auto give_back = [&] {
+    for (int g : gpus) state_.Give(g, lease.request.slot);
+  };
+  lease.milli = 0;
   for (const GpuRef& ref : lease.gpus) {
     int g = topology_.Find(ref);
-    if (g < 0) return refuse(absl::StrCat("GPU ", ref.node, "/", ref.index, " is not in this pool"));
-    if (!trial.Fits(g, lease.request.slot)) {
-      return refuse(absl::StrCat("GPU ", ref.node, "/", ref.index, " has no room for its slot"));
+    if (g < 0 || !state_.Fits(g, lease.request.slot)) {
+      give_back();
+      return refuse(absl::StrCat("GPU ", ref.node, "/", ref.index,
+                                 g < 0 ? " is not in this pool" : " has no room for its slot"));
     }
-    trial.Take(g, lease.request.slot);
-    gpus.push_back(g);
-  }
-  lease.milli = 0;
-  for (int g : gpus) {
     state_.Take(g, lease.request.slot);
+    gpus.push_back(g);
     lease.milli += SlotComputeMilli(lease.request.slot, topology_.gpus()[g].model);
   }
   RefreshGpus(gpus);

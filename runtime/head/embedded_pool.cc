@@ -135,12 +135,7 @@ void EmbeddedPool::Checkpointed(const std::string& lease_id, const CheckpointNot
 absl::Status EmbeddedPool::Adopt(const pool::Lease& lease, LeaseListener* listener) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status st = scheduler_->Adopt(lease, NowSeconds()); !st.ok()) return st;
-  const pool::Lease& adopted = scheduler_->leases().at(lease.id);
-  leases_.Open(lease.id, LeaseBook::Lease{.listener = listener,
-                                          .team = adopted.request.team,
-                                          .gpus = static_cast<double>(adopted.milli) / 1000.0,
-                                          .borrowing = adopted.borrowing,
-                                          .started_s = Now()});
+  OpenLease(scheduler_->leases().at(lease.id), listener);
   dirty_ = true;
   return absl::OkStatus();
 }
@@ -171,6 +166,14 @@ std::map<std::string, LedgerTeam> EmbeddedPool::Ledger() const {
   return leases_.Totals(Now());
 }
 
+void EmbeddedPool::OpenLease(const pool::Lease& lease, LeaseListener* listener) {
+  leases_.Open(lease.id, LeaseBook::Lease{.listener = listener,
+                                          .team = lease.request.team,
+                                          .gpus = static_cast<double>(lease.milli) / 1000.0,
+                                          .borrowing = lease.borrowing,
+                                          .started_s = Now()});
+}
+
 void EmbeddedPool::Absorb(const pool::CycleResult& result) {
   const auto& leases = scheduler_->leases();
   for (const std::string& lease_id : result.granted) {
@@ -179,11 +182,7 @@ void EmbeddedPool::Absorb(const pool::CycleResult& result) {
     const pool::Lease& lease = it->second;
     auto listener = request_listeners_.find(lease.request.id);
     if (listener == request_listeners_.end()) continue;
-    leases_.Open(lease_id, LeaseBook::Lease{.listener = listener->second,
-                                            .team = lease.request.team,
-                                            .gpus = static_cast<double>(lease.milli) / 1000.0,
-                                            .borrowing = lease.borrowing,
-                                            .started_s = Now()});
+    OpenLease(lease, listener->second);
     outbox_.push_back(Delivery{listener->second, Delivery::kGranted, lease});
     request_listeners_.erase(listener);
   }

@@ -128,6 +128,8 @@ class EmbeddedPool final : public PoolClient {
   };
   void Loop();
   int64_t NowSeconds() const { return static_cast<int64_t>(Now()); }
+  // `lease` (the scheduler's) is open from now, and `listener` hears of it. Holds mu_.
+  void OpenLease(const pool::Lease& lease, LeaseListener* listener);
   // Applies a cycle's outcome to the ledger and queues the listener calls. Holds mu_.
   void Absorb(const pool::CycleResult& result);
   // Makes the listener calls queued in outbox_, in the order queued, whichever thread queued

@@ -289,10 +289,7 @@ class SessionImpl final : public rpc::Session::Server {
     std::string id = context.getParams().getLeaseId();
     auto it = leases_.find(id);
     if (it == leases_.end()) {
-      auto other = server_.by_lease().find(id);
-      st = other != server_.by_lease().end()
-               ? absl::PermissionDeniedError(absl::StrCat("lease '", id, "' is not held by this session"))
-               : absl::NotFoundError(absl::StrCat("lease '", id, "' is not held"));
+      st = NotHeld(id);
     } else {
       st = server_.pool().Release(id);
       server_.ScheduleSoon();
@@ -315,9 +312,7 @@ class SessionImpl final : public rpc::Session::Server {
     std::string key = params.getTaskKey();
     absl::Status st;
     if (leases_.find(id) == leases_.end()) {
-      st = server_.by_lease().count(id) != 0
-               ? absl::PermissionDeniedError(absl::StrCat("lease '", id, "' is not held by this session"))
-               : absl::NotFoundError(absl::StrCat("lease '", id, "' is not held"));
+      st = NotHeld(id);
     } else if (absl::Status valid = checkpoint::ValidateTaskKey(key); !valid.ok()) {
       st = valid;
     } else if (params.getPath().size() > kMaxCheckpointPathBytes) {
@@ -387,6 +382,13 @@ class SessionImpl final : public rpc::Session::Server {
       }
     }
     return kj::READY_NOW;
+  }
+
+  // Why this session cannot act on lease `id`: another session's (PermissionDenied), or nobody's.
+  absl::Status NotHeld(const std::string& id) const {
+    return server_.by_lease().count(id) != 0
+               ? absl::PermissionDeniedError(absl::StrCat("lease '", id, "' is not held by this session"))
+               : absl::NotFoundError(absl::StrCat("lease '", id, "' is not held"));
   }
 
   // Who the index says recorded a checkpoint: the job's key when it has one (it survives the

@@ -6,31 +6,19 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 #include <utility>
 
 #include <kj/debug.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/head/fresh_token.h"
 #include "runtime/head/lease_book.h"
 #include "runtime/head/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 
 namespace gpupool::runtime {
-namespace {
-
-// 128 random bits as hex: a job's key (std::random_device reads the kernel's generator).
-std::string RandomKey() {
-  std::random_device random;
-  std::string key;
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&key, absl::Hex(random(), absl::kZeroPad8));
-  return key;
-}
-
-}  // namespace
-
 class RemotePool::Impl {
  public:
   explicit Impl(RemotePoolOptions options) : options_(std::move(options)) {}
@@ -168,7 +156,8 @@ class RemotePool::Impl {
   // While reconnecting: until when the head keeps this job's leases (its reclaim window).
   std::chrono::steady_clock::time_point keep_leases_until_;
   // Made once, presented on every connection: lets this job (and only it) reclaim its leases.
-  const std::string job_key_ = options_.reconnect_for.count() > 0 ? RandomKey() : std::string();
+  // Without one (no reconnection, or no random bytes) the head gives its leases back at a loss.
+  const std::string job_key_ = options_.reconnect_for.count() > 0 ? FreshToken().value_or("") : std::string();
   absl::Status lost_why_;
   bool gave_up_ = false;
   bool stopping_ = false;

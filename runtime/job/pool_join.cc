@@ -2,10 +2,8 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <utility>
 
@@ -14,6 +12,7 @@
 #include "pool/devices/device_driver.h"
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
+#include "runtime/head/fresh_token.h"
 #include "runtime/head/pool_server.h"
 #include "runtime/head/remote_pool.h"
 #include "runtime/head/rpc_connection.h"
@@ -22,18 +21,6 @@
 
 namespace gpupool::runtime {
 namespace {
-
-// 128 random bits as hex, from the kernel.
-absl::StatusOr<std::string> FreshToken() {
-  std::ifstream random("/dev/urandom", std::ios::binary);
-  unsigned char bytes[16];
-  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    return absl::UnavailableError("cannot read /dev/urandom for a session token");
-  }
-  std::string hex;
-  for (unsigned char b : bytes) absl::StrAppend(&hex, absl::Hex(b, absl::kZeroPad2));
-  return hex;
-}
 
 absl::StatusOr<JoinedPool> Embedded(const RuntimeOptions& o) {
   absl::StatusOr<std::unique_ptr<EmbeddedPool>> pool = EmbeddedPool::Start(EmbeddedPoolOptions{
@@ -98,10 +85,11 @@ struct HeadHolder {
 };
 
 // The ranks' data plane: each rank's host and rack allgathered (object fetches go to the nearest
-// copy), UCX worker addresses allgathered and all connected (JobGroup). `object_key`: the job's,
-// the same on every rank. `joined.local_nodes` must be set (its "rack" label is this rank's).
-absl::Status ConnectRanks(transport::MpiBootstrap& b, const RuntimeOptions& o, bool one_host,
-                          std::string object_key, JoinedPool& joined) {
+// copy; UCX stays on loopback when every rank is on this host), UCX worker addresses allgathered
+// and all connected (JobGroup). `object_key`: the job's, the same on every rank.
+// `joined.local_nodes` must be set (its "rack" label is this rank's).
+absl::Status ConnectRanks(transport::MpiBootstrap& b, const RuntimeOptions& o, std::string object_key,
+                          JoinedPool& joined) {
   std::string rack;
   if (!joined.local_nodes.empty()) {
     auto label = joined.local_nodes[0].labels.find("rack");
@@ -110,8 +98,10 @@ absl::Status ConnectRanks(transport::MpiBootstrap& b, const RuntimeOptions& o, b
   absl::StatusOr<std::vector<std::string>> where = b.AllGather(absl::StrCat(b.host(), "\n", rack));
   if (!where.ok()) return where.status();
   std::vector<transport::PeerPlace> places;
+  bool one_host = true;
   for (const std::string& w : *where) {
     std::pair<std::string, std::string> host_rack = absl::StrSplit(w, absl::MaxSplits('\n', 1));
+    one_host &= host_rack.first == b.host();
     places.push_back({host_rack.first, host_rack.second});
   }
   absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
@@ -152,10 +142,7 @@ absl::StatusOr<JoinedPool> RemoteUnderMpi(const RuntimeOptions& o) {
   if (shared_key->empty() || (*shared_key)[0] == '!') {
     return absl::UnavailableError(absl::StrCat("rank 0 could not make the job's object key: ", shared_key->substr(1)));
   }
-  absl::StatusOr<std::vector<std::string>> hosts = b.AllGather(b.host());
-  if (!hosts.ok()) return hosts.status();
-  const bool one_host = std::all_of(hosts->begin(), hosts->end(), [&](const std::string& h) { return h == b.host(); });
-  if (absl::Status st = ConnectRanks(b, o, one_host, *shared_key, *joined); !st.ok()) return st;
+  if (absl::Status st = ConnectRanks(b, o, *shared_key, *joined); !st.ok()) return st;
   b.Finish();
   return joined;
 }
@@ -294,7 +281,7 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
   joined.driver = mine.driver;
   joined.node_label = mine.nodes[0].name;
   // 4. The ranks' data plane for collectives and objects.
-  if (absl::Status st = ConnectRanks(b, o, one_host, parts[3], joined); !st.ok()) return st;
+  if (absl::Status st = ConnectRanks(b, o, parts[3], joined); !st.ok()) return st;
   // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.
   b.Finish();
   return joined;

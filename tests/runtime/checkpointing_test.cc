@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
@@ -120,9 +121,10 @@ GPUPOOL_REMOTE(Words);
 GPUPOOL_REMOTE(TwiceCheckpointable);
 GPUPOOL_REMOTE(Stalled);
 
-// One GPU: `owner` is guaranteed it, `borrower` may borrow it while it is idle. `quick`
-// checkpoints every 20 pool seconds.
-constexpr char kConfig[] = R"(
+// `gpus` GPUs: `owner` is guaranteed all of them, `borrower` may borrow them while they are idle.
+// `quick` checkpoints every 20 pool seconds.
+std::string ConfigFor(int gpus) {
+  return absl::StrCat(R"(
 model_groups:
   gpus: [H100-80GB]
 priority_classes:
@@ -130,10 +132,11 @@ priority_classes:
   - {name: quick, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 20}
 teams:
   - name: owner
-    quotas: [{gpus: gpus, nominal: 1}]
+    quotas: [{gpus: gpus, nominal: )", gpus, R"(}]
   - name: borrower
-    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 1}]
-)";
+    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: )", gpus, R"(}]
+)");
+}
 
 using gpupool::testing::EventLog;
 
@@ -150,12 +153,11 @@ class Checkpointing : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  gpupool::Runtime Start(double clock_speed, bool shared_dir = false, const char* gpus = "1xH100-80GB",
-                         const char* config = kConfig) {
+  gpupool::Runtime Start(double clock_speed, bool shared_dir = false, int gpus = 1) {
     gpupool::RuntimeOptions o;
     o.checkpoint_dir_shared = shared_dir;
-    o.simulate = gpus;
-    o.config_text = config;
+    o.simulate = absl::StrCat(gpus, "xH100-80GB");
+    o.config_text = ConfigFor(gpus);
     o.clock_speed = clock_speed;
     o.lease_linger_ms = 20;
     o.checkpoint_dir = dir_.string();
@@ -220,19 +222,7 @@ TEST_F(Checkpointing, ReclaimedBorrowerSnapshotsAtItsSafePointAndResumesWithTheS
 // each committed snapshot (PoolClient::Checkpointed); without that the pool counts the older
 // lease's whole run as at risk and takes the younger, unsaved one.
 TEST_F(Checkpointing, ReclaimTakesTheLeaseThatLosesLeastSinceItsLastSnapshot) {
-  constexpr char kTwoGpus[] = R"(
-model_groups:
-  gpus: [H100-80GB]
-priority_classes:
-  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
-  - {name: quick, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 20}
-teams:
-  - name: owner
-    quotas: [{gpus: gpus, nominal: 2}]
-  - name: borrower
-    quotas: [{gpus: gpus, nominal: 0, borrowing_limit: 2}]
-)";
-  gpupool::Runtime rt = Start(/*clock_speed=*/100, false, "2xH100-80GB", kTwoGpus);
+  gpupool::Runtime rt = Start(/*clock_speed=*/100, /*shared_dir=*/false, /*gpus=*/2);
   auto saved = gpupool::Task(Train).Gpus(1).Team("borrower").PriorityClass("quick").Submit(2000);
   WaitForProgress(300);  // 60 pool s in: three periodic snapshots
   auto unsaved = gpupool::Task(Unsaved).Gpus(1).Team("borrower").Submit(1000);
