@@ -238,6 +238,12 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
   return id;
 }
 
+absl::StatusOr<std::string> Scheduler::Resubmit(LeaseRequest request, int64_t now_s, int64_t submitted_s) {
+  absl::StatusOr<std::string> id = Submit(std::move(request), now_s);
+  if (id.ok()) pending_.at(*id).submitted_s = std::min(submitted_s, now_s);
+  return id;
+}
+
 absl::Status Scheduler::Cancel(const std::string& request_id) {
   auto it = pending_.find(request_id);
   if (it == pending_.end()) {

@@ -124,6 +124,10 @@ class Scheduler {
   // the team's quota), Unimplemented for MIG and MPS slots (not placed by the scheduler yet),
   // AlreadyExists for a duplicate id.
   absl::StatusOr<std::string> Submit(LeaseRequest request, int64_t now_s);
+  // A request accepted before this scheduler existed (a head restarted from its journal) keeps
+  // its place: as Submit, but it counts as submitted at `submitted_s` (at most `now_s`), which
+  // orders it among equals and gives it the ageing credit it earned.
+  absl::StatusOr<std::string> Resubmit(LeaseRequest request, int64_t now_s, int64_t submitted_s);
   // Withdraws a pending request; NotFound when it is not pending.
   absl::Status Cancel(const std::string& request_id);
   // Ends a lease (normally, or after a revocation); its capacity returns to the pool.

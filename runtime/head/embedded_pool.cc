@@ -1,5 +1,6 @@
 #include "runtime/head/embedded_pool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -93,10 +94,22 @@ double EmbeddedPool::Now() const {
 }
 
 absl::Status EmbeddedPool::Request(pool::LeaseRequest request, LeaseListener* listener) {
+  return Queue(std::move(request), 0, listener);
+}
+
+absl::Status EmbeddedPool::Requeue(pool::LeaseRequest request, double waited_s, LeaseListener* listener) {
+  return Queue(std::move(request), std::max(0.0, waited_s), listener);
+}
+
+absl::Status EmbeddedPool::Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener) {
   std::string id = request.id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    absl::StatusOr<std::string> submitted = scheduler_->Submit(std::move(request), NowSeconds());
+    int64_t now = NowSeconds();
+    absl::StatusOr<std::string> submitted =
+        waited_s > 0 ? scheduler_->Resubmit(std::move(request), now,
+                                            now - static_cast<int64_t>(waited_s * clock_speed_))
+                     : scheduler_->Submit(std::move(request), now);
     if (!submitted.ok()) return submitted.status();
     request_listeners_[id] = listener;
     dirty_ = true;

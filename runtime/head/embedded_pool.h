@@ -71,6 +71,9 @@ class EmbeddedPool final : public PoolClient {
   // pool::Scheduler::Adopt for what is refused). Its GPUs' health is not looked at: a remote
   // node's GPUs stay unschedulable until its agent is back, without losing the lease.
   absl::Status Adopt(const pool::Lease& lease, LeaseListener* listener);
+  // Queues a request a previous run of the pool accepted (a head restarted from its journal),
+  // at the place it had: as submitted `waited_s` real seconds ago.
+  absl::Status Requeue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
   double Now() const override;  // pool seconds since Start
   double clock_speed() const { return clock_speed_; }
   const pool::PoolConfig& config() const override { return config_; }
@@ -128,6 +131,8 @@ class EmbeddedPool final : public PoolClient {
   };
   void Loop();
   int64_t NowSeconds() const { return static_cast<int64_t>(Now()); }
+  // Request and Requeue: `waited_s` real seconds before now (0: a new request).
+  absl::Status Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
   // `lease` (the scheduler's) is open from now, and `listener` hears of it. Holds mu_.
   void OpenLease(const pool::Lease& lease, LeaseListener* listener);
   // Applies a cycle's outcome to the ledger and queues the listener calls. Holds mu_.

@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "pool/scheduler/wait_reason.h"
 #include "runtime/head/head_journal.h"
+#include "runtime/head/reclaim_book.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
@@ -128,16 +129,14 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   }
   std::map<std::string, SessionImpl*>& by_request() { return by_request_; }
   std::map<std::string, SessionImpl*>& by_lease() { return by_lease_; }
-  // Leases kept for their job to reclaim (Session.reclaim): the previous run's, taken back from
-  // the journal, and those of sessions lost while the head ran. Loop thread once started.
-  struct Orphan {
-    std::string job_key;  // only a session with this key may reclaim it
-    std::chrono::steady_clock::time_point release_at;
-  };
-  std::map<std::string, Orphan>& orphans() { return orphans_; }
-  void KeepForReclaim(const std::string& lease_id, const std::string& job_key) {
-    orphans_[lease_id] = Orphan{job_key, std::chrono::steady_clock::now() + options_.reclaim_window};
-  }
+  // Leases and queued requests kept for their job to reclaim (Session.reclaim): the previous
+  // run's, taken back from the journal, and those of sessions lost while the head ran. Loop
+  // thread once started.
+  ReclaimBook& kept() { return kept_; }
+  // Until when what is kept from now on is kept.
+  ReclaimBook::Clock::time_point KeepUntil() const { return ReclaimBook::Clock::now() + options_.reclaim_window; }
+  // What the book let go of goes back to the pool (and the journal), `why` in the ledger.
+  void GiveBack(const ReclaimBook::Dropped& dropped, const std::string& why);
   // The head itself is stopping (loop thread).
   bool stopping() const { return stopping_; }
 
@@ -181,7 +180,12 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
   // Every quarter second: kept leases whose reclaim window has passed go back to the pool.
   kj::Promise<void> ReleaseExpiredOrphans(kj::Timer& timer);
-  std::map<std::string, Orphan> orphans_;
+  // Queues the previous run's requests again, kept for their jobs until `until`; the others
+  // are dropped.
+  void RequeueJournaledRequests(const std::vector<RequestRecord>& requests, ReclaimBook::Clock::time_point until);
+  // Sessions are numbered past those of the previous run ("s<N>/..."), so ids never repeat.
+  void NumberSessionsPast(const std::string& pool_id);
+  ReclaimBook kept_;
   bool stopping_ = false;  // loop thread
 
   // Loop thread only: the live agent of each node, and who holds each pool request and lease.
@@ -213,21 +217,28 @@ class SessionImpl final : public rpc::Session::Server {
       for (auto& [id, listener] : leases_) server_.by_lease().erase(id);
       return;
     }
+    // A job that may come back (it has a key) finds its leases and requests kept for the reclaim
+    // window: a lost connection is not a dead job. Its tasks run on meanwhile, and its requests
+    // keep their place in the queue (a grant meanwhile is kept for it too).
+    if (!job_key_.empty() && !leaving_ && server_.journal() != nullptr) {
+      const auto until = server_.KeepUntil();
+      for (auto& [id, p] : pending_) {
+        server_.by_request().erase(id);
+        server_.kept().KeepRequest(id, ReclaimBook::KeptRequest{
+                                           .job_key = job_key_, .client_id = p.client_id, .team = p.team, .until = until});
+      }
+      for (auto& [id, listener] : leases_) {
+        server_.by_lease().erase(id);
+        server_.kept().KeepLease(id, job_key_, until);
+      }
+      return;
+    }
     // The job is gone: what it asked for goes back to the pool. A grant already queued for a
     // withdrawn request finds no session and is released by the server.
     for (auto& [id, p] : pending_) {
       server_.by_request().erase(id);
       (void)server_.pool().Withdraw(id);
       if (server_.journal() != nullptr) server_.journal()->RemoveRequest(id);
-    }
-    // A job that may come back (it has a key) finds its leases kept for the reclaim window: a
-    // lost connection is not a dead job, and its tasks run on meanwhile.
-    if (!job_key_.empty() && !leaving_ && server_.journal() != nullptr) {
-      for (auto& [id, listener] : leases_) {
-        server_.by_lease().erase(id);
-        server_.KeepForReclaim(id, job_key_);
-      }
-      return;
     }
     for (auto& [id, listener] : leases_) {
       server_.by_lease().erase(id);
@@ -239,8 +250,9 @@ class SessionImpl final : public rpc::Session::Server {
 
   kj::Promise<void> request(RequestContext context) override {
     auto params = context.getParams();
-    std::string pool_id;
-    absl::Status st = DoRequest(params.getRequest(), params.getListener(), &pool_id);
+    std::string pool_id, journaled;
+    absl::Status st = DoRequest(params.getRequest(), params.getListener(), &pool_id,
+                                server_.journal() != nullptr ? &journaled : nullptr);
     std::optional<pool::Lease> granted;
     if (st.ok() && server_.journal() == nullptr && server_.pool().pending_requests() == 1) {
       // Nothing else waits, so a cycle now costs one decision: when it admits the request, the
@@ -260,8 +272,12 @@ class SessionImpl final : public rpc::Session::Server {
       return kj::READY_NOW;
     }
     // Acknowledged once durable: a head killed after this reply still knows the request.
-    JournalTicket t = server_.journal()->RecordRequest(RequestRecord{
-        .request_id = pool_id, .job_id = prefix_, .team = team_, .submitted_s = WallSeconds()});
+    // With the job's key, so that a restarted head queues it again for that job.
+    JournalTicket t = server_.journal()->RecordRequest(RequestRecord{.request_id = pool_id,
+                                                                     .job_id = job_key_,
+                                                                     .team = team_,
+                                                                     .request = std::move(journaled),
+                                                                     .submitted_s = WallSeconds()});
     return server_.Durable(t).then([context](absl::Status durable) mutable {
       rpc::EncodeStatus(durable, context.getResults().initStatus());
     });
@@ -269,14 +285,15 @@ class SessionImpl final : public rpc::Session::Server {
 
   kj::Promise<void> withdraw(WithdrawContext context) override {
     absl::Status st;
-    capnp::Text::Reader id = context.getParams().getRequestId();
-    std::string pool_id = prefix_ + std::string(id.cStr(), id.size());
-    auto it = pending_.find(pool_id);
-    if (it == pending_.end()) {
-      st = absl::NotFoundError(absl::StrCat("request '", id.cStr(), "' is not pending in this session"));
+    std::string id = context.getParams().getRequestId();
+    auto known = pool_ids_.find(id);
+    if (known == pool_ids_.end()) {
+      st = absl::NotFoundError(absl::StrCat("request '", id, "' is not pending in this session"));
     } else {
+      std::string pool_id = known->second;
       st = server_.pool().Withdraw(pool_id);
-      pending_.erase(it);
+      pending_.erase(pool_id);
+      pool_ids_.erase(known);
       server_.by_request().erase(pool_id);
       if (server_.journal() != nullptr) server_.journal()->RemoveRequest(pool_id);
     }
@@ -361,27 +378,62 @@ class SessionImpl final : public rpc::Session::Server {
     for (const pool::Lease& l : server_.pool().Leases()) {
       if (l.revoke_deadline_s.has_value()) revoking[l.id] = *l.revoke_deadline_s;
     }
+    auto params = context.getParams();
+    // Only the job that held them: the key it presented then and now (a job of the same team
+    // cannot take another's lease, whose id `gpupool queue` shows). TakeLease and TakeRequest
+    // match nothing for a job without a key.
     std::vector<std::string> kept;
-    for (rpc::HeldLease::Reader held : context.getParams().getLeases()) {
+    for (rpc::HeldLease::Reader held : params.getLeases()) {
       std::string id = held.getLeaseId();
-      auto orphan = server_.orphans().find(id);
-      if (orphan == server_.orphans().end()) continue;  // released meanwhile, or never kept
-      // Only the job that held it: the key it presented then and now (a job of the same team
-      // cannot take another's lease, whose id `gpupool queue` shows).
-      if (job_key_.empty() || orphan->second.job_key != job_key_) continue;
-      leases_.insert_or_assign(id, held.getListener());
-      server_.by_lease()[id] = this;
-      server_.orphans().erase(orphan);
+      if (!server_.kept().TakeLease(id, job_key_)) continue;  // released meanwhile, or never kept
+      AdoptLease(id, held.getListener());
       kept.push_back(id);
     }
-    auto out = context.getResults().initKept(kept.size());
+    std::vector<std::string> queued;
+    std::vector<pool::Lease> granted_while_away;
+    for (rpc::QueuedRequest::Reader waiting : params.getRequests()) {
+      std::string client_id = waiting.getRequestId();
+      if (pool_ids_.count(client_id) != 0) continue;  // sent again on this session already
+      auto taken = server_.kept().TakeRequest(job_key_, client_id);
+      if (!taken.has_value()) continue;  // granted and lost meanwhile, or never kept: sent again
+      auto& [pool_id, request] = *taken;
+      if (request.granted.has_value()) {
+        AdoptLease(request.granted->id, waiting.getListener());
+        granted_while_away.push_back(*std::move(request.granted));
+        granted_while_away.back().request.id = client_id;
+      } else {
+        pending_.emplace(pool_id, Pending{client_id, team_, waiting.getListener()});
+        pool_ids_[client_id] = pool_id;
+        server_.by_request()[pool_id] = this;
+      }
+      queued.push_back(client_id);
+    }
+    // What the job did not name, it no longer holds or wants (released or withdrawn while it
+    // was away): back to the pool now rather than at the end of the window.
+    server_.GiveBack(server_.kept().TakeRest(job_key_), "released by its job while away");
+    auto results = context.getResults();
+    auto out = results.initKept(kept.size());
     for (size_t i = 0; i < kept.size(); ++i) out.set(i, kept[i]);
+    auto out_queued = results.initQueued(queued.size());
+    for (size_t i = 0; i < queued.size(); ++i) out_queued.set(i, queued[i]);
+    for (const pool::Lease& lease : granted_while_away) {
+      auto req = leases_.at(lease.id).grantedRequest();
+      rpc::EncodeLease(lease, req.initLease());
+      req.send().detach([](kj::Exception&&) {});
+      kept.push_back(lease.id);
+    }
     for (const std::string& id : kept) {
       if (auto r = revoking.find(id); r != revoking.end()) {
         Revoked(id, pool::RevokeCause::kReclaim, static_cast<double>(r->second));
       }
     }
     return kj::READY_NOW;
+  }
+
+  // A lease kept for this job is this session's from now on.
+  void AdoptLease(const std::string& id, rpc::LeaseListener::Client listener) {
+    leases_.insert_or_assign(id, kj::mv(listener));
+    server_.by_lease()[id] = this;
   }
 
   // Why this session cannot act on lease `id`: another session's (PermissionDenied), or nobody's.
@@ -443,6 +495,7 @@ class SessionImpl final : public rpc::Session::Server {
     if (it == pending_.end()) return;
     Pending p = std::move(it->second);
     pending_.erase(it);
+    pool_ids_.erase(p.client_id);
     server_.by_request().erase(lease.request.id);
     server_.by_lease()[lease.id] = this;
     server_.JournalLease(lease, job_key_);  // what reclaims it after a restart
@@ -481,10 +534,13 @@ class SessionImpl final : public rpc::Session::Server {
  private:
   struct Pending {
     std::string client_id;
+    std::string team;  // the request's (the session's, or one its token also serves)
     rpc::LeaseListener::Client listener;
   };
 
-  absl::Status DoRequest(rpc::LeaseRequest::Reader wire, rpc::LeaseListener::Client listener, std::string* pool_id_out) {
+  // Queues the request; `journaled`, when given, receives its bytes for the journal.
+  absl::Status DoRequest(rpc::LeaseRequest::Reader wire, rpc::LeaseListener::Client listener, std::string* pool_id_out,
+                         std::string* journaled) {
     absl::StatusOr<pool::LeaseRequest> r = rpc::DecodeLeaseRequest(wire);
     if (!r.ok()) return r.status();
     if (r->id.empty()) return absl::InvalidArgumentError("the request has no id");
@@ -494,21 +550,25 @@ class SessionImpl final : public rpc::Session::Server {
           "this session is team '", team_, "'; it cannot request for team '", r->team, "'"));
     }
     std::string client_id = r->id;
-    r->id = prefix_ + client_id;
-    if (pending_.count(r->id)) {
+    // Its own id: a request reclaimed after a restart keeps the pool id it had ("s<N>/...").
+    if (pool_ids_.count(client_id)) {
       return absl::AlreadyExistsError(absl::StrCat("request '", client_id, "' is already pending"));
     }
+    r->id = prefix_ + client_id;
     std::string pool_id = r->id;
+    if (journaled != nullptr) *journaled = rpc::LeaseRequestToBytes(*r);
     // The job sends one capability per listener: holding on to the latest keeps the head from
     // releasing it (a Release message to the job) each time a lease ends.
     last_listener_ = listener;
     // Registered first: the grant is handled on this thread, after this call returns.
-    pending_.emplace(pool_id, Pending{client_id, kj::mv(listener)});
+    pending_.emplace(pool_id, Pending{client_id, r->team, kj::mv(listener)});
+    pool_ids_[client_id] = pool_id;
     server_.by_request()[pool_id] = this;
     absl::Status st = server_.pool().Request(*std::move(r), &server_);
     server_.ScheduleSoon();
     if (!st.ok()) {
       pending_.erase(pool_id);
+      pool_ids_.erase(client_id);
       server_.by_request().erase(pool_id);
     }
     *pool_id_out = pool_id;
@@ -526,6 +586,7 @@ class SessionImpl final : public rpc::Session::Server {
   std::optional<rpc::LeaseListener::Client> last_listener_;
   const std::string prefix_;
   std::map<std::string, Pending> pending_;                     // by pool request id
+  std::map<std::string, std::string> pool_ids_;                // pending_'s, by the job's id
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
   std::set<std::string> checkpoint_keys_;  // task keys this session recorded in the index
 };
@@ -740,8 +801,9 @@ kj::Promise<void> PoolServer::Impl::WatchHeartbeats(kj::Timer& timer) {
 }
 
 std::string PoolServer::Impl::TeamOfRequest(const std::string& request_id) const {
-  auto it = by_request_.find(request_id);
-  return it == by_request_.end() ? std::string() : it->second->team();
+  if (auto it = by_request_.find(request_id); it != by_request_.end()) return it->second->team();
+  const ReclaimBook::KeptRequest* kept = kept_.FindRequest(request_id);
+  return kept == nullptr ? std::string() : kept->team;
 }
 
 std::string PoolServer::Impl::Report() {
@@ -789,24 +851,76 @@ std::string PoolServer::Impl::Report() {
 
 kj::Promise<void> PoolServer::Impl::ReleaseExpiredOrphans(kj::Timer& timer) {
   return timer.afterDelay(250 * kj::MILLISECONDS).then([this, &timer] {
-    const auto now = std::chrono::steady_clock::now();
-    size_t released = 0;
-    for (auto it = orphans_.begin(); it != orphans_.end();) {
-      if (it->second.release_at > now) {
-        ++it;
-        continue;
-      }
-      (void)pool_->Release(it->first);
-      JournalClose(it->first, "not reclaimed by its job");
-      it = orphans_.erase(it);
-      ++released;
-    }
-    if (released > 0) {
-      std::fprintf(stderr, "gpupool head: released %zu lease(s) their jobs did not reclaim in time\n", released);
-      ScheduleSoon();
+    ReclaimBook::Dropped expired = kept_.TakeExpired(ReclaimBook::Clock::now());
+    if (!expired.empty()) {
+      std::fprintf(stderr,
+                   "gpupool head: %zu lease(s) and %zu queued request(s) their jobs did not reclaim in time go "
+                   "back to the pool\n",
+                   expired.leases.size(), expired.requests.size());
+      GiveBack(expired, "not reclaimed by its job");
     }
     return ReleaseExpiredOrphans(timer);
   });
+}
+
+void PoolServer::Impl::GiveBack(const ReclaimBook::Dropped& dropped, const std::string& why) {
+  for (const std::string& id : dropped.leases) {
+    (void)pool_->Release(id);
+    JournalClose(id, why);
+  }
+  for (const std::string& id : dropped.requests) {
+    (void)pool_->Withdraw(id);
+    if (journal_ != nullptr) journal_->RemoveRequest(id);
+  }
+  if (!dropped.empty()) ScheduleSoon();
+}
+
+void PoolServer::Impl::NumberSessionsPast(const std::string& pool_id) {
+  uint64_t n = 0;
+  if (size_t slash = pool_id.find('/'); pool_id.rfind('s', 0) == 0 && slash != std::string::npos &&
+                                        absl::SimpleAtoi(pool_id.substr(1, slash - 1), &n)) {
+    next_session_ = std::max(next_session_, n + 1);
+  }
+}
+
+void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>& requests,
+                                                 ReclaimBook::Clock::time_point until) {
+  // In the journal's order, which was the queue's: equals stay in the order they came.
+  const double now = WallSeconds();
+  size_t dropped = 0;
+  for (const RequestRecord& r : requests) {
+    absl::Status st;
+    size_t slash = r.request_id.find('/');
+    if (r.job_id.empty()) {
+      st = absl::FailedPreconditionError("its job has no key to reclaim it with");
+    } else if (slash == std::string::npos) {
+      st = absl::InvalidArgumentError("its id has no session prefix");
+    } else {
+      absl::StatusOr<pool::LeaseRequest> request = rpc::LeaseRequestFromBytes(r.request);
+      st = request.ok() && request->id != r.request_id
+               ? absl::InvalidArgumentError("its bytes name another request")
+               : request.status();
+      if (st.ok()) st = pool_->Requeue(*std::move(request), now - r.submitted_s, this);
+    }
+    if (st.ok()) {
+      kept_.KeepRequest(r.request_id, ReclaimBook::KeptRequest{.job_key = r.job_id,
+                                                               .client_id = r.request_id.substr(slash + 1),
+                                                               .team = r.team,
+                                                               .until = until});
+      NumberSessionsPast(r.request_id);
+      continue;
+    }
+    ++dropped;
+    std::fprintf(stderr, "gpupool head: queued request %s of the previous run is dropped: %s\n",
+                 r.request_id.c_str(), std::string(st.message()).c_str());
+    journal_->RemoveRequest(r.request_id);
+  }
+  if (!requests.empty()) {
+    std::fprintf(stderr,
+                 "gpupool head: %zu queued request(s) of the previous run keep their place for their jobs, "
+                 "%zu dropped\n",
+                 requests.size() - dropped, dropped);
+  }
 }
 
 absl::Status PoolServer::Impl::OpenJournal() {
@@ -818,23 +932,19 @@ absl::Status PoolServer::Impl::OpenJournal() {
   if (!previous.ok()) return previous.status();
   // The previous run's leases are taken back and kept for their jobs, whose tasks run on through
   // the restart and which reclaim them when they reconnect (Session.reclaim); a lease that no
-  // longer fits this pool is closed into the ledger, so no GPU-second goes unaccounted. Queued
-  // requests are dropped: their jobs send them again.
+  // longer fits this pool is closed into the ledger, so no GPU-second goes unaccounted. Its
+  // queued requests are queued again at the place they had, kept for their jobs likewise.
   double now = WallSeconds();
   size_t closed = 0;
+  const auto until = KeepUntil();
   for (const LeaseRecord& l : previous->leases) {
     absl::StatusOr<pool::Lease> lease =
         l.lease.empty() ? absl::InvalidArgumentError("its record has no lease (an older journal)")
                         : rpc::LeaseFromBytes(l.lease);
     absl::Status adopted = lease.ok() ? pool_->Adopt(*lease, this) : lease.status();
     if (adopted.ok()) {
-      KeepForReclaim(l.lease_id, l.job_id);
-      // New sessions are numbered past the adopted ones ("s<N>/..."), so lease ids never repeat.
-      uint64_t n = 0;
-      if (size_t slash = l.lease_id.find('/'); l.lease_id.rfind('s', 0) == 0 && slash != std::string::npos &&
-                                               absl::SimpleAtoi(l.lease_id.substr(1, slash - 1), &n)) {
-        next_session_ = std::max(next_session_, n + 1);
-      }
+      kept_.KeepLease(l.lease_id, l.job_id, until);
+      NumberSessionsPast(l.lease_id);
       continue;
     }
     std::fprintf(stderr, "gpupool head: lease %s of the previous run is not taken back: %s\n", l.lease_id.c_str(),
@@ -842,14 +952,14 @@ absl::Status PoolServer::Impl::OpenJournal() {
     journal_->CloseLease(l.lease_id, now, "head restarted");
     ++closed;
   }
-  for (const RequestRecord& r : previous->requests) journal_->RemoveRequest(r.request_id);
-  if (!previous->leases.empty() || !previous->requests.empty()) {
+  if (!previous->leases.empty()) {
     std::fprintf(stderr,
                  "gpupool head: journal %s: %zu lease(s) of the previous run kept for %lld s for their jobs to "
-                 "reclaim, %zu closed; %zu queued request(s) dropped (their jobs send them again)\n",
-                 options_.journal_path.c_str(), orphans_.size(),
-                 static_cast<long long>(options_.reclaim_window.count() / 1000), closed, previous->requests.size());
+                 "reclaim, %zu closed\n",
+                 options_.journal_path.c_str(), kept_.lease_count(),
+                 static_cast<long long>(options_.reclaim_window.count() / 1000), closed);
   }
+  RequeueJournaledRequests(previous->requests, until);
   return journal_->Flush();
 }
 
@@ -975,6 +1085,10 @@ void PoolServer::Impl::Handle(PoolEvent& e) {
   if (e.kind == PoolEvent::kGranted) {
     auto it = by_request_.find(e.lease.request.id);
     if (it == by_request_.end()) {
+      if (kept_.Granted(e.lease)) {  // its job is away: the lease waits for it with its request
+        JournalLease(e.lease, kept_.FindRequest(e.lease.request.id)->job_key);
+        return;
+      }
       (void)pool_->Release(e.lease.id);  // its session ended, or it was withdrawn meanwhile
       ScheduleSoon();
       return;
@@ -984,8 +1098,9 @@ void PoolServer::Impl::Handle(PoolEvent& e) {
   }
   auto it = by_lease_.find(e.lease_id);
   if (it == by_lease_.end()) {
-    // A lease of the previous run nobody reclaimed yet: once lost, there is nothing to reclaim.
-    if (e.kind == PoolEvent::kLost && orphans_.erase(e.lease_id) > 0) JournalClose(e.lease_id, "lost");
+    // A lease kept for a job that is away: once lost, there is nothing to reclaim (a request
+    // granted meanwhile is sent again by its job).
+    if (e.kind == PoolEvent::kLost && kept_.Lost(e.lease_id)) JournalClose(e.lease_id, "lost");
     return;
   }
   if (e.kind == PoolEvent::kRevoked) {

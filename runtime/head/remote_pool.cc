@@ -91,7 +91,7 @@ class RemotePool::Impl {
       }
     }
   };
-  struct Pending {  // accepted, not granted yet: sent again after a reconnection
+  struct Pending {  // accepted, not granted yet: reclaimed, or sent again, after a reconnection
     pool::LeaseRequest request;
     LeaseListener* listener;
   };
@@ -124,13 +124,16 @@ class RemotePool::Impl {
   void LoseHeldLeases(const std::string& why, const std::set<std::string>* only = nullptr,
                       const std::set<std::string>& except = {});
   // On a fresh link after a loss: asks for the leases `held` through it (and those given back
-  // meanwhile, which it then releases). Returns what it asked for and what it holds now (kept
-  // is empty when the call failed).
+  // meanwhile, which it then releases), and for the requests still `waiting`. Returns the leases
+  // it asked for and those it holds now (kept), and the requests the head still has for it
+  // (queued, or granted meanwhile: not to be sent again). kept and queued are empty when the
+  // call failed.
   struct Reclaimed {
     std::set<std::string> held, kept;
+    std::set<std::string> queued;
   };
   Reclaimed Reclaim(Link& link, const std::vector<std::pair<std::string, LeaseListener*>>& held,
-                    std::vector<std::string> given_back);
+                    std::vector<std::string> given_back, const std::vector<Pending>& waiting);
   void GiveUp(const absl::Status& why);
   void Close(const std::string& lease_id);  // into the ledger
   void Post(std::function<void()> f);
@@ -278,11 +281,15 @@ void RemotePool::Impl::LoseHeldLeases(const std::string& why, const std::set<std
 }
 
 RemotePool::Impl::Reclaimed RemotePool::Impl::Reclaim(
-    Link& link, const std::vector<std::pair<std::string, LeaseListener*>>& held, std::vector<std::string> given_back) {
+    Link& link, const std::vector<std::pair<std::string, LeaseListener*>>& held, std::vector<std::string> given_back,
+    const std::vector<Pending>& waiting) {
   Reclaimed result;
   for (const auto& [id, user] : held) result.held.insert(id);
   std::set<std::string>& kept = result.kept;
-  if (held.empty() && given_back.empty()) return result;
+  std::set<std::string>& queued = result.queued;
+  // A head that keeps what a lost job held is told even when the job holds nothing now: what
+  // it kept and the job does not name (withdrawn while away) then goes back at once.
+  if (held.empty() && given_back.empty() && waiting.empty() && link.reclaim_window.count() == 0) return result;
   absl::Status st = link.connection->Call([&]() -> kj::Promise<absl::Status> {
     auto req = link.session->reclaimRequest();
     auto list = req.initLeases(held.size() + given_back.size());
@@ -295,17 +302,24 @@ RemotePool::Impl::Reclaimed RemotePool::Impl::Reclaim(
       list[i].setLeaseId(id);  // taken, then released at once below
       list[i++].setListener(link.ListenerFor(*this, nullptr));
     }
-    return req.send().then([&kept](capnp::Response<rpc::Session::ReclaimResults>&& resp) {
+    auto requests = req.initRequests(waiting.size());
+    for (size_t j = 0; j < waiting.size(); ++j) {
+      requests[j].setRequestId(waiting[j].request.id);
+      requests[j].setListener(link.ListenerFor(*this, waiting[j].listener));
+    }
+    return req.send().then([&kept, &queued](capnp::Response<rpc::Session::ReclaimResults>&& resp) {
       for (capnp::Text::Reader id : resp.getKept()) kept.insert(id);
+      for (capnp::Text::Reader id : resp.getQueued()) queued.insert(id);
       return absl::OkStatus();
     });
   });
   if (!st.ok()) {
-    // Nothing is known to be kept: the held leases are lost (the caller says so); those given
-    // back meanwhile wait for the next connection.
+    // Nothing is known to be kept: the held leases are lost (the caller says so) and the
+    // requests are sent again; those given back meanwhile wait for the next connection.
     std::lock_guard<std::mutex> lock(mu_);
     released_while_away_.insert(released_while_away_.end(), given_back.begin(), given_back.end());
     kept.clear();
+    queued.clear();
     return result;
   }
   // Given back before the reclaim (while away, or while it was under way: such a release reached
@@ -397,10 +411,11 @@ void RemotePool::Impl::Reconnect() {
     old.reset();  // closes the dead connection's loop
     // Those the head kept are this session's now; the others are lost (a head without a
     // journal kept none: they were reported at the loss).
-    Reclaimed reclaimed = Reclaim(*fresh, held, std::move(given_back));
+    Reclaimed reclaimed = Reclaim(*fresh, held, std::move(given_back), resend);
     LoseHeldLeases("the pool service did not keep it while the job was away", &reclaimed.held, reclaimed.kept);
-    // Queued work is admitted again: what the job asked for and was not granted yet.
+    // Queued work the head did not keep (with its place in the queue) is asked for again.
     for (const Pending& p : resend) {
+      if (reclaimed.queued.count(p.request.id) != 0) continue;
       absl::Status st = SendRequest(*fresh, p.request, p.listener);
       if (st.ok() || absl::IsAlreadyExists(st)) continue;
       bool still_pending;

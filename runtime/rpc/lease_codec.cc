@@ -188,34 +188,60 @@ pool::RevokeCause DecodeRevokeCause(RevokeCause cause) {
   }
 }
 
-std::string LeaseToBytes(const pool::Lease& l) {
+namespace {
+
+// One value as a self-contained Cap'n Proto message, and back (`what` names it in errors).
+template <typename Schema, typename Value, typename Encode>
+std::string ToBytes(const Value& value, Encode encode) {
   capnp::MallocMessageBuilder message;
-  EncodeLease(l, message.initRoot<Lease>());
+  encode(value, message.initRoot<Schema>());
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
   kj::ArrayPtr<const char> bytes = words.asChars();
   return std::string(bytes.begin(), bytes.end());
 }
 
-absl::StatusOr<pool::Lease> LeaseFromBytes(absl::string_view bytes) {
+template <typename Schema, typename Value, typename Decode>
+absl::StatusOr<Value> FromBytes(absl::string_view bytes, const char* what, Decode decode) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0 ||
       bytes.size() > kMaxMessageWords * sizeof(capnp::word)) {
-    return absl::InvalidArgumentError(absl::StrCat("a stored lease of ", bytes.size(),
+    return absl::InvalidArgumentError(absl::StrCat("a stored ", what, " of ", bytes.size(),
                                                    " bytes is not one message of whole 8-byte words"));
   }
   // Word-aligned storage: the caller's bytes may not be.
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
   memcpy(words.begin(), bytes.data(), bytes.size());
-  absl::StatusOr<pool::Lease> lease = absl::InternalError("not decoded");
+  absl::StatusOr<Value> value = absl::InternalError("not decoded");
   kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = kMaxMessageWords;
     capnp::FlatArrayMessageReader reader(words, options);
-    lease = DecodeLease(reader.getRoot<Lease>());
+    value = decode(reader.getRoot<Schema>());
   });
   KJ_IF_MAYBE(e, failure) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed stored lease: ", e->getDescription().cStr()));
+    return absl::InvalidArgumentError(absl::StrCat("malformed stored ", what, ": ", e->getDescription().cStr()));
   }
-  return lease;
+  return value;
+}
+
+}  // namespace
+
+std::string LeaseToBytes(const pool::Lease& l) {
+  return ToBytes<Lease>(l, [](const pool::Lease& v, Lease::Builder out) { EncodeLease(v, out); });
+}
+
+absl::StatusOr<pool::Lease> LeaseFromBytes(absl::string_view bytes) {
+  return FromBytes<Lease, pool::Lease>(bytes, "lease", [](Lease::Reader in) { return DecodeLease(in); });
+}
+
+std::string LeaseRequestToBytes(const pool::LeaseRequest& r) {
+  return ToBytes<LeaseRequest>(r, [](const pool::LeaseRequest& v, LeaseRequest::Builder out) {
+    EncodeLeaseRequest(v, out);
+  });
+}
+
+absl::StatusOr<pool::LeaseRequest> LeaseRequestFromBytes(absl::string_view bytes) {
+  return FromBytes<LeaseRequest, pool::LeaseRequest>(bytes, "lease request",
+                                                     [](LeaseRequest::Reader in) { return DecodeLeaseRequest(in); });
 }
 
 void EncodeStatus(const absl::Status& s, Status::Builder out) {

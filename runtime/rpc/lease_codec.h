@@ -32,6 +32,9 @@ absl::StatusOr<pool::Lease> DecodeLease(Lease::Reader in);
 // that are not a whole message (InvalidArgument).
 std::string LeaseToBytes(const pool::Lease& l);
 absl::StatusOr<pool::Lease> LeaseFromBytes(absl::string_view bytes);
+// A queued request likewise, as the journal keeps it so a restarted head queues it again.
+std::string LeaseRequestToBytes(const pool::LeaseRequest& r);
+absl::StatusOr<pool::LeaseRequest> LeaseRequestFromBytes(absl::string_view bytes);
 RevokeCause EncodeRevokeCause(pool::RevokeCause cause);
 pool::RevokeCause DecodeRevokeCause(RevokeCause cause);  // unknown values read as kReclaim
 void EncodeStatus(const absl::Status& s, Status::Builder out);

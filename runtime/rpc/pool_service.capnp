@@ -107,8 +107,14 @@ struct HeldLease {
   listener @1 :LeaseListener;  # hears of the lease from now on
 }
 
+struct QueuedRequest {
+  requestId @0 :Text;          # the job's id for it, as it sent it
+  listener @1 :LeaseListener;  # hears of its grant from now on
+}
+
 # A team's authenticated connection. Dropping it (or disconnecting) withdraws its pending
-# requests and releases its leases.
+# requests and releases its leases, except for a job with a key on a head with a journal, whose
+# requests and leases are kept for it to reclaim (see reclaim) unless it said `leave` first.
 interface Session {
   # When the request is admitted at once, the answer carries the lease (and the listener is not
   # called for it): one message instead of a listener call and its acknowledgements, as Ray's
@@ -128,10 +134,14 @@ interface Session {
   # session recorded.
   forgetCheckpoints @6 (taskKey :Text) -> (status :Status);
   # After the head restarted, or the job's connection was lost: the leases the job still holds
-  # (a restarted head took them back from its journal; either way the head keeps them for its
-  # reclaim window). `kept` lists those that are now this session's; the job has lost the others
-  # (released meanwhile, or granted to another job key).
-  reclaim @7 (leases :List(HeldLease)) -> (kept :List(Text));
+  # and the requests it still waits on (a restarted head took both back from its journal; either
+  # way the head keeps them for its reclaim window, and the requests keep their place in the
+  # queue). `kept` lists the leases that are now this session's; the job has lost the others
+  # (released meanwhile, or granted to another job key). `queued` lists the requests that are now
+  # this session's, still queued or granted meanwhile (the listener hears of that grant); the job
+  # sends the others again. Whatever the head kept for this job and the job did not name goes
+  # back to the pool at once.
+  reclaim @7 (leases :List(HeldLease), requests :List(QueuedRequest)) -> (kept :List(Text), queued :List(Text));
   # The job is ending: when this connection closes, what it still holds goes back at once (a
   # connection lost without this is kept for the job to reclaim, when it has a key).
   leave @8 () -> ();

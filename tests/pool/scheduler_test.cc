@@ -487,6 +487,40 @@ TEST(SchedulerAdopt, AnAdoptedLeaseHoldsItsGpusAndQuotaUntilReleased) {
   EXPECT_EQ(after.s().ledger().Usage("a", "H100-80GB"), 0);
 }
 
+// A request queued again after a restart keeps its place: it counts as submitted when it was
+// first, so it goes before an equal request submitted (here: to this scheduler) ahead of it.
+TEST(SchedulerAdopt, ARequeuedRequestKeepsItsAgeAndGoesBeforeNewerEquals) {
+  Pool pool(kTwoTeams);
+  ASSERT_TRUE(pool.Submit("a-all", "a", 4).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1).ok());
+  ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(5));
+
+  ASSERT_TRUE(pool.Submit("new", "b", 1, "training", 100).ok());
+  LeaseRequest old;
+  old.id = "old";
+  old.team = "b";
+  old.priority_class = "training";
+  old.slot_count = 1;
+  ASSERT_TRUE(pool.s().Resubmit(old, 100, -5000).ok());
+  EXPECT_THAT(pool.s().Schedule(100).granted, SizeIs(0));
+  std::vector<PendingInfo> pending = pool.s().Pending();
+  ASSERT_THAT(pending, SizeIs(2));
+  EXPECT_EQ(pending[0].request_id, "old");
+  EXPECT_EQ(pending[0].submitted_s, -5000);
+
+  ASSERT_TRUE(pool.s().Release(pool.LeaseOf("b0"), 101).ok());
+  CycleResult r = pool.s().Schedule(101);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(pool.s().leases().at(r.granted[0]).request.id, "old");
+  // A submission time in the future is today.
+  LeaseRequest later = old;
+  later.id = "later";
+  ASSERT_TRUE(pool.s().Resubmit(later, 102, 9999).ok());
+  for (const PendingInfo& p : pool.s().Pending()) {
+    if (p.request_id == "later") EXPECT_EQ(p.submitted_s, 102);
+  }
+}
+
 TEST(SchedulerAdopt, WhatNoLongerFitsIsRefusedByNameAndChangesNothing) {
   Pool before(kTwoTeams);
   ASSERT_TRUE(before.Submit("x", "a", 1).ok());

@@ -533,3 +533,196 @@ TEST(PoolRpcRestart, AJobThatEndsGivesItsLeasesBackAtOnce) {
 
 }  // namespace
 }  // namespace gpupool::runtime
+
+namespace gpupool::runtime {
+namespace {
+
+// Polls `done` every 10 ms for up to `timeout`.
+template <typename Done>
+bool Eventually(Done done, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+RemotePoolOptions OwnerJob(uint16_t port) {
+  return {.port = port, .team = "owner", .token = "owner-token", .reconnect_for = std::chrono::seconds(20)};
+}
+
+// The pool id of the one lease the head holds for request `client_id` of some job, or "".
+std::string LeaseFor(PoolServer& head, const std::string& client_id) {
+  for (const pool::Lease& l : head.pool().Leases()) {
+    if (l.request.id.size() > client_id.size() &&
+        l.request.id.compare(l.request.id.size() - client_id.size() - 1, std::string::npos, "/" + client_id) == 0) {
+      return l.id;
+    }
+  }
+  return "";
+}
+
+// A request accepted before a head restart keeps its place in the queue. The restarted head
+// queues it again from its journal, for its job, and admits it while that job is still away,
+// ahead of a request made after the restart; the job gets the lease when it is back.
+TEST(PoolRpcRestart, AQueuedRequestKeepsItsPlaceThroughAHeadRestart) {
+  const std::string journal = TempJournal("queued");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  TcpProxy proxy(port);  // the waiting job's way to the head
+  Recorder held, early, late;
+  auto holder = RemotePool::Connect(OwnerJob(port));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE((*holder)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  auto waiter = RemotePool::Connect(OwnerJob(proxy.port()));
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  ASSERT_TRUE((*waiter)->Request(Req("early"), &early).ok());  // answered once durable
+
+  head.reset();
+  proxy.Refuse(true);  // the waiting job cannot get back yet
+  head = StartDurableHead(journal, port);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->pool().pending_requests(), 1u) << "the restarted head forgot the accepted request";
+  ASSERT_TRUE(Eventually([&] { return (*holder)->reconnections() == 1; }));
+  auto newcomer = RemotePool::Connect(OwnerJob(port));
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  ASSERT_TRUE((*newcomer)->Request(Req("late"), &late).ok());
+  ASSERT_TRUE((*holder)->Release(held.last_lease().id).ok());
+
+  ASSERT_TRUE(Eventually([&] { return !LeaseFor(*head, "early").empty(); }))
+      << "the GPU did not go to the request that was first";
+  const std::string kept = LeaseFor(*head, "early");
+  EXPECT_FALSE(late.WaitFor("granted", 1, std::chrono::milliseconds(200)));
+  proxy.Refuse(false);
+  ASSERT_TRUE(early.WaitFor("granted")) << "the job back did not hear of the grant made while it was away";
+  EXPECT_EQ(early.last_lease().id, kept);
+  EXPECT_EQ(early.last_lease().request.id, "early");
+  ASSERT_TRUE((*waiter)->Release(kept).ok());
+  ASSERT_TRUE(late.WaitFor("granted"));
+  EXPECT_TRUE((*newcomer)->Release(late.last_lease().id).ok());
+  waiter->reset();
+  newcomer->reset();
+  holder->reset();
+  head.reset();
+  std::remove(journal.c_str());
+}
+
+// A lost connection while the head runs on: the job's queued request is not withdrawn but kept,
+// with its place, and admitted for the job while it is away.
+TEST(PoolRpcRestart, AQueuedRequestOutlivesALostConnection) {
+  const std::string journal = TempJournal("queued-blip");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);
+  ASSERT_NE(head, nullptr);
+  TcpProxy proxy(head->port());
+  Recorder held, early, late;
+  auto holder = RemotePool::Connect(OwnerJob(head->port()));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE((*holder)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  auto waiter = RemotePool::Connect(OwnerJob(proxy.port()));
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  ASSERT_TRUE((*waiter)->Request(Req("early"), &early).ok());
+
+  proxy.Refuse(true);
+  proxy.CutAll();
+  ASSERT_TRUE(Eventually([&] { return !(*waiter)->connected(); }));
+  auto newcomer = RemotePool::Connect(OwnerJob(head->port()));
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  ASSERT_TRUE((*newcomer)->Request(Req("late"), &late).ok());
+  ASSERT_TRUE((*holder)->Release(held.last_lease().id).ok());
+  ASSERT_TRUE(Eventually([&] { return !LeaseFor(*head, "early").empty(); }))
+      << "the request of the job cut off lost its place";
+  EXPECT_FALSE(late.WaitFor("granted", 1, std::chrono::milliseconds(200)));
+
+  proxy.Refuse(false);
+  ASSERT_TRUE(early.WaitFor("granted"));
+  EXPECT_EQ((*waiter)->reconnections(), 1u);
+  ASSERT_TRUE((*waiter)->Release(early.last_lease().id).ok());
+  ASSERT_TRUE(late.WaitFor("granted"));
+  EXPECT_TRUE((*newcomer)->Release(late.last_lease().id).ok());
+  waiter->reset();
+  newcomer->reset();
+  holder->reset();
+  head.reset();
+  std::remove(journal.c_str());
+}
+
+// What a job gave up while it was away (a lease released, a request withdrawn) goes back to the
+// pool as soon as it reconnects, not when the reclaim window ends.
+TEST(PoolRpcRestart, WhatAJobGaveUpWhileAwayGoesBackWhenItReturns) {
+  const std::string journal = TempJournal("gave-up");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);  // a 30 s window
+  ASSERT_NE(head, nullptr);
+  TcpProxy proxy(head->port());
+  Recorder held, early, late;
+  auto job = RemotePool::Connect(OwnerJob(proxy.port()));
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  ASSERT_TRUE((*job)->Request(Req("early"), &early).ok());
+
+  proxy.Refuse(true);
+  proxy.CutAll();
+  ASSERT_TRUE(Eventually([&] { return !(*job)->connected(); }));
+  ASSERT_TRUE((*job)->Release(held.last_lease().id).ok());
+  ASSERT_TRUE((*job)->Withdraw("early").ok());
+  auto newcomer = RemotePool::Connect(OwnerJob(head->port()));
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  ASSERT_TRUE((*newcomer)->Request(Req("late"), &late).ok());
+  EXPECT_FALSE(late.WaitFor("granted", 1, std::chrono::milliseconds(300))) << "the lease was not kept for its job";
+
+  proxy.Refuse(false);
+  ASSERT_TRUE(late.WaitFor("granted", 1, std::chrono::seconds(10)))
+      << "what the job gave up while away waited for the end of the window";
+  EXPECT_EQ(head->pool().pending_requests(), 0u);
+  EXPECT_FALSE(early.WaitFor("granted", 1, std::chrono::milliseconds(1)));
+  EXPECT_TRUE((*newcomer)->Release(late.last_lease().id).ok());
+  job->reset();
+  newcomer->reset();
+  head.reset();
+  std::remove(journal.c_str());
+}
+
+// Nobody comes back for a request the previous run accepted: when the reclaim window ends it
+// leaves the queue and the journal, and the next request gets the GPU.
+TEST(PoolRpcRestart, ARequestNobodyReclaimsLeavesTheQueueAfterTheWindow) {
+  const std::string journal = TempJournal("queued-unclaimed");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  TcpProxy proxy(port);
+  Recorder held, early, next;
+  auto job = RemotePool::Connect(OwnerJob(proxy.port()));  // never gets back
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  ASSERT_TRUE((*job)->Request(Req("early"), &early).ok());
+  head.reset();
+  proxy.Refuse(true);
+  head = StartDurableHead(journal, port, std::chrono::milliseconds(300));
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->pool().pending_requests(), 1u);
+  auto newcomer = RemotePool::Connect(OwnerJob(port));
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  ASSERT_TRUE((*newcomer)->Request(Req("next"), &next).ok());
+  ASSERT_TRUE(next.WaitFor("granted", 1, std::chrono::seconds(10)));
+  EXPECT_TRUE(LeaseFor(*head, "early").empty()) << "a request nobody reclaimed was admitted after its window";
+  EXPECT_EQ(head->pool().pending_requests(), 0u);
+  EXPECT_TRUE((*newcomer)->Release(next.last_lease().id).ok());
+  newcomer->reset();
+  head.reset();
+  absl::StatusOr<std::unique_ptr<HeadJournal>> opened = HeadJournal::Open(journal);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  absl::StatusOr<HeadState> state = (*opened)->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->requests.empty());
+  opened->reset();
+  job->reset();
+  std::remove(journal.c_str());
+}
+
+}  // namespace
+}  // namespace gpupool::runtime

@@ -72,6 +72,9 @@ class TcpProxy {
   }
   // Cuts every open connection (both sides see it end); the proxy keeps accepting.
   void CutAll() { cut_.store(true); }
+  // While refusing, each new connection is closed as soon as it is accepted (a peer that cannot
+  // get through yet); open ones are not touched.
+  void Refuse(bool refuse) { refuse_.store(refuse); }
 
  private:
   struct Pair {
@@ -101,7 +104,7 @@ class TcpProxy {
       if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
       if (fds[0].revents != 0) {
         int client = ::accept(listener_, nullptr, nullptr);
-        int target = client >= 0 ? ConnectLoopback(target_) : -1;
+        int target = client >= 0 && !refuse_.load() ? ConnectLoopback(target_) : -1;
         if (client >= 0 && target >= 0) {
           pairs_.push_back({client, target});
         } else {
@@ -143,6 +146,7 @@ class TcpProxy {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> cut_{false};
+  std::atomic<bool> refuse_{false};
   std::thread thread_;
   std::vector<Pair> pairs_;  // the proxy's thread only
   std::mutex mu_;
