@@ -9,6 +9,8 @@ namespace {
 
 constexpr char kRequestMagic[4] = {'G', 'P', 'F', '2'};
 constexpr char kReplyMagic[4] = {'G', 'P', 'R', '1'};
+constexpr char kReceiptMagic[4] = {'G', 'P', 'K', '1'};
+constexpr size_t kReceiptFixed = 4 + 4 + 4 + 8;
 constexpr size_t kRequestFixed = kFetchRequestFixedBytes;  // magic, id size, request id, key size
 constexpr size_t kReplyFixed = 4 + 4 + 8 + 8 + 4;
 
@@ -107,6 +109,35 @@ absl::StatusOr<FetchReply> DecodeFetchReply(absl::string_view header) {
                                 header.substr(kReplyFixed, message_size));
   }
   return reply;
+}
+
+std::string EncodeObjectReceipt(const ObjectReceipt& receipt) {
+  std::string out(kReceiptMagic, sizeof(kReceiptMagic));
+  Put<uint32_t>(out, static_cast<uint32_t>(receipt.access_key.size()));
+  Put<int32_t>(out, receipt.rank);
+  Put<uint64_t>(out, receipt.object_id);
+  out.append(receipt.access_key.data(), receipt.access_key.size());
+  return out;
+}
+
+absl::StatusOr<ObjectReceipt> DecodeObjectReceipt(absl::string_view header) {
+  if (absl::Status s = CheckPrefix(header, kReceiptMagic, kReceiptFixed, "object receipt"); !s.ok()) return s;
+  uint32_t key_size = Get<uint32_t>(header, 4);
+  if (key_size > kMaxAccessKeyBytes) {
+    return Malformed("object receipt",
+                     absl::StrCat("access key of ", key_size, " bytes, at most ", kMaxAccessKeyBytes));
+  }
+  if (header.size() != kReceiptFixed + key_size) {
+    return Malformed("object receipt", absl::StrCat(header.size(), " bytes for a key of ", key_size));
+  }
+  return ObjectReceipt{header.substr(kReceiptFixed, key_size), Get<int32_t>(header, 8), Get<uint64_t>(header, 12)};
+}
+
+bool SameAccessKey(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
 }
 
 }  // namespace gpupool::transport

@@ -20,14 +20,6 @@ size_t MaxIdBytes(const UcxWorker& worker) {
   return std::min(kMaxObjectIdBytes, header > fixed ? header - fixed : 0);
 }
 
-// Compares without an early exit, so the time taken says nothing about how much of a key matched.
-bool SameKey(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return differ == 0;
-}
-
 }  // namespace
 
 // --- ObjectRegistry ----------------------------------------------------------------------------
@@ -120,7 +112,7 @@ void ObjectServer::OnRequest(AmMessage& message) {
     return;
   }
   // A wrong key learns nothing, not even whether the object exists.
-  const bool allowed = SameKey(request->access_key, access_key_);
+  const bool allowed = SameAccessKey(request->access_key, access_key_);
   absl::StatusOr<ServedObject> object =
       allowed ? lookup_(request->object_id)
               : absl::StatusOr<ServedObject>(absl::PermissionDeniedError(

@@ -144,7 +144,7 @@ absl::Status UcxWorker::Init() {
   }
   // Every id gets a UCX handler now, one that drops messages until SetAmHandler: UCX 1.13
   // crashes in ucp_am_handler on a message for an id that never had a handler.
-  for (AmId am : {AmId::kFetchRequest, AmId::kFetchReply, AmId::kCollective}) {
+  for (AmId am : {AmId::kFetchRequest, AmId::kFetchReply, AmId::kCollective, AmId::kObjectReceipt}) {
     unsigned id = static_cast<unsigned>(am);
     auto slot = std::make_unique<AmSlot>(AmSlot{this, nullptr});
     ucp_am_handler_param_t param{};

@@ -85,10 +85,11 @@ struct UcxOptions {
 using PeerId = uint64_t;
 
 // Active message ids, one place so the protocols sharing a worker cannot collide.
-enum class AmId : unsigned {
+enum class AmId : unsigned {  // each one is registered in UcxWorker::Create
   kFetchRequest = 1,  // object_transfer: fetcher -> owner
   kFetchReply = 2,    // object_transfer: owner -> fetcher (eager or rendezvous payload)
   kCollective = 3,    // host_communicator: rank -> rank
+  kObjectReceipt = 4, // runtime object exchange: a ref's receiver -> its sender (fetch_wire.h)
 };
 
 // One received active message, valid only during the handler call that receives it.

@@ -202,7 +202,10 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
 
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
   runtime::JobRuntime& rt = Current();
-  if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) return LookupObject(id);
+  if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {
+    rt.exchange().ReturnedHome(id, ticket);
+    return LookupObject(id);
+  }
   return rt.exchange().Import(id, decode, std::move(ticket));
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/job/job_group.h"
 #include "runtime/job/job_runtime.h"
 #include "runtime/job/lease_run.h"
+#include "runtime/job/object_exchange.h"
 
 namespace gpupool {
 namespace {
@@ -161,6 +162,24 @@ void TaskContext::BroadcastBytes(int root, std::string& bytes) {
   Broadcast(root, &size, sizeof size);
   bytes.resize(size);
   Broadcast(root, bytes.data(), bytes.size());
+}
+
+TaskContext::RefsLeaving::RefsLeaving(TaskContext& ctx, int to) {
+  if (to == kNobody) return;
+  runtime::JobRuntime& rt = *ctx.state_->runtime;
+  std::vector<int> receivers;
+  if (to == kEveryOtherRank) {
+    for (int r = 0; r < rt.group().size(); ++r) receivers.push_back(r);  // the scope skips this rank
+  } else {
+    receivers.push_back(to);
+  }
+  scope_ = new runtime::ObjectExchange::SendScope(rt.exchange(), std::move(receivers));
+}
+
+TaskContext::RefsLeaving::~RefsLeaving() { delete static_cast<runtime::ObjectExchange::SendScope*>(scope_); }
+
+void TaskContext::RefsLeaving::Sent() {
+  if (scope_ != nullptr) static_cast<runtime::ObjectExchange::SendScope*>(scope_)->Sent();
 }
 
 }  // namespace gpupool

@@ -137,6 +137,9 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   ReclaimBook::Clock::time_point KeepUntil() const { return ReclaimBook::Clock::now() + options_.reclaim_window; }
   // What the book let go of goes back to the pool (and the journal), `why` in the ledger.
   void GiveBack(const ReclaimBook::Dropped& dropped, const std::string& why);
+  // The newest session of each job key: an older one that ends (its connection found dead after
+  // the job came back on a new one) keeps nothing for a reclaim that has already happened.
+  std::map<std::string, SessionImpl*>& newest_session() { return newest_session_; }
   // The head itself is stopping (loop thread).
   bool stopping() const { return stopping_; }
 
@@ -186,6 +189,7 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   // Sessions are numbered past those of the previous run ("s<N>/..."), so ids never repeat.
   void NumberSessionsPast(const std::string& pool_id);
   ReclaimBook kept_;
+  std::map<std::string, SessionImpl*> newest_session_;  // by job key
   bool stopping_ = false;  // loop thread
 
   // Loop thread only: the live agent of each node, and who holds each pool request and lease.
@@ -206,21 +210,32 @@ class SessionImpl final : public rpc::Session::Server {
  public:
   SessionImpl(PoolServer::Impl& server, std::string team, std::string token, std::string job_key)
       : server_(server), team_(std::move(team)), token_(std::move(token)), job_key_(std::move(job_key)),
-        prefix_(absl::StrCat("s", server.NextSessionNumber(), "/")) {}
+        prefix_(absl::StrCat("s", server.NextSessionNumber(), "/")) {
+    if (!job_key_.empty()) server_.newest_session()[job_key_] = this;
+  }
 
   ~SessionImpl() {
     // The head is stopping, not the job: with a journal, its leases stay open there for the next
     // run to take back and the job to reclaim (its tasks run on); its queued requests are sent
     // again by the job. The pool goes with the head.
     if (server_.stopping()) {
+      if (auto it = server_.newest_session().find(job_key_); it != server_.newest_session().end() && it->second == this) {
+        server_.newest_session().erase(it);
+      }
       for (auto& [id, p] : pending_) server_.by_request().erase(id);
       for (auto& [id, listener] : leases_) server_.by_lease().erase(id);
       return;
     }
     // A job that may come back (it has a key) finds its leases and requests kept for the reclaim
     // window: a lost connection is not a dead job. Its tasks run on meanwhile, and its requests
-    // keep their place in the queue (a grant meanwhile is kept for it too).
-    if (!job_key_.empty() && !leaving_ && server_.journal() != nullptr) {
+    // keep their place in the queue (a grant meanwhile is kept for it too). Not when the job is
+    // back already on a newer session: it has reclaimed what it could, and holds the rest lost.
+    bool newest = false;
+    if (auto it = server_.newest_session().find(job_key_); it != server_.newest_session().end() && it->second == this) {
+      newest = true;
+      server_.newest_session().erase(it);
+    }
+    if (!job_key_.empty() && !leaving_ && newest && server_.journal() != nullptr) {
       const auto until = server_.KeepUntil();
       for (auto& [id, p] : pending_) {
         server_.by_request().erase(id);
@@ -275,7 +290,7 @@ class SessionImpl final : public rpc::Session::Server {
     // With the job's key, so that a restarted head queues it again for that job.
     JournalTicket t = server_.journal()->RecordRequest(RequestRecord{.request_id = pool_id,
                                                                      .job_id = job_key_,
-                                                                     .team = team_,
+                                                                     .team = pending_.at(pool_id).team,
                                                                      .request = std::move(journaled),
                                                                      .submitted_s = WallSeconds()});
     return server_.Durable(t).then([context](absl::Status durable) mutable {
@@ -402,7 +417,7 @@ class SessionImpl final : public rpc::Session::Server {
         granted_while_away.push_back(*std::move(request.granted));
         granted_while_away.back().request.id = client_id;
       } else {
-        pending_.emplace(pool_id, Pending{client_id, team_, waiting.getListener()});
+        pending_.emplace(pool_id, Pending{client_id, request.team, waiting.getListener()});
         pool_ids_[client_id] = pool_id;
         server_.by_request()[pool_id] = this;
       }
@@ -410,7 +425,7 @@ class SessionImpl final : public rpc::Session::Server {
     }
     // What the job did not name, it no longer holds or wants (released or withdrawn while it
     // was away): back to the pool now rather than at the end of the window.
-    server_.GiveBack(server_.kept().TakeRest(job_key_), "released by its job while away");
+    server_.GiveBack(server_.kept().TakeRest(job_key_), "not reclaimed by its job when it came back");
     auto results = context.getResults();
     auto out = results.initKept(kept.size());
     for (size_t i = 0; i < kept.size(); ++i) out.set(i, kept[i]);
@@ -943,7 +958,9 @@ absl::Status PoolServer::Impl::OpenJournal() {
                         : rpc::LeaseFromBytes(l.lease);
     absl::Status adopted = lease.ok() ? pool_->Adopt(*lease, this) : lease.status();
     if (adopted.ok()) {
-      kept_.KeepLease(l.lease_id, l.job_id, until);
+      // Also as its request's grant: one granted while its job was away, then this restart,
+      // leaves a job that still waits on the request and names it, not the lease.
+      kept_.KeepGranted(*lease, l.job_id, l.account.team, until);
       NumberSessionsPast(l.lease_id);
       continue;
     }

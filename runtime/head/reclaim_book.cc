@@ -6,6 +6,19 @@ void ReclaimBook::KeepLease(const std::string& lease_id, const std::string& job_
   leases_[lease_id] = KeptLease{job_key, until, ""};
 }
 
+void ReclaimBook::KeepGranted(const pool::Lease& lease, const std::string& job_key, const std::string& team,
+                              Clock::time_point until) {
+  const std::string& pool_id = lease.request.id;
+  size_t slash = pool_id.find('/');
+  if (slash == std::string::npos || by_job_.count({job_key, pool_id.substr(slash + 1)}) != 0) {
+    KeepLease(lease.id, job_key, until);  // no request name to go by
+    return;
+  }
+  KeepRequest(pool_id, KeptRequest{.job_key = job_key, .client_id = pool_id.substr(slash + 1), .team = team,
+                                   .until = until, .granted = lease});
+  leases_[lease.id] = KeptLease{job_key, until, pool_id};
+}
+
 void ReclaimBook::KeepRequest(const std::string& pool_id, KeptRequest request) {
   by_job_[{request.job_key, request.client_id}] = pool_id;
   requests_[pool_id] = std::move(request);
@@ -46,6 +59,10 @@ std::optional<std::pair<std::string, ReclaimBook::KeptRequest>> ReclaimBook::Tak
   auto index = by_job_.find({job_key, client_id});
   if (index == by_job_.end()) return std::nullopt;
   auto it = requests_.find(index->second);
+  if (it == requests_.end()) {
+    by_job_.erase(index);
+    return std::nullopt;
+  }
   std::pair<std::string, KeptRequest> taken{it->first, std::move(it->second)};
   if (taken.second.granted.has_value()) leases_.erase(taken.second.granted->id);
   EraseRequest(it);
@@ -53,7 +70,11 @@ std::optional<std::pair<std::string, ReclaimBook::KeptRequest>> ReclaimBook::Tak
 }
 
 void ReclaimBook::EraseRequest(std::map<std::string, KeptRequest>::iterator it) {
-  by_job_.erase({it->second.job_key, it->second.client_id});
+  // The index may name a newer request of the same job and id by now: only this one's goes.
+  if (auto index = by_job_.find({it->second.job_key, it->second.client_id});
+      index != by_job_.end() && index->second == it->first) {
+    by_job_.erase(index);
+  }
   requests_.erase(it);
 }
 

@@ -48,6 +48,10 @@ class ReclaimBook {
   };
 
   void KeepLease(const std::string& lease_id, const std::string& job_key, Clock::time_point until);
+  // A lease kept both as itself and as the grant of its request (whose pool id is
+  // lease.request.id, "s<N>/" + the job's id): the job takes it back by either name.
+  void KeepGranted(const pool::Lease& lease, const std::string& job_key, const std::string& team,
+                   Clock::time_point until);
   void KeepRequest(const std::string& pool_id, KeptRequest request);
   // A kept request was admitted: its lease is kept with it, until the same time. False when the
   // lease's request is not kept here.

@@ -413,9 +413,32 @@ void RemotePool::Impl::Reconnect() {
     // journal kept none: they were reported at the loss).
     Reclaimed reclaimed = Reclaim(*fresh, held, std::move(given_back), resend);
     LoseHeldLeases("the pool service did not keep it while the job was away", &reclaimed.held, reclaimed.kept);
-    // Queued work the head did not keep (with its place in the queue) is asked for again.
+    // Withdrawn by the job while the reclaim was under way (its withdrawal may have reached the
+    // head before the request was this session's): withdrawn again now. (One granted meanwhile
+    // is no longer pending at the head either, which answers NotFound.)
+    std::vector<std::string> withdrawn_meanwhile;
+    {
+      std::lock_guard<std::mutex> relock(mu_);
+      for (const std::string& id : reclaimed.queued) {
+        if (pending_.count(id) == 0) withdrawn_meanwhile.push_back(id);
+      }
+    }
+    for (const std::string& id : withdrawn_meanwhile) {
+      fresh->connection->Post([raw = fresh.get(), id] {
+        if (!raw->session.has_value()) return;
+        auto req = raw->session->withdrawRequest();
+        req.setRequestId(id);
+        req.send().detach([](kj::Exception&&) {});
+      });
+    }
+    // Queued work the head did not keep (with its place in the queue) is asked for again, unless
+    // the job withdrew it meanwhile.
     for (const Pending& p : resend) {
       if (reclaimed.queued.count(p.request.id) != 0) continue;
+      {
+        std::lock_guard<std::mutex> relock(mu_);
+        if (pending_.count(p.request.id) == 0) continue;
+      }
       absl::Status st = SendRequest(*fresh, p.request, p.listener);
       if (st.ok() || absl::IsAlreadyExists(st)) continue;
       bool still_pending;

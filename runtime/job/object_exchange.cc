@@ -12,6 +12,7 @@
 #include "gpupool/codec.h"
 #include "gpupool/error.h"
 #include "runtime/tasks/task.h"
+#include "transport/fetch_wire.h"
 #include "transport/object_transfer.h"
 #include "transport/peer_distance.h"
 #include "transport/ucx_worker.h"
@@ -24,14 +25,18 @@ namespace {
 // kAborted because no other answer uses it (Unavailable means the owner itself failed).
 constexpr absl::StatusCode kNotReady = absl::StatusCode::kAborted;
 
-// The ticket's layout (see ObjectExchange::Ticket): the copies' ranks, then the lineage, in the
-// project's codec; "" when there is neither, so a plain value's ref stays two bytes longer at most.
+// The SendScope of this thread's current send, if any.
+thread_local ObjectExchange::SendScope* current_scope = nullptr;
+
+// The ticket's layout (see ObjectExchange::Ticket): the copies' ranks, the lineage, then the rank
+// owed a receipt, in the project's codec; "" when there is none of them.
 std::string EncodeTicket(const ObjectExchange::Ticket& t) {
-  if (t.copies.empty() && t.lineage.empty()) return "";
+  if (t.copies.empty() && t.lineage.empty() && t.receipt_to < 0) return "";
   std::string out;
   Writer w(out);
   Encode(w, t.copies);
   Encode(w, t.lineage);
+  Encode(w, t.receipt_to);
   return out;
 }
 
@@ -42,11 +47,16 @@ ObjectExchange::Ticket DecodeTicket(std::string_view bytes, int ranks) {
   Reader r(bytes);
   t.copies = Decode<std::vector<int32_t>>(r);
   t.lineage = Decode<std::string>(r);
+  t.receipt_to = Decode<int32_t>(r);
   if (r.remaining() != 0) throw Error(ErrorCode::kDataLoss, "a ref's ticket has trailing bytes");
   for (int32_t rank : t.copies) {
     if (rank < 0 || rank >= ranks) {
       throw Error(ErrorCode::kDataLoss, absl::StrCat("a ref's ticket names rank ", rank, " in a job of ", ranks));
     }
+  }
+  if (t.receipt_to < -1 || t.receipt_to >= ranks) {
+    throw Error(ErrorCode::kDataLoss,
+                absl::StrCat("a ref's ticket owes a receipt to rank ", t.receipt_to, " in a job of ", ranks));
   }
   return t;
 }
@@ -78,7 +88,23 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
       transport::ObjectFetcher::Create(*group.worker(), x->options_.access_key);
   if (!fetcher.ok()) return fetcher.status();
   x->fetcher_ = *std::move(fetcher);
+  // Receipts may arrive as soon as a ref has been sent; a failed rank owes nothing any more.
+  transport::UcxWorker& worker = *group.worker();
+  for (int r = 0; r < group.size(); ++r) {
+    if (r == group.rank()) continue;
+    absl::StatusOr<transport::PeerId> peer = worker.Connect(group.address(r), absl::StrCat("rank ", r));
+    if (peer.ok()) x->rank_of_peer_[*peer] = r;  // else gone already (done): it will owe nothing
+  }
+  worker.SetAmHandler(transport::AmId::kObjectReceipt, [raw = x.get()](transport::AmMessage& m) {
+    absl::StatusOr<transport::ObjectReceipt> receipt = transport::DecodeObjectReceipt(m.header());
+    // Garbage, or a process without the job's key: dropped (it would free what others read).
+    if (!receipt.ok() || !transport::SameAccessKey(receipt->access_key, raw->options_.access_key)) return;
+    raw->OnReceipt(receipt->rank, receipt->object_id);
+  });
+  x->failure_listener_ = worker.AddPeerFailureListener(
+      [raw = x.get()](transport::PeerId peer, const absl::Status&) { raw->OnPeerFailed(peer); });
   x->fetch_thread_ = std::thread([raw = x.get()] { raw->FetchLoop(); });
+  x->release_thread_ = std::thread([raw = x.get()] { raw->ReleaseLoop(); });
   return x;
 }
 
@@ -97,15 +123,23 @@ ObjectExchange::~ObjectExchange() {
   }
   cv_.notify_all();
   if (fetch_thread_.joinable()) fetch_thread_.join();
+  if (release_thread_.joinable()) release_thread_.join();
+  if (group_.worker() != nullptr) {
+    group_.worker()->ClearAmHandler(transport::AmId::kObjectReceipt);
+    group_.worker()->RemovePeerFailureListener(failure_listener_);
+  }
   fetcher_.reset();
   server_.reset();  // waits for replies in flight: nothing reads the bytes below after this
   std::map<ObjectId, Exported> exported;
   std::deque<Fetch> unfetched;
+  std::vector<ObjectEntry*> unpinned;
   {
     std::lock_guard<std::mutex> lock(mu_);
     exported.swap(exported_);
     unfetched.swap(to_fetch_);
+    unpinned.swap(to_release_);
   }
+  for (ObjectEntry* e : unpinned) detail::Release(e);
   for (Fetch& f : unfetched) {
     resolve_(f.entry, nullptr,
              std::make_exception_ptr(Error(ErrorCode::kCancelled, "the runtime stopped before the object was fetched")));
@@ -114,19 +148,49 @@ ObjectExchange::~ObjectExchange() {
   for (auto& [id, e] : exported) detail::Release(e.entry);
 }
 
+ObjectExchange::SendScope::SendScope(ObjectExchange& exchange, std::vector<int> receivers)
+    : exchange_(exchange), outer_(current_scope) {
+  for (int r : receivers) {
+    if (r != exchange.group_.rank() && r >= 0 && r < exchange.group_.size()) receivers_.push_back(r);
+  }
+  current_scope = this;
+}
+
+ObjectExchange::SendScope::~SendScope() {
+  current_scope = outer_;
+  if (sent_ || counted_.empty()) return;
+  // Never sent: nobody will send a receipt for these.
+  std::lock_guard<std::mutex> lock(exchange_.mu_);
+  for (ObjectId id : counted_) {
+    auto it = exchange_.exported_.find(id);
+    if (it == exchange_.exported_.end()) continue;
+    for (int r : receivers_) {
+      if (auto owed = it->second.owed.find(r); owed != it->second.owed.end() && --owed->second <= 0) {
+        it->second.owed.erase(owed);
+      }
+    }
+    exchange_.UnpinIfDone(it);
+  }
+  exchange_.cv_.notify_all();
+}
+
 std::string ObjectExchange::Export(ObjectEntry* entry) {
   if (group_.worker() == nullptr) return "";  // nobody to serve
+  SendScope* scope = current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
+  Ticket t;
+  t.receipt_to = scope != nullptr && !scope->receivers_.empty() ? group_.rank() : -1;
   if (OwnerOf(entry->id) != group_.rank()) {
-    // A copy this rank imported, sent on: it travels with what it came with, and once fetched
-    // this rank serves it too, so a reader can fall back on it when the owner is gone.
+    // A copy this rank imported, sent on: it travels with what it came with, and this rank keeps
+    // and serves its copy too, ready or not (a reader asks again while this rank's own fetch
+    // runs), so a reader can fall back on it when the owner is gone or has freed the object.
     std::lock_guard<std::mutex> lock(mu_);
-    Ticket t;
-    if (auto origin = origins_.find(entry->id); origin != origins_.end()) t = origin->second;
-    if (entry->state.load(std::memory_order_acquire) == detail::kObjectReady) {
-      ServeLocked(entry);
-      if (std::find(t.copies.begin(), t.copies.end(), group_.rank()) == t.copies.end()) {
-        t.copies.push_back(group_.rank());
-      }
+    if (auto origin = origins_.find(entry->id); origin != origins_.end()) {
+      t.copies = origin->second.copies;
+      t.lineage = origin->second.lineage;
+    }
+    ServeLocked(entry);
+    if (std::find(t.copies.begin(), t.copies.end(), group_.rank()) == t.copies.end()) {
+      t.copies.push_back(group_.rank());
     }
     return EncodeTicket(t);
   }
@@ -138,15 +202,95 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   // entry's lock, before the task is deleted).
   std::lock_guard<std::mutex> lock(entry->mu);
   const Task* producer = entry->producer;
-  if (producer == nullptr || !producer->deps.empty() || !producer->nested.empty()) return "";
-  return EncodeTicket(Ticket{{}, EncodeLineage(Lineage{producer->function->name, producer->args,
-                                                       producer->shape->options,
-                                                       CheckpointKey(options_.job_id, producer->id)})});
+  if (producer != nullptr && producer->deps.empty() && producer->nested.empty()) {
+    t.lineage = EncodeLineage(Lineage{producer->function->name, producer->args, producer->shape->options,
+                                      CheckpointKey(options_.job_id, producer->id)});
+  }
+  return EncodeTicket(t);
 }
 
 void ObjectExchange::ServeLocked(ObjectEntry* entry) {
-  auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, {}, false});
+  auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, nullptr, {}, false});
   if (inserted) detail::Retain(entry);
+  SendScope* scope = current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
+  if (scope == nullptr) {
+    it->second.for_good = true;
+    return;
+  }
+  for (int r : scope->receivers_) ++it->second.owed[r];
+  scope->counted_.push_back(entry->id);
+}
+
+void ObjectExchange::UnpinIfDone(std::map<ObjectId, Exported>::iterator it) {
+  if (it->second.for_good || !it->second.owed.empty()) return;
+  to_release_.push_back(it->second.entry);
+  exported_.erase(it);
+}
+
+void ObjectExchange::OnReceipt(int from, ObjectId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = exported_.find(id);
+  if (it == exported_.end()) return;  // a duplicate, or a scope taken back: nothing is owed
+  auto owed = it->second.owed.find(from);
+  if (owed == it->second.owed.end()) return;
+  if (--owed->second <= 0) it->second.owed.erase(owed);
+  UnpinIfDone(it);
+  cv_.notify_all();
+}
+
+void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
+  auto rank = rank_of_peer_.find(peer);
+  if (rank == rank_of_peer_.end()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = exported_.begin(); it != exported_.end();) {
+    auto next = std::next(it);
+    if (it->second.owed.erase(rank->second) > 0) UnpinIfDone(it);
+    it = next;
+  }
+  cv_.notify_all();
+}
+
+void ObjectExchange::SendReceipt(int to, ObjectId id) {
+  if (to < 0 || group_.worker() == nullptr) return;
+  if (to == group_.rank()) return OnReceipt(to, id);
+  absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(to), absl::StrCat("rank ", to));
+  if (!peer.ok()) return;  // it is gone: it keeps nothing for this rank any more
+  std::string header = transport::EncodeObjectReceipt(
+      transport::ObjectReceipt{options_.access_key, static_cast<int32_t>(group_.rank()), id});
+  transport::UcxWorker* worker = group_.worker();
+  worker->Post([worker, peer = *peer, header = std::move(header)]() mutable {
+    worker->SendAm(peer, transport::AmId::kObjectReceipt, std::move(header), nullptr, 0, false,
+                   [](absl::Status) {});  // a failed peer keeps nothing for this rank
+  });
+}
+
+void ObjectExchange::ReturnedHome(ObjectId id, const std::string& ticket) {
+  if (group_.worker() == nullptr) return;
+  Ticket t;
+  try {
+    t = DecodeTicket(ticket, group_.size());
+  } catch (const Error& e) {
+    throw Error(e.code(), absl::StrCat("object ", id, ": ", e.what()));
+  }
+  SendReceipt(t.receipt_to, id);
+}
+
+size_t ObjectExchange::exported_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return exported_.size();
+}
+
+void ObjectExchange::ReleaseLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !to_release_.empty(); });
+    if (stopping_) return;  // the destructor releases what is left
+    std::vector<ObjectEntry*> batch;
+    batch.swap(to_release_);
+    lock.unlock();
+    for (ObjectEntry* e : batch) detail::Release(e);
+    lock.lock();
+  }
 }
 
 ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std::string ticket) {
@@ -162,19 +306,25 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
   } catch (const Error& e) {
     throw Error(e.code(), absl::StrCat("object ", id, ": ", e.what()));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (ObjectEntry* live = store_.Lookup(id)) return live;  // imported already, still referenced
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ObjectEntry* live = store_.Lookup(id)) {  // imported already, still referenced
+    lock.unlock();
+    SendReceipt(t.receipt_to, id);
+    return live;
+  }
   if (stopping_) throw Error(ErrorCode::kCancelled, "the runtime is stopping");
   // Origins of copies that were freed since are forgotten here, a few at a time.
   for (int sweep = 0; sweep < 4 && !origins_.empty(); ++sweep) {
     auto it = origins_.upper_bound(sweep_from_);
     if (it == origins_.end()) it = origins_.begin();
     sweep_from_ = it->first;
-    if (store_.Lookup(it->first) == nullptr) origins_.erase(it);
+    // Holds, not Lookup: a lookup retains, and this sweep kept every live copy it met alive for
+    // good (found by the object-lifetime check of mpi_collectives_test).
+    if (!store_.Holds(it->first)) origins_.erase(it);
   }
   ObjectEntry* entry = store_.CreatePendingWithId(id);
   detail::Retain(entry);  // the fetch's count
-  origins_[id] = t;
+  origins_[id] = Ticket{t.copies, t.lineage, -1};
   to_fetch_.push_back(Fetch{entry, decode, std::move(t)});
   cv_.notify_all();
   return entry;
@@ -186,28 +336,37 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
   std::lock_guard<std::mutex> lock(mu_);
   auto it = exported_.find(id);
   if (it == exported_.end()) {
-    return absl::NotFoundError(absl::StrCat("object ", id, " was never sent from rank ", group_.rank()));
+    return absl::NotFoundError(
+        absl::StrCat("rank ", group_.rank(), " does not keep object ", id, " (never sent from it, or freed since)"));
   }
   Exported& e = it->second;
   switch (e.entry->state.load(std::memory_order_acquire)) {
     case detail::kObjectPending:
       return absl::Status(kNotReady, absl::StrCat("object ", id, " is not ready yet"));
     case detail::kObjectFailed:
+      if (OwnerOf(id) != group_.rank()) {
+        // This rank's copy: another source may still serve it, so it is not final.
+        return absl::NotFoundError(absl::StrCat("rank ", group_.rank(), "'s copy of object ", id,
+                                                " could not be had either: ", FailureMessage(e.entry->failure)));
+      }
       return absl::FailedPreconditionError(
           absl::StrCat("object ", id, " failed on rank ", group_.rank(), ": ", FailureMessage(e.entry->failure)));
     default:
       break;
   }
-  if (!e.encoded) {
+  if (e.bytes == nullptr) {
+    auto bytes = std::make_shared<std::string>();
     try {
-      e.entry->value->EncodeTo(e.bytes);
+      e.entry->value->EncodeTo(*bytes);
     } catch (const std::exception& ex) {
       return absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
     }
-    e.encoded = true;
+    e.bytes = std::move(bytes);
   }
+  // The transfer holds the bytes: the object may be unpinned while they are on their way.
   return transport::ServedObject{
-      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size()), nullptr};
+      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(e.bytes->data()), e.bytes->size()),
+      [keep = e.bytes]() {}};
 }
 
 void ObjectExchange::FetchLoop() {
@@ -219,7 +378,9 @@ void ObjectExchange::FetchLoop() {
     to_fetch_.pop_front();
     lock.unlock();
     FetchOne(f);
+    const ObjectId id = f.entry->id;
     detail::Release(f.entry);
+    SendReceipt(f.ticket.receipt_to, id);  // resolved, whichever way: the sender may let go
     lock.lock();
   }
 }
@@ -247,7 +408,8 @@ void ObjectExchange::FetchOne(Fetch& f) {
     // Unreachable, or a copy too slow to answer: the next source may serve it (a nearer copy is
     // tried before the owner, so its timeout must not end the fetch). Other errors, and the
     // owner's own timeout (its object not ready in time), are final.
-    const bool next = absl::IsUnavailable(st) || (absl::IsDeadlineExceeded(st) && source != owner);
+    // A source that no longer keeps it (freed once its receipts came in) is not final either.
+    const bool next = absl::IsUnavailable(st) || absl::IsNotFound(st) || (absl::IsDeadlineExceeded(st) && source != owner);
     if (!next) {
       resolve_(f.entry, nullptr,
                std::make_exception_ptr(Error(static_cast<ErrorCode>(st.code()),

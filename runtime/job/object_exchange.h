@@ -11,15 +11,21 @@
 // Ids: each rank's store hands out ids above rank << ObjectStore::kRankShift, so an id names its
 // owner and is unique in the job.
 //
-// Lifetime: an exported object stays pinned in its owner until the job's runtime stops (there is
-// no distributed reference counting yet). An imported copy lives while local refs do; a ref
+// Lifetime, by receipts: a ref sent with TaskContext::SendValue or BroadcastValue (a SendScope
+// names its receivers) is owed one receipt by each receiver, which sends it once its import is
+// resolved: fetched, failed, or found already here. The sender keeps the object (serving it) until
+// every receipt owed for it has arrived, or the rank owing it is gone; then only its local refs
+// keep it. A rank that forwards an imported ref keeps and serves its own copy the same way, and
+// the ref names it as a copy, so the forwarder's receivers can fetch from it after the owner has
+// freed the object. A ref exported without a scope (nested in an object another rank fetched)
+// keeps its object until the runtime stops. An imported copy lives while local refs do; a ref
 // decoded again later fetches again.
 //
 // Failures: an object whose task failed is reported to the importer with that failure's message
 // (FailedPrecondition); an owner whose object is not ready yet is asked again until it is (up to
 // the group's collective timeout). When the owner dies or cannot be reached (or fails
-// mid-transfer), the fetch goes to the ranks that held a copy when the ref was sent on to this
-// one (a rank that fetched an object serves its copy once it sends the ref on). Sources are tried
+// mid-transfer), or no longer has the object, the fetch goes to the ranks that held a copy when
+// the ref was sent on to this one (a rank serves its copy once it sends the ref on). Sources are tried
 // nearest first (same host, then same rack; the owner first among equals). When none can
 // serve it, the object is rebuilt from its lineage if the ref carried one
 // (runtime/job/lineage.h: exported while its task was pending or running, with no refs among
@@ -52,6 +58,7 @@
 #include "runtime/job/job_group.h"
 #include "runtime/job/lineage.h"
 #include "runtime/objects/object_store.h"
+#include "transport/ucx_worker.h"
 
 namespace gpupool::transport {
 class ObjectServer;
@@ -96,6 +103,28 @@ class ObjectExchange {
   struct Ticket {
     std::vector<int32_t> copies;
     std::string lineage;
+    int32_t receipt_to = -1;  // the sender, which keeps the object until it has the receipt; -1: none
+  };
+
+  // While one lives, refs exported on this thread leave for `receivers` (ranks; this rank's own
+  // is skipped): each owes this rank a receipt per ref, and the object is kept until it arrives
+  // (see Lifetime above). Close it with Sent() once the message has left; a scope closed without
+  // it takes back what it counted (the message never left, so no receipt will come).
+  class SendScope {
+   public:
+    SendScope(ObjectExchange& exchange, std::vector<int> receivers);
+    ~SendScope();
+    SendScope(const SendScope&) = delete;
+    SendScope& operator=(const SendScope&) = delete;
+    void Sent() { sent_ = true; }
+
+   private:
+    friend class ObjectExchange;
+    ObjectExchange& exchange_;
+    std::vector<int> receivers_;
+    std::vector<ObjectId> counted_;  // one per ref exported under it
+    SendScope* outer_;
+    bool sent_ = false;
   };
 
   // Pins and serves `entry` (this rank's own object, or a copy it fetched); returns the ticket
@@ -107,12 +136,21 @@ class ObjectExchange {
   // being fetched. `ticket`: what Export returned where the ref came from. Throws
   // gpupool::Error: kNotFound in a job of one process, kDataLoss for a malformed ticket.
   ObjectEntry* Import(ObjectId id, detail::BoxDecoder decode, std::string ticket);
+  // A ref to this rank's own object came back (`ticket` as for Import): its sender gets its
+  // receipt. Throws gpupool::Error (kDataLoss) for a malformed ticket.
+  void ReturnedHome(ObjectId id, const std::string& ticket);
+
+  // Objects this rank keeps for other ranks now (served, with receipts owed or kept for good).
+  size_t exported_count();
 
  private:
   struct Exported {
     ObjectEntry* entry;  // retained
-    std::string bytes;   // encoded on the first fetch (worker loop thread)
-    bool encoded = false;
+    // Encoded on the first fetch (worker loop thread); shared with the transfers reading it, so
+    // it outlives an unpin while they run.
+    std::shared_ptr<const std::string> bytes;
+    std::map<int, int> owed;  // receipts still owed, by rank
+    bool for_good = false;    // exported outside a SendScope: kept until the runtime stops
   };
   struct Fetch {
     ObjectEntry* entry;  // retained until resolved
@@ -122,7 +160,17 @@ class ObjectExchange {
 
   ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, Options options);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
-  void ServeLocked(ObjectEntry* entry);  // pins `entry` and serves it from now on; holds mu_
+  // Serves `entry` from now on and keeps it for the receivers of the current SendScope (or for
+  // good without one). Holds mu_.
+  void ServeLocked(ObjectEntry* entry);
+  // Receipts: sent (any thread but the loop's, without mu_) and received (loop thread).
+  void SendReceipt(int to, ObjectId id);
+  void OnReceipt(int from, ObjectId id);
+  void OnPeerFailed(transport::PeerId peer);
+  // Stops keeping the object when nothing is owed for it any more. Holds mu_.
+  void UnpinIfDone(std::map<ObjectId, Exported>::iterator it);
+  void ReleaseLoop();  // drops unpinned entries' refs off the loop thread (their values may be
+                       // Python objects, whose destructors take the GIL)
   void FetchLoop();
   void FetchOne(Fetch& f);
   // One source: OK once resolved with the value; kUnavailable when `source` cannot serve it
@@ -140,7 +188,10 @@ class ObjectExchange {
   std::unique_ptr<transport::ObjectFetcher> fetcher_;
 
   std::mutex mu_;
-  std::map<ObjectId, Exported> exported_;  // guarded by mu_; nodes stay put (bytes are served)
+  std::map<ObjectId, Exported> exported_;  // guarded by mu_
+  std::vector<ObjectEntry*> to_release_;   // guarded by mu_: unpinned, for ReleaseLoop
+  std::map<transport::PeerId, int> rank_of_peer_;  // constant after Start
+  uint64_t failure_listener_ = 0;
   std::deque<Fetch> to_fetch_;             // guarded by mu_
   // guarded by mu_: what each imported object came with, so a copy sent on carries it too
   // (entries of objects freed since are swept at Import).
@@ -149,6 +200,7 @@ class ObjectExchange {
   bool stopping_ = false;                  // guarded by mu_
   std::condition_variable cv_;
   std::thread fetch_thread_;
+  std::thread release_thread_;
 };
 
 }  // namespace gpupool::runtime

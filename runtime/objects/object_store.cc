@@ -115,6 +115,13 @@ size_t ObjectStore::WaitMany(detail::ObjectHeader* const* objects, size_t count,
   return scan();
 }
 
+bool ObjectStore::Holds(ObjectId id) {
+  Shard& shard = shards_[id % kShards];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.entries.find(id);
+  return it != shard.entries.end() && it->second->refs.load(std::memory_order_relaxed) > 0;
+}
+
 ObjectEntry* ObjectStore::Lookup(ObjectId id) {
   Shard& shard = shards_[id % kShards];
   std::lock_guard<std::mutex> lock(shard.mu);

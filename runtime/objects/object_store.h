@@ -77,6 +77,8 @@ class ObjectStore {
 
   // Retains and returns a live entry; nullptr when unknown or freed.
   ObjectEntry* Lookup(ObjectId id);
+  // Whether a live entry has this id, without retaining it (the answer may be stale at once).
+  bool Holds(ObjectId id);
   // Called when an entry's count reaches zero.
   void Free(ObjectEntry* entry);
 

@@ -166,6 +166,35 @@ std::string ShareObjects(gpupool::TaskContext& ctx) {
     check(std::string(e.what()).find("boom from rank " + std::to_string(prev)) != std::string::npos,
           std::string("failure reason lost: ") + e.what());
   }
+  // 4. Refs sent every step do not pile objects up: once every receiver has fetched one, its
+  // sender keeps it only while its own refs do. Rank 0 broadcasts a fresh object each step and
+  // sends rank 1 another, which rank 1 forwards at once to rank 2 (who reads it from rank 0, or
+  // from rank 1's copy once rank 0 has freed it). Nobody keeps the refs.
+  const uint64_t before = runtime->Stats().live_objects;
+  constexpr int kSteps = 30;
+  for (int step = 0; step < kSteps; ++step) {
+    gpupool::ObjectRef<std::vector<int64_t>> weights, forwarded;
+    if (r == 0) weights = gpupool::Put(std::vector<int64_t>(8192, step));
+    ctx.BroadcastValue(0, weights);
+    check((*gpupool::Get(weights))[100] == step, "a step's broadcast object");
+    if (n < 3) continue;
+    if (r == 0) ctx.SendValue(1, 20, gpupool::Put(std::vector<int64_t>(8192, -step)));
+    if (r == 1) ctx.SendValue(2, 21, ctx.RecvValue<gpupool::ObjectRef<std::vector<int64_t>>>(0, 20));
+    if (r == 2) {
+      forwarded = ctx.RecvValue<gpupool::ObjectRef<std::vector<int64_t>>>(1, 21);
+      check((*gpupool::Get(forwarded))[100] == -step, "a step's forwarded object");
+    }
+  }
+  int32_t stepped = 1;
+  ctx.AllReduce(&stepped, 1);  // every rank has read every step's objects
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (runtime->Stats().live_objects > before && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const uint64_t after = runtime->Stats().live_objects;
+  check(after <= before, "objects sent every step piled up: " + std::to_string(before) + " live before " +
+                             std::to_string(kSteps) + " steps, " + std::to_string(after) + " after");
+
   // Every rank is done reading the others' objects before any rank stops serving its own.
   int32_t done = 1;
   ctx.AllReduce(&done, 1);

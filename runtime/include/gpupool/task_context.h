@@ -211,18 +211,21 @@ class GPUPOOL_API TaskContext {
 
   // Values of any encodable type (gpupool/codec.h), of any size. ObjectRefs inside them cross
   // ranks: the receiver gets a ref to the sender's object, fetched from it over UCX at once
-  // (Get waits for the fetch; a task may take it as an argument). The sender keeps such objects
-  // until its runtime stops.
+  // (Get waits for the fetch; a task may take it as an argument). The sender keeps such an object
+  // until every receiver has fetched it (or is gone), and from then on only as long as its own
+  // refs do: sending refs every step does not pile objects up.
   //
   //   // rank 0                                        // every rank
   //   auto table = gpupool::Put(LoadTable());          ctx.BroadcastValue(0, table);
   //                                                    const Table& t = *gpupool::Get(table);
   template <typename T>
   void SendValue(int dst, uint64_t tag, const T& value) {
+    RefsLeaving refs(*this, dst);
     std::string bytes;
     Writer w(bytes);
     Codec<T>::Encode(w, value);
     SendBytes(dst, tag, bytes);
+    refs.Sent();
   }
   template <typename T>
   T RecvValue(int src, uint64_t tag) {
@@ -233,12 +236,14 @@ class GPUPOOL_API TaskContext {
   // `value` on `root` is copied to every rank's `value`.
   template <typename T>
   void BroadcastValue(int root, T& value) {
+    RefsLeaving refs(*this, rank() == root ? kEveryOtherRank : kNobody);
     std::string bytes;
     if (rank() == root) {
       Writer w(bytes);
       Codec<T>::Encode(w, value);
     }
     BroadcastBytes(root, bytes);
+    refs.Sent();
     if (rank() != root) {
       Reader r(bytes);
       value = Codec<T>::Decode(r);
@@ -246,6 +251,23 @@ class GPUPOOL_API TaskContext {
   }
 
  private:
+  // While one lives, refs encoded on this thread leave for `to` (a rank, kEveryOtherRank or
+  // kNobody): each receiver sends a receipt once it has fetched them, and this rank keeps their
+  // objects until then. Sent() once the message has left; without it, nothing is kept for them.
+  static constexpr int kEveryOtherRank = -1;
+  static constexpr int kNobody = -2;
+  class GPUPOOL_API RefsLeaving {
+   public:
+    RefsLeaving(TaskContext& ctx, int to);
+    ~RefsLeaving();
+    RefsLeaving(const RefsLeaving&) = delete;
+    RefsLeaving& operator=(const RefsLeaving&) = delete;
+    void Sent();
+
+   private:
+    void* scope_ = nullptr;  // runtime::ObjectExchange::SendScope, or null
+  };
+
   void Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device);
   void SendBytes(int dst, uint64_t tag, const std::string& bytes);
   std::string RecvBytes(int src, uint64_t tag);
