@@ -726,3 +726,49 @@ TEST(PoolRpcRestart, ARequestNobodyReclaimsLeavesTheQueueAfterTheWindow) {
 
 }  // namespace
 }  // namespace gpupool::runtime
+
+namespace gpupool::runtime {
+namespace {
+
+// A request admitted while its job is away, and then a second head restart before the job is
+// back: the job, which still waits on the request, gets that lease when it returns.
+TEST(PoolRpcRestart, AGrantMadeWhileAwayOutlivesAnotherRestart) {
+  const std::string journal = TempJournal("granted-away");
+  std::unique_ptr<PoolServer> head = StartDurableHead(journal, 0);
+  ASSERT_NE(head, nullptr);
+  const uint16_t port = head->port();
+  TcpProxy proxy(port);
+  Recorder held, early;
+  auto holder = RemotePool::Connect(OwnerJob(port));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE((*holder)->Request(Req("held"), &held).ok());
+  ASSERT_TRUE(held.WaitFor("granted"));
+  auto waiter = RemotePool::Connect(OwnerJob(proxy.port()));
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  ASSERT_TRUE((*waiter)->Request(Req("early"), &early).ok());
+
+  proxy.Refuse(true);
+  proxy.CutAll();
+  ASSERT_TRUE(Eventually([&] { return !(*waiter)->connected(); }));
+  ASSERT_TRUE((*holder)->Release(held.last_lease().id).ok());
+  ASSERT_TRUE(Eventually([&] { return !LeaseFor(*head, "early").empty(); }));
+  const std::string kept = LeaseFor(*head, "early");
+
+  head.reset();
+  head = StartDurableHead(journal, port);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(LeaseFor(*head, "early"), kept) << "the restarted head did not take the lease back";
+  proxy.Refuse(false);
+  ASSERT_TRUE(early.WaitFor("granted")) << "the job back did not hear of the grant";
+  EXPECT_EQ(early.last_lease().id, kept);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(LeaseFor(*head, "early"), kept) << "the lease was given back instead of to its job";
+  ASSERT_TRUE((*waiter)->Release(kept).ok());
+  waiter->reset();
+  holder->reset();
+  head.reset();
+  std::remove(journal.c_str());
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
