@@ -1,7 +1,8 @@
 """ObjectRefs inside Python values cross the ranks of an mpirun job: rank 0 broadcasts a dict
 holding refs to a put() value and to a task result still running, and sends a list of refs to
 rank 1; the other ranks get() them (fetched from rank 0 over UCX) and pass them to their own
-tasks, as in C++ (runtime/job/object_exchange.h)."""
+tasks, as in C++ (runtime/job/object_exchange.h). Objects broadcast every step are freed once
+every rank has them."""
 import os
 import shutil
 import subprocess
@@ -39,6 +40,18 @@ def exchange():
     said = f"sum {table_sum:.0f}, pending {pending}"
     if extra is not None:
         said += f", extra {gpupool.get(extra[0])!r} {gpupool.get(extra[1])}"
+    # A fresh object broadcast every step is freed once every rank has it (receipts): live
+    # objects come back to where they were on every rank.
+    before = gpupool.stats()["live_objects"]
+    for step in range(20):
+        ref = ctx.broadcast(gpupool.put(np.full(4096, step)) if ctx.rank == 0 else None, root=0)
+        assert gpupool.get(ref)[7] == step
+        del ref
+    ctx.allreduce([1.0])
+    give_up = time.time() + 20
+    while gpupool.stats()["live_objects"] > before and time.time() < give_up:
+        time.sleep(0.01)
+    said += f", freed {'yes' if gpupool.stats()['live_objects'] <= before else 'no'}"
     ctx.allreduce([1.0])  # every rank is done reading before rank 0 may stop serving
     return said
 
@@ -65,4 +78,5 @@ def test_refs_inside_python_values_cross_ranks(tmp_path):
         line = next((l for l in run.stdout.splitlines() if l.startswith(f"rank {r}: ")), None)
         assert line is not None, run.stdout + run.stderr
         assert f"{expected_sum}, pending 144" in line, line
+        assert "freed yes" in line, line
     assert "extra 'for rank 1 only' 144" in run.stdout, run.stdout
