@@ -134,18 +134,23 @@ void RunQueue(const ViewFlags& flags) {
   }
   // AT RISK: pool seconds since the lease's last committed snapshot (or its start): the work a
   // preemption would throw away now, which the scheduler minimises when it picks victims.
+  // KEPT: a lease held for its job while the job is away (a lost connection, a head restart),
+  // until it reclaims it or the reclaim window ends; a pending request kept so says "job away".
   TextTable table({"STATE", "ID", "TEAM", "PROJECT", "CLASS", "GPUS", "SHARE", "BORROWED", "AT RISK", "REASON"});
   const double now = report["pool_time_s"].get<double>();
   for (const json& l : report["leases"]) {
     std::vector<std::string> where;
     for (const json& g : l["gpus"]) where.push_back(g.get<std::string>());
-    table.AddRow({l["revoking"].get<bool>() ? "REVOKING" : "RUNNING", l["lease"], l["team"], l["project"],
+    const char* state = l.value("job_away", false) ? "KEPT" : l["revoking"].get<bool>() ? "REVOKING" : "RUNNING";
+    table.AddRow({state, l["lease"], l["team"], l["project"],
                   l["priority_class"], absl::StrJoin(where, ","), absl::StrFormat("%.3g", l["gpu_share"].get<double>()),
                   l["borrowing"].get<bool>() ? "yes" : "no",
                   absl::StrFormat("%.0f s", std::max(0.0, now - l["last_checkpoint_s"].get<double>())), "-"});
   }
   for (const json& p : report["pending"]) {
-    table.AddRow({"PENDING", p["request"], p["team"], "", "", "", "", "", "", p["reason"]});
+    std::string reason = p["reason"].get<std::string>();
+    if (p.value("job_away", false)) reason += " (job away)";
+    table.AddRow({"PENDING", p["request"], p["team"], "", "", "", "", "", "", reason});
   }
   std::cout << table.Render();
   std::cout << report["leases"].size() << " running, " << report["pending"].size() << " pending\n";

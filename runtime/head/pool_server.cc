@@ -852,12 +852,13 @@ std::string PoolServer::Impl::Report() {
                     {"priority_class", l.request.priority_class}, {"gpus", where},
                     {"gpu_share", static_cast<double>(l.milli) / 1000.0}, {"borrowing", l.borrowing},
                     {"started_s", l.started_s}, {"last_checkpoint_s", l.last_checkpoint_s},
-                    {"revoking", l.revoke_deadline_s.has_value()}});
+                    {"revoking", l.revoke_deadline_s.has_value()}, {"job_away", kept_.KeepsLease(l.id)}});
   }
   json pending = json::array();
   for (const pool::PendingInfo& p : pool.Pending()) {
     pending.push_back({{"request", p.request_id}, {"team", TeamOfRequest(p.request_id)},
-                       {"reason", std::string(pool::WaitReasonName(p.reason))}, {"submitted_s", p.submitted_s}});
+                       {"reason", std::string(pool::WaitReasonName(p.reason))}, {"submitted_s", p.submitted_s},
+                       {"job_away", kept_.FindRequest(p.request_id) != nullptr}});
   }
   json report = {{"pool_time_s", pool.Now()}, {"driver", pool.driver_name()}, {"capacity_gpus", pool.capacity_gpus()},
                  {"nodes", nodes}, {"leases", held}, {"pending", pending}};

@@ -72,6 +72,7 @@ class ReclaimBook {
 
   // A kept request, by pool id (for reports); null when not kept.
   const KeptRequest* FindRequest(const std::string& pool_id) const;
+  bool KeepsLease(const std::string& lease_id) const { return leases_.count(lease_id) != 0; }
   size_t lease_count() const { return leases_.size(); }
   size_t request_count() const { return requests_.size(); }
 

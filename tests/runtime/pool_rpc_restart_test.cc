@@ -316,6 +316,8 @@ TEST_F(PoolRpcRestart, AQueuedRequestOutlivesALostConnection) {
   ASSERT_TRUE(holder.Release(held.last_lease().id).ok());
   ASSERT_TRUE(Eventually([&] { return !LeaseFor("early").empty(); })) << "the request of the job cut off lost its place";
   EXPECT_FALSE(late.WaitFor("granted", 1, milliseconds(200)));
+  // Operators see the lease as kept for a job that is away (`gpupool queue`: KEPT).
+  EXPECT_THAT(head_->Report(), HasSubstr(R"("job_away":true)"));
 
   Welcome();
   ASSERT_TRUE(early.WaitFor("granted"));
