@@ -203,8 +203,13 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {
-    rt.exchange().ReturnedHome(id, ticket);
-    return LookupObject(id);
+    if (runtime::ObjectEntry* live = rt.store().Lookup(id)) {
+      rt.exchange().ReturnedHome(id, ticket);
+      return live;
+    }
+    // Freed here once every receipt came, while a rank that passed it on still serves its copy:
+    // fetched back from there (the receipt goes once it is). A job of one has no such rank.
+    if (rt.group().size() == 1) return LookupObject(id);
   }
   return rt.exchange().Import(id, decode, std::move(ticket));
 }

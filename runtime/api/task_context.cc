@@ -178,8 +178,8 @@ TaskContext::RefsLeaving::RefsLeaving(TaskContext& ctx, int to) {
 
 TaskContext::RefsLeaving::~RefsLeaving() { delete static_cast<runtime::ObjectExchange::SendScope*>(scope_); }
 
-void TaskContext::RefsLeaving::Sent() {
-  if (scope_ != nullptr) static_cast<runtime::ObjectExchange::SendScope*>(scope_)->Sent();
+void TaskContext::RefsLeaving::Leaving() {
+  if (scope_ != nullptr) static_cast<runtime::ObjectExchange::SendScope*>(scope_)->Leaving();
 }
 
 }  // namespace gpupool

@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
   for (int r = 0; r < group.size(); ++r) {
     if (r == group.rank()) continue;
     absl::StatusOr<transport::PeerId> peer = worker.Connect(group.address(r), absl::StrCat("rank ", r));
-    if (peer.ok()) x->rank_of_peer_[*peer] = r;  // else gone already (done): it will owe nothing
+    if (peer.ok()) x->NotePeer(*peer, r);  // else gone already (done): it will owe nothing
   }
   worker.SetAmHandler(transport::AmId::kObjectReceipt, [raw = x.get()](transport::AmMessage& m) {
     absl::StatusOr<transport::ObjectReceipt> receipt = transport::DecodeObjectReceipt(m.header());
@@ -101,8 +101,10 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
     if (!receipt.ok() || !transport::SameAccessKey(receipt->access_key, raw->options_.access_key)) return;
     raw->OnReceipt(receipt->rank, receipt->object_id);
   });
-  x->failure_listener_ = worker.AddPeerFailureListener(
-      [raw = x.get()](transport::PeerId peer, const absl::Status&) { raw->OnPeerFailed(peer); });
+  worker.RunInLoop([&worker, raw = x.get()] {  // the listener list is the loop thread's
+    raw->failure_listener_ = worker.AddPeerFailureListener(
+        [raw](transport::PeerId peer, const absl::Status&) { raw->OnPeerFailed(peer); });
+  });
   x->fetch_thread_ = std::thread([raw = x.get()] { raw->FetchLoop(); });
   x->release_thread_ = std::thread([raw = x.get()] { raw->ReleaseLoop(); });
   return x;
@@ -126,7 +128,8 @@ ObjectExchange::~ObjectExchange() {
   if (release_thread_.joinable()) release_thread_.join();
   if (group_.worker() != nullptr) {
     group_.worker()->ClearAmHandler(transport::AmId::kObjectReceipt);
-    group_.worker()->RemovePeerFailureListener(failure_listener_);
+    transport::UcxWorker* worker = group_.worker();
+    worker->RunInLoop([worker, handle = failure_listener_] { worker->RemovePeerFailureListener(handle); });
   }
   fetcher_.reset();
   server_.reset();  // waits for replies in flight: nothing reads the bytes below after this
@@ -158,8 +161,10 @@ ObjectExchange::SendScope::SendScope(ObjectExchange& exchange, std::vector<int> 
 
 ObjectExchange::SendScope::~SendScope() {
   current_scope = outer_;
-  if (sent_ || counted_.empty()) return;
-  // Never sent: nobody will send a receipt for these.
+  if (leaving_ || counted_.empty()) return;
+  // Nothing was sent (encoding failed): nobody will send a receipt for these. Once sending has
+  // begun the counts stay even if it fails (some receivers may have the bytes): a receiver that
+  // failed is dropped by OnPeerFailed, so this errs towards keeping, never towards freeing early.
   std::lock_guard<std::mutex> lock(exchange_.mu_);
   for (ObjectId id : counted_) {
     auto it = exchange_.exported_.find(id);
@@ -210,9 +215,10 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
 }
 
 void ObjectExchange::ServeLocked(ObjectEntry* entry) {
+  SendScope* scope = current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
+  if (scope != nullptr && scope->receivers_.empty()) return;  // sent to this rank only: nobody reads it
   auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, nullptr, {}, false});
   if (inserted) detail::Retain(entry);
-  SendScope* scope = current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
   if (scope == nullptr) {
     it->second.for_good = true;
     return;
@@ -238,13 +244,22 @@ void ObjectExchange::OnReceipt(int from, ObjectId id) {
   cv_.notify_all();
 }
 
+void ObjectExchange::NotePeer(transport::PeerId peer, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rank_of_peer_[peer] = rank;
+}
+
 void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
+  // A peer the transport gave up on (dead, or too slow for a deadline) is taken for dead: what it
+  // owes is dropped, and no receipt is sent to it any more.
+  std::lock_guard<std::mutex> lock(mu_);
   auto rank = rank_of_peer_.find(peer);
   if (rank == rank_of_peer_.end()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  const int r = rank->second;
+  dead_.insert(r);
   for (auto it = exported_.begin(); it != exported_.end();) {
     auto next = std::next(it);
-    if (it->second.owed.erase(rank->second) > 0) UnpinIfDone(it);
+    if (it->second.owed.erase(r) > 0) UnpinIfDone(it);
     it = next;
   }
   cv_.notify_all();
@@ -253,8 +268,13 @@ void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
 void ObjectExchange::SendReceipt(int to, ObjectId id) {
   if (to < 0 || group_.worker() == nullptr) return;
   if (to == group_.rank()) return OnReceipt(to, id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_.count(to) != 0) return;  // it keeps nothing for this rank any more
+  }
   absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(to), absl::StrCat("rank ", to));
-  if (!peer.ok()) return;  // it is gone: it keeps nothing for this rank any more
+  if (!peer.ok()) return;  // likewise
+  NotePeer(*peer, to);
   std::string header = transport::EncodeObjectReceipt(
       transport::ObjectReceipt{options_.access_key, static_cast<int32_t>(group_.rank()), id});
   transport::UcxWorker* worker = group_.worker();
@@ -333,7 +353,7 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
 absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view text) {
   ObjectId id = 0;
   if (!absl::SimpleAtoi(text, &id)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an object id"));
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = exported_.find(id);
   if (it == exported_.end()) {
     return absl::NotFoundError(
@@ -354,19 +374,31 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
     default:
       break;
   }
-  if (e.bytes == nullptr) {
-    auto bytes = std::make_shared<std::string>();
+  std::shared_ptr<const std::string> bytes = e.bytes;
+  if (bytes == nullptr) {
+    // Encoded without mu_: refs inside the value are exported as it encodes (Export takes mu_).
+    ObjectEntry* entry = e.entry;
+    detail::Retain(entry);
+    lock.unlock();
+    auto encoded = std::make_shared<std::string>();
+    absl::Status st;
     try {
-      e.entry->value->EncodeTo(*bytes);
+      entry->value->EncodeTo(*encoded);
     } catch (const std::exception& ex) {
-      return absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
+      st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
     }
-    e.bytes = std::move(bytes);
+    lock.lock();
+    to_release_.push_back(entry);  // dropped off this (the loop) thread
+    cv_.notify_all();
+    if (!st.ok()) return st;
+    if (auto again = exported_.find(id); again != exported_.end() && again->second.bytes == nullptr) {
+      again->second.bytes = encoded;
+    }
+    bytes = std::move(encoded);
   }
   // The transfer holds the bytes: the object may be unpinned while they are on their way.
   return transport::ServedObject{
-      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(e.bytes->data()), e.bytes->size()),
-      [keep = e.bytes]() {}};
+      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(bytes->data()), bytes->size()), [bytes]() {}};
 }
 
 void ObjectExchange::FetchLoop() {
@@ -391,11 +423,22 @@ void ObjectExchange::FetchOne(Fetch& f) {
   // The nearest source first (same host, then same rack: transport/peer_distance.h), the owner
   // before copies as near as it; a source that cannot be reached (dead, or dying mid-transfer)
   // sends the fetch on to the next.
-  std::vector<int> sources{owner};
+  // The owner is this rank for a ref that came home after this rank freed the object: only the
+  // copies can serve it then.
+  std::vector<int> sources;
+  if (owner != group_.rank()) sources.push_back(owner);
   for (int r : f.ticket.copies) {
     if (r != group_.rank() && std::find(sources.begin(), sources.end(), r) == sources.end()) sources.push_back(r);
   }
   sources = transport::NearestFirst(group_.places(), group_.rank(), std::move(sources));
+  if (sources.empty()) {
+    resolve_(f.entry, nullptr,
+             std::make_exception_ptr(Error(ErrorCode::kNotFound,
+                                           absl::StrCat("object ", id, " was freed on rank ", owner,
+                                                        " (this rank, its owner) when its last reference went "
+                                                        "away, and no other rank kept a copy"))));
+    return;
+  }
   std::string unreachable;  // why each source failed, for the final message
   for (int source : sources) {
     absl::Status st = FetchFrom(f, source);
@@ -430,6 +473,7 @@ absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
   const ObjectId id = f.entry->id;
   absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(source), absl::StrCat("rank ", source));
   if (!peer.ok()) return peer.status();
+  NotePeer(*peer, source);
   const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options_.patience);
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
@@ -440,7 +484,13 @@ absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
         Reader r(std::string_view(reinterpret_cast<const char*>(got->data.get()), got->size));
         value = f.decode(r);
       } catch (const Error& e) {
-        return absl::Status(static_cast<absl::StatusCode>(e.code()), e.what());
+        // The bytes came: whatever decoding says is final, not "this source lacks it" (a nested
+        // ref's NotFound must not send the fetch on to the next source).
+        const auto code = static_cast<absl::StatusCode>(e.code());
+        return absl::Status(code == absl::StatusCode::kNotFound || code == absl::StatusCode::kUnavailable
+                                ? absl::StatusCode::kFailedPrecondition
+                                : code,
+                            e.what());
       }
       resolve_(f.entry, std::move(value), nullptr);
       return absl::OkStatus();

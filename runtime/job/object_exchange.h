@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,15 +109,16 @@ class ObjectExchange {
 
   // While one lives, refs exported on this thread leave for `receivers` (ranks; this rank's own
   // is skipped): each owes this rank a receipt per ref, and the object is kept until it arrives
-  // (see Lifetime above). Close it with Sent() once the message has left; a scope closed without
-  // it takes back what it counted (the message never left, so no receipt will come).
+  // (see Lifetime above). Call Leaving() before the bytes are sent; a scope closed without it
+  // (encoding failed) takes back what it counted, since no receipt will come.
   class SendScope {
    public:
     SendScope(ObjectExchange& exchange, std::vector<int> receivers);
     ~SendScope();
     SendScope(const SendScope&) = delete;
     SendScope& operator=(const SendScope&) = delete;
-    void Sent() { sent_ = true; }
+    // Encoding is done and the bytes are about to leave: from here the counts stay.
+    void Leaving() { leaving_ = true; }
 
    private:
     friend class ObjectExchange;
@@ -124,7 +126,7 @@ class ObjectExchange {
     std::vector<int> receivers_;
     std::vector<ObjectId> counted_;  // one per ref exported under it
     SendScope* outer_;
-    bool sent_ = false;
+    bool leaving_ = false;
   };
 
   // Pins and serves `entry` (this rank's own object, or a copy it fetched); returns the ticket
@@ -167,6 +169,7 @@ class ObjectExchange {
   void SendReceipt(int to, ObjectId id);
   void OnReceipt(int from, ObjectId id);
   void OnPeerFailed(transport::PeerId peer);
+  void NotePeer(transport::PeerId peer, int rank);  // which rank a peer is (for OnPeerFailed)
   // Stops keeping the object when nothing is owed for it any more. Holds mu_.
   void UnpinIfDone(std::map<ObjectId, Exported>::iterator it);
   void ReleaseLoop();  // drops unpinned entries' refs off the loop thread (their values may be
@@ -190,7 +193,8 @@ class ObjectExchange {
   std::mutex mu_;
   std::map<ObjectId, Exported> exported_;  // guarded by mu_
   std::vector<ObjectEntry*> to_release_;   // guarded by mu_: unpinned, for ReleaseLoop
-  std::map<transport::PeerId, int> rank_of_peer_;  // constant after Start
+  std::map<transport::PeerId, int> rank_of_peer_;  // guarded by mu_; every endpoint made to a rank
+  std::set<int> dead_;                             // guarded by mu_: ranks whose peer failed
   uint64_t failure_listener_ = 0;
   std::deque<Fetch> to_fetch_;             // guarded by mu_
   // guarded by mu_: what each imported object came with, so a copy sent on carries it too

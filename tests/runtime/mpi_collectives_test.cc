@@ -195,6 +195,28 @@ std::string ShareObjects(gpupool::TaskContext& ctx) {
   check(after <= before, "objects sent every step piled up: " + std::to_string(before) + " live before " +
                              std::to_string(kSteps) + " steps, " + std::to_string(after) + " after");
 
+  // 5. A ref that comes home after its owner freed it (every receipt in, no ref left there) is
+  // fetched back from the rank that sent it home, which kept its copy for that.
+  if (r == 0) {
+    const uint64_t live = runtime->Stats().live_objects;
+    ctx.SendValue(1, 30, gpupool::Put(std::string(100000, 'h')));
+    const auto freed_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (runtime->Stats().live_objects > live && std::chrono::steady_clock::now() < freed_by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    check(runtime->Stats().live_objects <= live, "an object rank 1 fetched was not freed here");
+    auto home = ctx.RecvValue<gpupool::ObjectRef<std::string>>(1, 31);
+    try {
+      check(*gpupool::Get(home) == std::string(100000, 'h'), "a ref come home read wrong bytes");
+    } catch (const gpupool::Error& e) {
+      check(false, std::string("a ref come home after its object was freed: ") + e.what());
+    }
+  } else if (r == 1) {
+    auto away = ctx.RecvValue<gpupool::ObjectRef<std::string>>(0, 30);
+    gpupool::Get(away);
+    ctx.SendValue(0, 31, away);
+  }
+
   // Every rank is done reading the others' objects before any rank stops serving its own.
   int32_t done = 1;
   ctx.AllReduce(&done, 1);

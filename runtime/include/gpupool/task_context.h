@@ -224,8 +224,8 @@ class GPUPOOL_API TaskContext {
     std::string bytes;
     Writer w(bytes);
     Codec<T>::Encode(w, value);
+    refs.Leaving();
     SendBytes(dst, tag, bytes);
-    refs.Sent();
   }
   template <typename T>
   T RecvValue(int src, uint64_t tag) {
@@ -242,8 +242,8 @@ class GPUPOOL_API TaskContext {
       Writer w(bytes);
       Codec<T>::Encode(w, value);
     }
+    refs.Leaving();
     BroadcastBytes(root, bytes);
-    refs.Sent();
     if (rank() != root) {
       Reader r(bytes);
       value = Codec<T>::Decode(r);
@@ -253,7 +253,8 @@ class GPUPOOL_API TaskContext {
  private:
   // While one lives, refs encoded on this thread leave for `to` (a rank, kEveryOtherRank or
   // kNobody): each receiver sends a receipt once it has fetched them, and this rank keeps their
-  // objects until then. Sent() once the message has left; without it, nothing is kept for them.
+  // objects until then. Leaving() once encoded, before sending; without it (encoding threw),
+  // nothing is kept for them.
   static constexpr int kEveryOtherRank = -1;
   static constexpr int kNobody = -2;
   class GPUPOOL_API RefsLeaving {
@@ -262,7 +263,7 @@ class GPUPOOL_API TaskContext {
     ~RefsLeaving();
     RefsLeaving(const RefsLeaving&) = delete;
     RefsLeaving& operator=(const RefsLeaving&) = delete;
-    void Sent();
+    void Leaving();
 
    private:
     void* scope_ = nullptr;  // runtime::ObjectExchange::SendScope, or null
