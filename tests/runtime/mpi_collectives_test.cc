@@ -217,6 +217,17 @@ std::string ShareObjects(gpupool::TaskContext& ctx) {
     ctx.SendValue(0, 31, away);
   }
 
+  // 6. An object holding refs: the reader fetches it, then the objects its refs name.
+  if (r == 0) {
+    std::vector<gpupool::ObjectRef<int>> inner{gpupool::Put(41), gpupool::Submit(SlowSquare, 6)};
+    ctx.SendValue(1, 40, gpupool::Put(std::move(inner)));
+  } else if (r == 1) {
+    auto outer = ctx.RecvValue<gpupool::ObjectRef<std::vector<gpupool::ObjectRef<int>>>>(0, 40);
+    std::vector<gpupool::ObjectRef<int>> inner = *gpupool::Get(outer);
+    check(inner.size() == 2 && *gpupool::Get(inner[0]) == 41 && *gpupool::Get(inner[1]) == 36,
+          "refs inside a fetched object");
+  }
+
   // Every rank is done reading the others' objects before any rank stops serving its own.
   int32_t done = 1;
   ctx.AllReduce(&done, 1);
