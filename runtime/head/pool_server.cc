@@ -215,9 +215,9 @@ class SessionImpl final : public rpc::Session::Server {
   }
 
   ~SessionImpl() {
-    // The head is stopping, not the job: with a journal, its leases stay open there for the next
-    // run to take back and the job to reclaim (its tasks run on); its queued requests are sent
-    // again by the job. The pool goes with the head.
+    // The head is stopping, not the job: with a journal, its leases and queued requests stay
+    // there for the next run to take back and the job to reclaim (its tasks run on, its requests
+    // keep their place). The pool goes with the head.
     if (server_.stopping()) {
       if (auto it = server_.newest_session().find(job_key_); it != server_.newest_session().end() && it->second == this) {
         server_.newest_session().erase(it);
