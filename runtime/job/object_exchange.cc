@@ -351,8 +351,16 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
 }
 
 absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view text) {
+  // "<id>/<rank>": the object, and the rank fetching it, which owes a receipt for each ref inside
+  // the value ("<id>" alone: a fetcher that sends none; those refs are then kept for good).
   ObjectId id = 0;
-  if (!absl::SimpleAtoi(text, &id)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an object id"));
+  int requester = -1;
+  const size_t slash = text.find('/');
+  if (!absl::SimpleAtoi(text.substr(0, slash), &id) ||
+      (slash != absl::string_view::npos &&
+       (!absl::SimpleAtoi(text.substr(slash + 1), &requester) || requester < 0 || requester >= group_.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an object id (and a rank of this job)"));
+  }
   std::unique_lock<std::mutex> lock(mu_);
   auto it = exported_.find(id);
   if (it == exported_.end()) {
@@ -375,17 +383,40 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
       break;
   }
   std::shared_ptr<const std::string> bytes = e.bytes;
+  if (bytes != nullptr && requester >= 0) {
+    // Encoded for an earlier fetcher: this one owes receipts for the refs inside too.
+    for (ObjectId nested : e.nested) {
+      auto n = exported_.find(nested);
+      if (n == exported_.end()) {
+        // Unpinned since; alive still, as the value holds a ref to it. Lookup retains: the pin.
+        ObjectEntry* live = store_.Lookup(nested);
+        if (live == nullptr) continue;
+        n = exported_.emplace(nested, Exported{live, nullptr, {}, false}).first;
+      }
+      ++n->second.owed[requester];
+    }
+  }
   if (bytes == nullptr) {
-    // Encoded without mu_: refs inside the value are exported as it encodes (Export takes mu_).
+    // Encoded without mu_: refs inside the value are exported as it encodes (Export takes mu_),
+    // owed receipts by the fetcher, as if it had been sent them.
     ObjectEntry* entry = e.entry;
     detail::Retain(entry);
     lock.unlock();
     auto encoded = std::make_shared<std::string>();
+    std::vector<ObjectId> nested;
     absl::Status st;
-    try {
-      entry->value->EncodeTo(*encoded);
-    } catch (const std::exception& ex) {
-      st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
+    {
+      std::optional<SendScope> scope;
+      if (requester >= 0) scope.emplace(*this, std::vector<int>{requester});
+      try {
+        entry->value->EncodeTo(*encoded);
+        if (scope.has_value()) {
+          scope->Leaving();
+          nested = scope->counted_;
+        }
+      } catch (const std::exception& ex) {
+        st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
+      }
     }
     lock.lock();
     to_release_.push_back(entry);  // dropped off this (the loop) thread
@@ -393,6 +424,7 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
     if (!st.ok()) return st;
     if (auto again = exported_.find(id); again != exported_.end() && again->second.bytes == nullptr) {
       again->second.bytes = encoded;
+      again->second.nested = std::move(nested);
     }
     bytes = std::move(encoded);
   }
@@ -477,7 +509,8 @@ absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
   const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options_.patience);
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
-    absl::StatusOr<transport::FetchedObject> got = fetcher_->Fetch(*peer, absl::StrCat(id));
+    // This rank's number goes with the id: it owes receipts for the refs inside (see Lookup).
+    absl::StatusOr<transport::FetchedObject> got = fetcher_->Fetch(*peer, absl::StrCat(id, "/", group_.rank()));
     if (got.ok()) {
       std::unique_ptr<detail::ValueBox> value;
       try {

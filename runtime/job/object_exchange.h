@@ -17,9 +17,9 @@
 // every receipt owed for it has arrived, or the rank owing it is gone; then only its local refs
 // keep it. A rank that forwards an imported ref keeps and serves its own copy the same way, and
 // the ref names it as a copy, so the forwarder's receivers can fetch from it after the owner has
-// freed the object. A ref exported without a scope (nested in an object another rank fetched)
-// keeps its object until the runtime stops. An imported copy lives while local refs do; a ref
-// decoded again later fetches again.
+// freed the object. Refs inside an object another rank fetches are owed receipts by the fetcher
+// the same way. A ref exported any other way (without a scope) keeps its object until the runtime
+// stops. An imported copy lives while local refs do; a ref decoded again later fetches again.
 //
 // Failures: an object whose task failed is reported to the importer with that failure's message
 // (FailedPrecondition); an owner whose object is not ready yet is asked again until it is (up to
@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -153,6 +154,9 @@ class ObjectExchange {
     std::shared_ptr<const std::string> bytes;
     std::map<int, int> owed;  // receipts still owed, by rank
     bool for_good = false;    // exported outside a SendScope: kept until the runtime stops
+    // The refs inside the value, exported when it was encoded: each later fetcher owes receipts
+    // for them too.
+    std::vector<ObjectId> nested;
   };
   struct Fetch {
     ObjectEntry* entry;  // retained until resolved

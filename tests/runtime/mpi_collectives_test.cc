@@ -217,7 +217,9 @@ std::string ShareObjects(gpupool::TaskContext& ctx) {
     ctx.SendValue(0, 31, away);
   }
 
-  // 6. An object holding refs: the reader fetches it, then the objects its refs name.
+  // 6. An object holding refs: the reader fetches it, then the objects its refs name; once it
+  // has dropped them all, the owner frees all three (the reader owed receipts for the inner ones).
+  const uint64_t before_nested = runtime->Stats().live_objects;
   if (r == 0) {
     std::vector<gpupool::ObjectRef<int>> inner{gpupool::Put(41), gpupool::Submit(SlowSquare, 6)};
     ctx.SendValue(1, 40, gpupool::Put(std::move(inner)));
@@ -226,6 +228,16 @@ std::string ShareObjects(gpupool::TaskContext& ctx) {
     std::vector<gpupool::ObjectRef<int>> inner = *gpupool::Get(outer);
     check(inner.size() == 2 && *gpupool::Get(inner[0]) == 41 && *gpupool::Get(inner[1]) == 36,
           "refs inside a fetched object");
+  }
+  int32_t nested_read = 1;
+  ctx.AllReduce(&nested_read, 1);
+  if (r == 0) {
+    const auto nested_give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (runtime->Stats().live_objects > before_nested && std::chrono::steady_clock::now() < nested_give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    check(runtime->Stats().live_objects <= before_nested,
+          "objects inside a fetched object were kept: " + std::to_string(runtime->Stats().live_objects - before_nested));
   }
 
   // Every rank is done reading the others' objects before any rank stops serving its own.
