@@ -204,7 +204,12 @@ ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {
     if (runtime::ObjectEntry* live = rt.store().Lookup(id)) {
-      rt.exchange().ReturnedHome(id, ticket);
+      try {
+        rt.exchange().ReturnedHome(id, ticket);
+      } catch (...) {  // a malformed ticket: the lookup's reference goes back
+        Release(live);
+        throw;
+      }
       return live;
     }
     // Freed here once every receipt came, while a rank that passed it on still serves its copy:

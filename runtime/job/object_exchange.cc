@@ -223,7 +223,9 @@ void ObjectExchange::ServeLocked(ObjectEntry* entry) {
     it->second.for_good = true;
     return;
   }
-  for (int r : scope->receivers_) ++it->second.owed[r];
+  for (int r : scope->receivers_) {
+    if (dead_.count(r) == 0) ++it->second.owed[r];  // a failed rank will never pay
+  }
   scope->counted_.push_back(entry->id);
 }
 
@@ -251,7 +253,9 @@ void ObjectExchange::NotePeer(transport::PeerId peer, int rank) {
 
 void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
   // A peer the transport gave up on (dead, or too slow for a deadline) is taken for dead: what it
-  // owes is dropped, and no receipt is sent to it any more.
+  // owes is dropped, and no receipt is sent to it any more. For a rank that was only slow this
+  // errs: an object it still had to fetch may be freed (its fetch then tries copies and lineage),
+  // and what it sends this rank is kept until its runtime stops.
   std::lock_guard<std::mutex> lock(mu_);
   auto rank = rank_of_peer_.find(peer);
   if (rank == rank_of_peer_.end()) return;
@@ -358,7 +362,8 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
   const size_t slash = text.find('/');
   if (!absl::SimpleAtoi(text.substr(0, slash), &id) ||
       (slash != absl::string_view::npos &&
-       (!absl::SimpleAtoi(text.substr(slash + 1), &requester) || requester < 0 || requester >= group_.size()))) {
+       (!absl::SimpleAtoi(text.substr(slash + 1), &requester) || requester < 0 || requester >= group_.size() ||
+        requester == group_.rank()))) {
     return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an object id (and a rank of this job)"));
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -383,7 +388,7 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
       break;
   }
   std::shared_ptr<const std::string> bytes = e.bytes;
-  if (bytes != nullptr && requester >= 0) {
+  if (bytes != nullptr && requester >= 0 && dead_.count(requester) == 0) {
     // Encoded for an earlier fetcher: this one owes receipts for the refs inside too.
     for (ObjectId nested : e.nested) {
       auto n = exported_.find(nested);
@@ -416,6 +421,8 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
         }
       } catch (const std::exception& ex) {
         st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
+      } catch (...) {  // never into the UCX loop
+        st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: a non-standard exception"));
       }
     }
     lock.lock();
