@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "pool/scheduler/wait_reason.h"
 #include "runtime/head/head_journal.h"
+#include "runtime/head/pool_ids.h"
 #include "runtime/head/pool_server_impl.h"
 #include "runtime/head/reclaim_book.h"
 #include "runtime/rpc/lease_codec.h"
@@ -48,8 +49,8 @@ struct Connection {
 
 }  // namespace
 
-// A team's session. Pool request ids are the job's ids prefixed with "s<N>/", so that jobs
-// cannot collide or name each other's requests. A request names the session's team, or another
+// A team's session. Pool request ids are the job's ids prefixed with the session's (pool_ids.h).
+// A request names the session's team, or another
 // team whose token is the one the session presented (an mpirun job's head gives every team the
 // job's token, so one job submits for several teams; a shared head gives each team its own).
 constexpr size_t kMaxCheckpointPathBytes = 4096;  // PATH_MAX
@@ -59,19 +60,17 @@ class SessionImpl final : public rpc::Session::Server {
  public:
   SessionImpl(PoolServer::Impl& server, std::string team, std::string token, std::string job_key)
       : server_(server), team_(std::move(team)), token_(std::move(token)), job_key_(std::move(job_key)),
-        prefix_(absl::StrCat("s", server.NextSessionNumber(), "/")) {
-    if (!job_key_.empty()) server_.newest_session()[job_key_] = this;
+        prefix_(SessionPrefix(server.NextSessionNumber())) {
+    server_.NewSession(job_key_, this);
   }
 
   ~SessionImpl() {
+    const bool newest = server_.EndSession(job_key_, this);
     // The head is stopping, not the job: with a journal, its leases and queued requests stay
     // there for the next run to take back and the job to reclaim (its tasks run on, its requests
     // keep their place). The pool goes with the head.
     if (server_.stopping()) {
-      if (auto it = server_.newest_session().find(job_key_); it != server_.newest_session().end() && it->second == this) {
-        server_.newest_session().erase(it);
-      }
-      for (auto& [id, p] : pending_) server_.by_request().erase(id);
+      for (auto& [client_id, p] : pending_) server_.by_request().erase(p.pool_id);
       for (auto& [id, listener] : leases_) server_.by_lease().erase(id);
       return;
     }
@@ -79,17 +78,12 @@ class SessionImpl final : public rpc::Session::Server {
     // window: a lost connection is not a dead job. Its tasks run on meanwhile, and its requests
     // keep their place in the queue (a grant meanwhile is kept for it too). Not when the job is
     // back already on a newer session: it has reclaimed what it could, and holds the rest lost.
-    bool newest = false;
-    if (auto it = server_.newest_session().find(job_key_); it != server_.newest_session().end() && it->second == this) {
-      newest = true;
-      server_.newest_session().erase(it);
-    }
     if (!job_key_.empty() && !leaving_ && newest && server_.journal() != nullptr) {
       const auto until = server_.KeepUntil();
-      for (auto& [id, p] : pending_) {
-        server_.by_request().erase(id);
-        server_.kept().KeepRequest(id, ReclaimBook::KeptRequest{
-                                           .job_key = job_key_, .client_id = p.client_id, .team = p.team, .until = until});
+      for (auto& [client_id, p] : pending_) {
+        server_.by_request().erase(p.pool_id);
+        server_.kept().KeepRequest(p.pool_id, ReclaimBook::KeptRequest{
+                                                  .job_key = job_key_, .client_id = client_id, .team = p.team, .until = until});
       }
       for (auto& [id, listener] : leases_) {
         server_.by_lease().erase(id);
@@ -99,10 +93,10 @@ class SessionImpl final : public rpc::Session::Server {
     }
     // The job is gone: what it asked for goes back to the pool. A grant already queued for a
     // withdrawn request finds no session and is released by the server.
-    for (auto& [id, p] : pending_) {
-      server_.by_request().erase(id);
-      (void)server_.pool().Withdraw(id);
-      if (server_.journal() != nullptr) server_.journal()->RemoveRequest(id);
+    for (auto& [client_id, p] : pending_) {
+      server_.by_request().erase(p.pool_id);
+      (void)server_.pool().Withdraw(p.pool_id);
+      if (server_.journal() != nullptr) server_.journal()->RemoveRequest(p.pool_id);
     }
     for (auto& [id, listener] : leases_) {
       server_.by_lease().erase(id);
@@ -114,8 +108,8 @@ class SessionImpl final : public rpc::Session::Server {
 
   kj::Promise<void> request(RequestContext context) override {
     auto params = context.getParams();
-    std::string pool_id, journaled;
-    absl::Status st = DoRequest(params.getRequest(), params.getListener(), &pool_id,
+    std::string pool_id, team, journaled;
+    absl::Status st = DoRequest(params.getRequest(), params.getListener(), &pool_id, &team,
                                 server_.journal() != nullptr ? &journaled : nullptr);
     std::optional<pool::Lease> granted;
     if (st.ok() && server_.journal() == nullptr && server_.pool().pending_requests() == 1) {
@@ -139,7 +133,7 @@ class SessionImpl final : public rpc::Session::Server {
     // With the job's key, so that a restarted head queues it again for that job.
     JournalTicket t = server_.journal()->RecordRequest(RequestRecord{.request_id = pool_id,
                                                                      .job_id = job_key_,
-                                                                     .team = pending_.at(pool_id).team,
+                                                                     .team = team,
                                                                      .request = std::move(journaled),
                                                                      .submitted_s = WallSeconds()});
     return server_.Durable(t).then([context](absl::Status durable) mutable {
@@ -150,14 +144,13 @@ class SessionImpl final : public rpc::Session::Server {
   kj::Promise<void> withdraw(WithdrawContext context) override {
     absl::Status st;
     std::string id = context.getParams().getRequestId();
-    auto known = pool_ids_.find(id);
-    if (known == pool_ids_.end()) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
       st = absl::NotFoundError(absl::StrCat("request '", id, "' is not pending in this session"));
     } else {
-      std::string pool_id = known->second;
+      const std::string pool_id = it->second.pool_id;
       st = server_.pool().Withdraw(pool_id);
-      pending_.erase(pool_id);
-      pool_ids_.erase(known);
+      pending_.erase(it);
       server_.by_request().erase(pool_id);
       if (server_.journal() != nullptr) server_.journal()->RemoveRequest(pool_id);
     }
@@ -257,7 +250,7 @@ class SessionImpl final : public rpc::Session::Server {
     std::vector<pool::Lease> granted_while_away;
     for (rpc::QueuedRequest::Reader waiting : params.getRequests()) {
       std::string client_id = waiting.getRequestId();
-      if (pool_ids_.count(client_id) != 0) continue;  // sent again on this session already
+      if (pending_.count(client_id) != 0) continue;  // sent again on this session already
       auto taken = server_.kept().TakeRequest(job_key_, client_id);
       if (!taken.has_value()) continue;  // granted and lost meanwhile, or never kept: sent again
       auto& [pool_id, request] = *taken;
@@ -266,8 +259,7 @@ class SessionImpl final : public rpc::Session::Server {
         granted_while_away.push_back(*std::move(request.granted));
         granted_while_away.back().request.id = client_id;
       } else {
-        pending_.emplace(pool_id, Pending{client_id, request.team, waiting.getListener()});
-        pool_ids_[client_id] = pool_id;
+        pending_.emplace(client_id, Pending{pool_id, request.team, waiting.getListener()});
         server_.by_request()[pool_id] = this;
       }
       queued.push_back(client_id);
@@ -355,16 +347,17 @@ class SessionImpl final : public rpc::Session::Server {
 
   // Called by the server's event pump (loop thread).
   void Granted(pool::Lease lease) {
-    auto it = pending_.find(lease.request.id);
-    if (it == pending_.end()) return;
+    std::optional<absl::string_view> client_id = ClientIdOf(lease.request.id);
+    auto it = client_id.has_value() ? pending_.find(std::string(*client_id)) : pending_.end();
+    if (it == pending_.end() || it->second.pool_id != lease.request.id) return;
+    std::string client = it->first;
     Pending p = std::move(it->second);
     pending_.erase(it);
-    pool_ids_.erase(p.client_id);
     server_.by_request().erase(lease.request.id);
     server_.by_lease()[lease.id] = this;
     server_.JournalLease(lease, job_key_);  // what reclaims it after a restart
     bool answering = lease.request.id == answering_;
-    lease.request.id = p.client_id;
+    lease.request.id = std::move(client);
     if (answering) {
       answered_grant_ = lease;  // the request's answer carries it
     } else {
@@ -397,14 +390,14 @@ class SessionImpl final : public rpc::Session::Server {
 
  private:
   struct Pending {
-    std::string client_id;
-    std::string team;  // the request's (the session's, or one its token also serves)
+    std::string pool_id;  // prefix_ + the job's id, or the id it had before a restart
+    std::string team;     // the request's (the session's, or one its token also serves)
     rpc::LeaseListener::Client listener;
   };
 
   // Queues the request; `journaled`, when given, receives its bytes for the journal.
   absl::Status DoRequest(rpc::LeaseRequest::Reader wire, rpc::LeaseListener::Client listener, std::string* pool_id_out,
-                         std::string* journaled) {
+                         std::string* team_out, std::string* journaled) {
     absl::StatusOr<pool::LeaseRequest> r = rpc::DecodeLeaseRequest(wire);
     if (!r.ok()) return r.status();
     if (r->id.empty()) return absl::InvalidArgumentError("the request has no id");
@@ -415,7 +408,7 @@ class SessionImpl final : public rpc::Session::Server {
     }
     std::string client_id = r->id;
     // Its own id: a request reclaimed after a restart keeps the pool id it had ("s<N>/...").
-    if (pool_ids_.count(client_id)) {
+    if (pending_.count(client_id)) {
       return absl::AlreadyExistsError(absl::StrCat("request '", client_id, "' is already pending"));
     }
     r->id = prefix_ + client_id;
@@ -425,14 +418,13 @@ class SessionImpl final : public rpc::Session::Server {
     // releasing it (a Release message to the job) each time a lease ends.
     last_listener_ = listener;
     // Registered first: the grant is handled on this thread, after this call returns.
-    pending_.emplace(pool_id, Pending{client_id, r->team, kj::mv(listener)});
-    pool_ids_[client_id] = pool_id;
+    *team_out = r->team;
+    pending_.emplace(client_id, Pending{pool_id, r->team, kj::mv(listener)});
     server_.by_request()[pool_id] = this;
     absl::Status st = server_.pool().Request(*std::move(r), &server_);
     server_.ScheduleSoon();
     if (!st.ok()) {
-      pending_.erase(pool_id);
-      pool_ids_.erase(client_id);
+      pending_.erase(client_id);
       server_.by_request().erase(pool_id);
     }
     *pool_id_out = pool_id;
@@ -449,8 +441,7 @@ class SessionImpl final : public rpc::Session::Server {
   std::optional<pool::Lease> answered_grant_;
   std::optional<rpc::LeaseListener::Client> last_listener_;
   const std::string prefix_;
-  std::map<std::string, Pending> pending_;                     // by pool request id
-  std::map<std::string, std::string> pool_ids_;                // pending_'s, by the job's id
+  std::map<std::string, Pending> pending_;                     // by the job's own request id
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
   std::set<std::string> checkpoint_keys_;  // task keys this session recorded in the index
 };
@@ -865,7 +856,7 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
     tasks.add(AcceptLoop(*listener, tasks));
     tasks.add(PumpEvents());
     tasks.add(WatchHeartbeats(io.provider->getTimer()));
-    if (journal_ != nullptr) tasks.add(ReleaseExpiredOrphans(io.provider->getTimer()));
+    if (journal_ != nullptr) tasks.add(GiveBackExpired(io.provider->getTimer()));
     started.set_value(absl::OkStatus());
     stop.promise.wait(io.waitScope);
   }  // connections close here; their sessions give back what they held

@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/head/pool_ids.h"
 #include "runtime/head/pool_server_impl.h"
 #include "runtime/rpc/lease_codec.h"
 
 namespace gpupool::runtime {
 
-kj::Promise<void> PoolServer::Impl::ReleaseExpiredOrphans(kj::Timer& timer) {
+kj::Promise<void> PoolServer::Impl::GiveBackExpired(kj::Timer& timer) {
   return timer.afterDelay(250 * kj::MILLISECONDS).then([this, &timer] {
     ReclaimBook::Dropped expired = kept_.TakeExpired(ReclaimBook::Clock::now());
     if (!expired.empty()) {
@@ -21,7 +21,7 @@ kj::Promise<void> PoolServer::Impl::ReleaseExpiredOrphans(kj::Timer& timer) {
                    expired.leases.size(), expired.requests.size());
       GiveBack(expired, "not reclaimed by its job");
     }
-    return ReleaseExpiredOrphans(timer);
+    return GiveBackExpired(timer);
   });
 }
 
@@ -37,12 +37,8 @@ void PoolServer::Impl::GiveBack(const ReclaimBook::Dropped& dropped, const std::
   if (!dropped.empty()) ScheduleSoon();
 }
 
-void PoolServer::Impl::NumberSessionsPast(const std::string& pool_id) {
-  uint64_t n = 0;
-  if (size_t slash = pool_id.find('/'); pool_id.rfind('s', 0) == 0 && slash != std::string::npos &&
-                                        absl::SimpleAtoi(pool_id.substr(1, slash - 1), &n)) {
-    next_session_ = std::max(next_session_, n + 1);
-  }
+void PoolServer::Impl::NumberSessionsPast(const std::string& id) {
+  if (std::optional<uint64_t> n = SessionNumberOf(id)) next_session_ = std::max(next_session_, *n + 1);
 }
 
 void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>& requests,
@@ -52,10 +48,10 @@ void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>
   size_t dropped = 0;
   for (const RequestRecord& r : requests) {
     absl::Status st;
-    size_t slash = r.request_id.find('/');
+    std::optional<absl::string_view> client_id = ClientIdOf(r.request_id);
     if (r.job_id.empty()) {
       st = absl::FailedPreconditionError("its job has no key to reclaim it with");
-    } else if (slash == std::string::npos) {
+    } else if (!client_id.has_value()) {
       st = absl::InvalidArgumentError("its id has no session prefix");
     } else {
       absl::StatusOr<pool::LeaseRequest> request = rpc::LeaseRequestFromBytes(r.request);
@@ -66,7 +62,7 @@ void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>
     }
     if (st.ok()) {
       kept_.KeepRequest(r.request_id, ReclaimBook::KeptRequest{.job_key = r.job_id,
-                                                               .client_id = r.request_id.substr(slash + 1),
+                                                               .client_id = std::string(*client_id),
                                                                .team = r.team,
                                                                .until = until});
       NumberSessionsPast(r.request_id);

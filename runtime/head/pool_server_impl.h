@@ -122,7 +122,16 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
   void GiveBack(const ReclaimBook::Dropped& dropped, const std::string& why);
   // The newest session of each job key: an older one that ends (its connection found dead after
   // the job came back on a new one) keeps nothing for a reclaim that has already happened.
-  std::map<std::string, SessionImpl*>& newest_session() { return newest_session_; }
+  void NewSession(const std::string& job_key, SessionImpl* session) {
+    if (!job_key.empty()) newest_session_[job_key] = session;
+  }
+  // `session` ends: whether it was its job's newest.
+  bool EndSession(const std::string& job_key, SessionImpl* session) {
+    auto it = newest_session_.find(job_key);
+    if (it == newest_session_.end() || it->second != session) return false;
+    newest_session_.erase(it);
+    return true;
+  }
   // The head itself is stopping (loop thread).
   bool stopping() const { return stopping_; }
 
@@ -164,13 +173,13 @@ class PoolServer::Impl : public LeaseListener, private kj::TaskSet::ErrorHandler
     bool silent = false;  // its node was taken down for missing heartbeats
   };
   kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
-  // Every quarter second: kept leases whose reclaim window has passed go back to the pool.
-  kj::Promise<void> ReleaseExpiredOrphans(kj::Timer& timer);
+  // Every quarter second: kept leases and requests whose reclaim window has passed go back.
+  kj::Promise<void> GiveBackExpired(kj::Timer& timer);
   // Queues the previous run's requests again, kept for their jobs until `until`; the others
   // are dropped.
   void RequeueJournaledRequests(const std::vector<RequestRecord>& requests, ReclaimBook::Clock::time_point until);
   // Sessions are numbered past those of the previous run ("s<N>/..."), so ids never repeat.
-  void NumberSessionsPast(const std::string& pool_id);
+  void NumberSessionsPast(const std::string& id);  // a request or lease id
   ReclaimBook kept_;
   std::map<std::string, SessionImpl*> newest_session_;  // by job key
   bool stopping_ = false;  // loop thread

@@ -1,5 +1,7 @@
 #include "runtime/head/reclaim_book.h"
 
+#include "runtime/head/pool_ids.h"
+
 namespace gpupool::runtime {
 
 void ReclaimBook::KeepLease(const std::string& lease_id, const std::string& job_key, Clock::time_point until) {
@@ -9,12 +11,12 @@ void ReclaimBook::KeepLease(const std::string& lease_id, const std::string& job_
 void ReclaimBook::KeepGranted(const pool::Lease& lease, const std::string& job_key, const std::string& team,
                               Clock::time_point until) {
   const std::string& pool_id = lease.request.id;
-  size_t slash = pool_id.find('/');
-  if (slash == std::string::npos || by_job_.count({job_key, pool_id.substr(slash + 1)}) != 0) {
+  std::optional<absl::string_view> client_id = ClientIdOf(pool_id);
+  if (!client_id.has_value() || by_job_.count({job_key, std::string(*client_id)}) != 0) {
     KeepLease(lease.id, job_key, until);  // no request name to go by
     return;
   }
-  KeepRequest(pool_id, KeptRequest{.job_key = job_key, .client_id = pool_id.substr(slash + 1), .team = team,
+  KeepRequest(pool_id, KeptRequest{.job_key = job_key, .client_id = std::string(*client_id), .team = team,
                                    .until = until, .granted = lease});
   leases_[lease.id] = KeptLease{job_key, until, pool_id};
 }

@@ -105,6 +105,7 @@ class RemotePool::Impl {
   // The calls themselves, made on the link's loop thread while its session is there.
   kj::Promise<absl::Status> RequestOn(Link& link, const pool::LeaseRequest& r, LeaseListener* listener);
   static kj::Promise<absl::Status> ReleaseOn(Link& link, const std::string& lease_id);
+  static kj::Promise<absl::Status> WithdrawOn(Link& link, const std::string& request_id);
   // A request's answer (loop thread): its status, and the grant when it carries one.
   absl::Status Answered(const capnp::Response<rpc::Session::RequestResults>& resp, LeaseListener* listener);
   // Records `r` as pending unless it is already; false (and why) when it cannot be sent. Sets
@@ -425,10 +426,7 @@ void RemotePool::Impl::Reconnect() {
     }
     for (const std::string& id : withdrawn_meanwhile) {
       fresh->connection->Post([raw = fresh.get(), id] {
-        if (!raw->session.has_value()) return;
-        auto req = raw->session->withdrawRequest();
-        req.setRequestId(id);
-        req.send().detach([](kj::Exception&&) {});
+        if (raw->session.has_value()) WithdrawOn(*raw, id).detach([](kj::Exception&&) {});
       });
     }
     // Queued work the head did not keep (with its place in the queue) is asked for again, unless
@@ -552,6 +550,14 @@ kj::Promise<absl::Status> RemotePool::Impl::RequestOn(Link& link, const pool::Le
   });
 }
 
+kj::Promise<absl::Status> RemotePool::Impl::WithdrawOn(Link& link, const std::string& request_id) {
+  auto req = link.session->withdrawRequest();
+  req.setRequestId(request_id);
+  return req.send().then([](capnp::Response<rpc::Session::WithdrawResults>&& resp) {
+    return rpc::DecodeStatus(resp.getStatus());
+  });
+}
+
 kj::Promise<absl::Status> RemotePool::Impl::ReleaseOn(Link& link, const std::string& lease_id) {
   auto req = link.session->releaseRequest();
   req.setLeaseId(lease_id);
@@ -632,13 +638,7 @@ absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
     if (gave_up_ || link_ == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
     link = link_;
   }
-  return link->connection->Call([&]() -> kj::Promise<absl::Status> {
-    auto req = link->session->withdrawRequest();
-    req.setRequestId(request_id);
-    return req.send().then([](capnp::Response<rpc::Session::WithdrawResults>&& resp) {
-      return rpc::DecodeStatus(resp.getStatus());
-    });
-  });
+  return link->connection->Call([&] { return WithdrawOn(*link, request_id); });
 }
 
 absl::Status RemotePool::Impl::Release(const std::string& lease_id) {

@@ -91,9 +91,7 @@ absl::StatusOr<std::unique_ptr<ObjectExchange>> ObjectExchange::Start(JobGroup& 
   // Receipts may arrive as soon as a ref has been sent; a failed rank owes nothing any more.
   transport::UcxWorker& worker = *group.worker();
   for (int r = 0; r < group.size(); ++r) {
-    if (r == group.rank()) continue;
-    absl::StatusOr<transport::PeerId> peer = worker.Connect(group.address(r), absl::StrCat("rank ", r));
-    if (peer.ok()) x->NotePeer(*peer, r);  // else gone already (done): it will owe nothing
+    if (r != group.rank()) (void)x->PeerOf(r);  // failing: gone already (done), it will owe nothing
   }
   worker.SetAmHandler(transport::AmId::kObjectReceipt, [raw = x.get()](transport::AmMessage& m) {
     absl::StatusOr<transport::ObjectReceipt> receipt = transport::DecodeObjectReceipt(m.header());
@@ -181,7 +179,7 @@ ObjectExchange::SendScope::~SendScope() {
 
 std::string ObjectExchange::Export(ObjectEntry* entry) {
   if (group_.worker() == nullptr) return "";  // nobody to serve
-  SendScope* scope = current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
+  SendScope* scope = CurrentScope();
   Ticket t;
   t.receipt_to = scope != nullptr && !scope->receivers_.empty() ? group_.rank() : -1;
   if (OwnerOf(entry->id) != group_.rank()) {
@@ -214,8 +212,12 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
   return EncodeTicket(t);
 }
 
+ObjectExchange::SendScope* ObjectExchange::CurrentScope() const {
+  return current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
+}
+
 void ObjectExchange::ServeLocked(ObjectEntry* entry) {
-  SendScope* scope = current_scope != nullptr && &current_scope->exchange_ == this ? current_scope : nullptr;
+  SendScope* scope = CurrentScope();
   if (scope != nullptr && scope->receivers_.empty()) return;  // sent to this rank only: nobody reads it
   auto [it, inserted] = exported_.try_emplace(entry->id, Exported{entry, nullptr, {}, false});
   if (inserted) detail::Retain(entry);
@@ -223,10 +225,12 @@ void ObjectExchange::ServeLocked(ObjectEntry* entry) {
     it->second.for_good = true;
     return;
   }
-  for (int r : scope->receivers_) {
-    if (dead_.count(r) == 0) ++it->second.owed[r];  // a failed rank will never pay
-  }
+  for (int r : scope->receivers_) OweLocked(it->second, r);
   scope->counted_.push_back(entry->id);
+}
+
+void ObjectExchange::OweLocked(Exported& e, int rank) {
+  if (dead_.count(rank) == 0) ++e.owed[rank];  // a failed rank will never pay
 }
 
 void ObjectExchange::UnpinIfDone(std::map<ObjectId, Exported>::iterator it) {
@@ -246,9 +250,13 @@ void ObjectExchange::OnReceipt(int from, ObjectId id) {
   cv_.notify_all();
 }
 
-void ObjectExchange::NotePeer(transport::PeerId peer, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  rank_of_peer_[peer] = rank;
+absl::StatusOr<transport::PeerId> ObjectExchange::PeerOf(int rank) {
+  absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(rank), absl::StrCat("rank ", rank));
+  if (peer.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rank_of_peer_[*peer] = rank;
+  }
+  return peer;
 }
 
 void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
@@ -276,9 +284,8 @@ void ObjectExchange::SendReceipt(int to, ObjectId id) {
     std::lock_guard<std::mutex> lock(mu_);
     if (dead_.count(to) != 0) return;  // it keeps nothing for this rank any more
   }
-  absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(to), absl::StrCat("rank ", to));
+  absl::StatusOr<transport::PeerId> peer = PeerOf(to);
   if (!peer.ok()) return;  // likewise
-  NotePeer(*peer, to);
   std::string header = transport::EncodeObjectReceipt(
       transport::ObjectReceipt{options_.access_key, static_cast<int32_t>(group_.rank()), id});
   transport::UcxWorker* worker = group_.worker();
@@ -288,20 +295,17 @@ void ObjectExchange::SendReceipt(int to, ObjectId id) {
   });
 }
 
-void ObjectExchange::ReturnedHome(ObjectId id, const std::string& ticket) {
-  if (group_.worker() == nullptr) return;
-  Ticket t;
+ObjectExchange::Ticket ObjectExchange::TicketOf(ObjectId id, std::string_view ticket) const {
   try {
-    t = DecodeTicket(ticket, group_.size());
+    return DecodeTicket(ticket, group_.size());
   } catch (const Error& e) {
     throw Error(e.code(), absl::StrCat("object ", id, ": ", e.what()));
   }
-  SendReceipt(t.receipt_to, id);
 }
 
-size_t ObjectExchange::exported_count() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return exported_.size();
+void ObjectExchange::ReturnedHome(ObjectId id, const std::string& ticket) {
+  if (group_.worker() == nullptr) return;
+  SendReceipt(TicketOf(id, ticket).receipt_to, id);
 }
 
 void ObjectExchange::ReleaseLoop() {
@@ -324,12 +328,7 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
                 absl::StrCat("object ", id, " belongs to rank ", owner, ", which this job (", group_.size(),
                              " rank(s)) does not have"));
   }
-  Ticket t;
-  try {
-    t = DecodeTicket(ticket, group_.size());
-  } catch (const Error& e) {
-    throw Error(e.code(), absl::StrCat("object ", id, ": ", e.what()));
-  }
+  Ticket t = TicketOf(id, ticket);
   std::unique_lock<std::mutex> lock(mu_);
   if (ObjectEntry* live = store_.Lookup(id)) {  // imported already, still referenced
     lock.unlock();
@@ -388,7 +387,7 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
       break;
   }
   std::shared_ptr<const std::string> bytes = e.bytes;
-  if (bytes != nullptr && requester >= 0 && dead_.count(requester) == 0) {
+  if (bytes != nullptr && requester >= 0) {
     // Encoded for an earlier fetcher: this one owes receipts for the refs inside too.
     for (ObjectId nested : e.nested) {
       auto n = exported_.find(nested);
@@ -398,7 +397,7 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
         if (live == nullptr) continue;
         n = exported_.emplace(nested, Exported{live, nullptr, {}, false}).first;
       }
-      ++n->second.owed[requester];
+      OweLocked(n->second, requester);
     }
   }
   if (bytes == nullptr) {
@@ -510,9 +509,8 @@ void ObjectExchange::FetchOne(Fetch& f) {
 
 absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
   const ObjectId id = f.entry->id;
-  absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(source), absl::StrCat("rank ", source));
+  absl::StatusOr<transport::PeerId> peer = PeerOf(source);
   if (!peer.ok()) return peer.status();
-  NotePeer(*peer, source);
   const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options_.patience);
   auto backoff = std::chrono::milliseconds(1);
   while (true) {

@@ -50,6 +50,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -143,9 +144,6 @@ class ObjectExchange {
   // receipt. Throws gpupool::Error (kDataLoss) for a malformed ticket.
   void ReturnedHome(ObjectId id, const std::string& ticket);
 
-  // Objects this rank keeps for other ranks now (served, with receipts owed or kept for good).
-  size_t exported_count();
-
  private:
   struct Exported {
     ObjectEntry* entry;  // retained
@@ -173,7 +171,14 @@ class ObjectExchange {
   void SendReceipt(int to, ObjectId id);
   void OnReceipt(int from, ObjectId id);
   void OnPeerFailed(transport::PeerId peer);
-  void NotePeer(transport::PeerId peer, int rank);  // which rank a peer is (for OnPeerFailed)
+  // The endpoint to `rank`, remembered as that rank's (OnPeerFailed knows peers by rank).
+  absl::StatusOr<transport::PeerId> PeerOf(int rank);
+  // This thread's SendScope when it is one of this exchange's; null otherwise.
+  SendScope* CurrentScope() const;
+  // `rank` owes one more receipt for `e`, unless it has failed. Holds mu_.
+  void OweLocked(Exported& e, int rank);
+  // A ref's ticket, its errors naming the object (kDataLoss for a malformed one).
+  Ticket TicketOf(ObjectId id, std::string_view ticket) const;
   // Stops keeping the object when nothing is owed for it any more. Holds mu_.
   void UnpinIfDone(std::map<ObjectId, Exported>::iterator it);
   void ReleaseLoop();  // drops unpinned entries' refs off the loop thread (their values may be

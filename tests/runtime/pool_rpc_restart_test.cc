@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "runtime/head/embedded_pool.h"
 #include "runtime/head/head_journal.h"
+#include "runtime/head/pool_ids.h"
 #include "runtime/head/pool_server.h"
 #include "runtime/head/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
@@ -109,6 +110,19 @@ class PoolRpcRestart : public ::testing::Test {
     EXPECT_TRUE(job.Request(Req(id), &r).ok());
     return r;
   }
+  // The one GPU held by a direct job, and a job through the proxy waiting for it as "early".
+  struct Contended {
+    RemotePool& holder;
+    Recorder& held;
+    RemotePool& waiter;
+    Recorder& early;
+  };
+  Contended HeldAndAwaited() {
+    RemotePool& holder = Job();
+    Recorder& held = Holding(holder, "held");
+    RemotePool& waiter = Job(kThroughProxy);
+    return {holder, held, waiter, Asking(waiter, "early")};  // answered once durable
+  }
   // The job loses its connection and cannot make a new one until Welcome.
   void CutOff(RemotePool& job) {
     proxy_->Refuse(true);
@@ -119,11 +133,7 @@ class PoolRpcRestart : public ::testing::Test {
   // The lease the head holds for the request the job called `client_id` ("" if none).
   std::string LeaseFor(const std::string& client_id) {
     for (const pool::Lease& l : head_->pool().Leases()) {
-      const std::string& id = l.request.id;
-      if (id.size() > client_id.size() &&
-          id.compare(id.size() - client_id.size() - 1, std::string::npos, "/" + client_id) == 0) {
-        return l.id;
-      }
+      if (ClientIdOf(l.request.id) == client_id) return l.id;
     }
     return "";
   }
@@ -276,10 +286,7 @@ TEST_F(PoolRpcRestart, AJobThatEndsGivesItsLeasesBackAtOnce) {
 // job gets the lease when it is back.
 TEST_F(PoolRpcRestart, AQueuedRequestKeepsItsPlaceThroughAHeadRestart) {
   Start();
-  RemotePool& holder = Job();
-  Recorder& held = Holding(holder, "held");
-  RemotePool& waiter = Job(kThroughProxy);
-  Recorder& early = Asking(waiter, "early");  // answered once durable
+  auto [holder, held, waiter, early] = HeldAndAwaited();
 
   proxy_->Refuse(true);  // the waiting job cannot get back yet
   Restart();
@@ -305,10 +312,7 @@ TEST_F(PoolRpcRestart, AQueuedRequestKeepsItsPlaceThroughAHeadRestart) {
 // with its place, and admitted for the job while it is away.
 TEST_F(PoolRpcRestart, AQueuedRequestOutlivesALostConnection) {
   Start();
-  RemotePool& holder = Job();
-  Recorder& held = Holding(holder, "held");
-  RemotePool& waiter = Job(kThroughProxy);
-  Recorder& early = Asking(waiter, "early");
+  auto [holder, held, waiter, early] = HeldAndAwaited();
 
   CutOff(waiter);
   RemotePool& newcomer = Job();
@@ -374,10 +378,7 @@ TEST_F(PoolRpcRestart, ARequestNobodyReclaimsLeavesTheQueueAfterTheWindow) {
 // back: the job, which still waits on the request, gets that lease when it returns.
 TEST_F(PoolRpcRestart, AGrantMadeWhileAwayOutlivesAnotherRestart) {
   Start();
-  RemotePool& holder = Job();
-  Recorder& held = Holding(holder, "held");
-  RemotePool& waiter = Job(kThroughProxy);
-  Recorder& early = Asking(waiter, "early");
+  auto [holder, held, waiter, early] = HeldAndAwaited();
 
   CutOff(waiter);
   ASSERT_TRUE(holder.Release(held.last_lease().id).ok());
