@@ -8,7 +8,8 @@
 // for. Pooled utilisation cannot exceed the offered load, so no scheduler beats that ceiling.
 //
 //   bench/run teams [--json] [--weeks=N] [--seeds=A-B] [--teams=N] [--burst=F]
-//                   [--sprint-probability=P] [--patient]
+//                   [--sprint-probability=P] [--patient] [--no-moves]
+//   --no-moves: the scheduler does not defragment (move leases) for guaranteed requests
 //   bench/run teams --sweep [--seeds=A-B]   the ratio over teams, burstiness and sprint frequency
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ namespace {
 struct Setting {
   int teams = sim::kDefaultTeams;
   sim::TeamWorkloadOptions workload;
+  SchedulerOptions scheduler;
 };
 
 // Both runs of one setting, summed over seeds (means are taken when printed).
@@ -67,8 +69,10 @@ Comparison Compare(const Setting& setting, const std::vector<uint64_t>& seeds, b
     sim::TeamWorkloadOptions workload = setting.workload;
     workload.seed = seed;
     std::vector<sim::SimJob> jobs = sim::GenerateTeamWorkload(config.scheduling, "H100-80GB", workload);
-    sim::LeaseSimulationResult d = sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = false});
-    sim::LeaseSimulationResult p = sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = true});
+    sim::LeaseSimulationResult d =
+        sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = false, .scheduler = setting.scheduler});
+    sim::LeaseSimulationResult p =
+        sim::SimulateLeases(inventory, config.scheduling, jobs, {.pooled = true, .scheduler = setting.scheduler});
     double ratio = p.mean_utilisation / d.mean_utilisation;
     if (!quiet) {
       std::fprintf(stderr, "  seed %llu: %zu jobs, offered %.1f%%, dedicated %.1f%%, pooled %.1f%% (%.2fx)\n",
@@ -180,6 +184,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(a, "--json") == 0) json = true;
     if (std::strcmp(a, "--sweep") == 0) sweep = true;
     if (std::strcmp(a, "--patient") == 0) setting.workload.impatient = false;
+    if (std::strcmp(a, "--no-moves") == 0) setting.scheduler.move_for_guarantees = false;
     if (std::strncmp(a, "--weeks=", 8) == 0) setting.workload.weeks = std::atoi(a + 8);
     if (std::strncmp(a, "--seed=", 7) == 0) seed_list = a + 7;
     if (std::strncmp(a, "--seeds=", 8) == 0) seed_list = a + 8;

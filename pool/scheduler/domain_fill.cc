@@ -9,9 +9,13 @@ namespace gpupool::pool {
 
 bool SlotUsable(const CapacityState& state, int g, const LeaseRequest& r,
                 const PlacementOptions& options) {
+  return state.Fits(g, r.slot) && GpuOpenTo(state, g, r, options);
+}
+
+bool GpuOpenTo(const CapacityState& state, int g, const LeaseRequest& r,
+               const PlacementOptions& options) {
   const GpuState& c = state[g];
   if (!options.ignore_health && !c.schedulable) return false;
-  if (!state.Fits(g, r.slot)) return false;
   if (options.ignore_reservations) return true;
   if (c.reserved_for != 0 && c.reserved_for != options.owner) return false;
   if (!options.ignore_gang_reservations && c.gang_reserved_for != 0 &&

@@ -28,9 +28,13 @@ struct PlacementOptions {
   bool first_fit = false;            // the baseline policy instead of packing
 };
 
-// Whether one slot of `r` may go on GPU `g` of `state` under `options`.
+// Whether one slot of `r` may go on GPU `g` of `state` under `options`: GpuOpenTo and room.
 bool SlotUsable(const CapacityState& state, int g, const LeaseRequest& r,
                 const PlacementOptions& options);
+// Everything SlotUsable asks but room: health and reservations (with backfill). The move planner
+// asks it of GPUs it would make room on.
+bool GpuOpenTo(const CapacityState& state, int g, const LeaseRequest& r,
+               const PlacementOptions& options);
 
 // A GPU is plain when no option can change whether it is usable: healthy and reserved for no
 // one. Only room then decides (what the free-capacity index keeps ordered).

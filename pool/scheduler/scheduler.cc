@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "pool/scheduler/move_planner.h"
 
 namespace gpupool::pool {
 namespace {
@@ -33,6 +34,7 @@ absl::string_view RevokeCauseName(RevokeCause cause) {
     case RevokeCause::kReclaim: return "reclaim";
     case RevokeCause::kPriority: return "priority";
     case RevokeCause::kDrain: return "drain";
+    case RevokeCause::kMove: return "move";
   }
   return "unknown";
 }
@@ -536,18 +538,63 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     }
   }
   for (size_t j : chosen) {
-    Lease& victim = leases_.at(candidates[j].lease->id);
-    std::vector<int> reserved;
-    for (const GpuRef& ref : victim.gpus) {
-      reserved.push_back(topology_.Find(ref));
-      state_[reserved.back()].reserved_for = p.handle;
-    }
-    RefreshGpus(reserved);
-    result.revoked.push_back(Revoke(victim, candidates[j].cause, p.request.id, now_s));
+    RevokeFor(p, leases_.at(candidates[j].lease->id), candidates[j].cause, now_s, result);
   }
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
   if (guaranteed) ClaimQuota(p, group);
+  return true;
+}
+
+void Scheduler::RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, int64_t now_s,
+                          CycleResult& result) {
+  std::vector<int> reserved;
+  for (const GpuRef& ref : victim.gpus) {
+    reserved.push_back(topology_.Find(ref));
+    state_[reserved.back()].reserved_for = p.handle;
+  }
+  RefreshGpus(reserved);
+  result.revoked.push_back(Revoke(victim, cause, p.request.id, now_s));
+}
+
+bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now_s,
+                        CycleResult& result) {
+  if (!options_.move_for_guarantees) return false;
+  std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group);
+  if (auto it = move_failed_.find(memo_key); it != move_failed_.end() && it->second == growth_epoch_) {
+    return false;
+  }
+  std::vector<MoveCandidate> movable;
+  std::vector<Lease*> movers;
+  for (auto& [id, lease] : leases_) {
+    if (lease.revoke_deadline_s.has_value() || lease.group != group || lease.gpus.size() != 1 ||
+        now_s - lease.started_s < options_.min_run_before_move_s ||
+        !ClassOf(lease.request).preemptible) {
+      continue;
+    }
+    const Eligibility& e = EligibilityOf(lease.request);
+    auto destinations = e.candidates.find(group);
+    if (destinations == e.candidates.end()) continue;
+    double cost = static_cast<double>(lease.milli) * static_cast<double>(now_s - lease.last_checkpoint_s);
+    movable.push_back({.gpu = topology_.Find(lease.gpus[0]), .request = &lease.request,
+                       .destinations = &destinations->second, .cost = cost});
+    movers.push_back(&lease);
+  }
+  std::optional<MovePlan> plan =
+      movable.empty() ? std::nullopt
+                      : PlanMoves(topology_, state_, p.request, p.eligibility->candidates.at(group),
+                                  movable, {.ignore_gang_reservations = true, .now_s = now_s,
+                                            .owner = p.handle});
+  if (!plan) {
+    move_failed_[memo_key] = growth_epoch_;
+    return false;
+  }
+  for (int g : plan->gpus) state_[g].reserved_for = p.handle;
+  RefreshGpus(plan->gpus);
+  for (size_t i : plan->moved) RevokeFor(p, *movers[i], RevokeCause::kMove, now_s, result);
+  p.victims_pending = true;
+  p.reason = WaitReason::kWaitingForPreemption;
+  ClaimQuota(p, group);
   return true;
 }
 
@@ -656,6 +703,13 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       return false;
     }
   }
+  // Guaranteed, with room enough in total but scattered, and nobody to reclaim from: move leases
+  // that fit elsewhere now.
+  if (reason == WaitReason::kFragmented && !ledger_.open_pool()) {
+    for (const auto& [group, check] : checks) {
+      if (check.fits && !check.borrowing && TryMove(p, *group, now_s, result)) return false;
+    }
+  }
   p.reason = reason;
   return false;
 }
@@ -711,6 +765,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   ++growth_epoch_;
   failed_.clear();
   preempt_failed_.clear();
+  move_failed_.clear();
 
   struct Key {
     bool borrowing;

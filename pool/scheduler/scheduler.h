@@ -34,6 +34,12 @@
 // work lost since their last checkpoint, then their number. Two requests cannot preempt each
 // other back and forth: borrowers never preempt, and a guaranteed request never borrows.
 //
+// Defragmentation: a guaranteed request that neither fits nor can reclaim or preempt, while
+// enough capacity is free in total (kFragmented), moves preemptible single-GPU leases of any
+// team that fit elsewhere now (move_planner.h): they are revoked with RevokeCause::kMove and
+// their grace period, and the GPUs they leave are reserved for it. The moved leases' teams keep
+// their quota: their work comes back on the room the plan found.
+//
 // Thread-compatible: the head serialises calls.
 #ifndef GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
 #define GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
@@ -67,6 +73,11 @@ struct SchedulerOptions {
   std::vector<int64_t>* decision_nanos = nullptr;
   // Assumed runtime of leases without an estimate, when predicting when a gang can start.
   int64_t default_runtime_s = 3600;
+  // Defragmentation: a guaranteed request that finds its room scattered over partly used GPUs
+  // moves leases that fit elsewhere now (move_planner.h). Off, it waits for leases to end.
+  bool move_for_guarantees = true;
+  // A lease is moved only after running this long, so no lease is moved again and again.
+  int64_t min_run_before_move_s = 600;
 };
 
 struct Lease {
@@ -85,7 +96,8 @@ struct Lease {
   std::optional<int64_t> guaranteed_wait_s;
 };
 
-enum class RevokeCause { kReclaim, kPriority, kDrain };
+// kMove: defragmentation (move_planner.h); the lease is placed again on room free now.
+enum class RevokeCause { kReclaim, kPriority, kDrain, kMove };
 absl::string_view RevokeCauseName(RevokeCause cause);
 
 struct Revocation {
@@ -200,6 +212,11 @@ class Scheduler {
   void DropClaim(PendingRequest& p);
   bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                   int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
+  // Defragmentation for a guaranteed request in `group` (move_planner.h).
+  bool TryMove(PendingRequest& p, const std::string& group, int64_t now_s, CycleResult& result);
+  // Revokes `victim` for `p` and reserves the GPUs it leaves for p.
+  void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, int64_t now_s,
+                 CycleResult& result);
   WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group, int64_t now_s) const;
   void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
              bool borrowing, int64_t now_s, CycleResult& result);
@@ -252,6 +269,9 @@ class Scheduler {
   // candidate takes from free capacity exactly what revoking it would give back, and one that is
   // not only shrinks capacity. (No candidate at all is asked of victims_ instead, each time.)
   std::map<std::string, uint64_t> preempt_failed_;
+  // Move plans that found nothing, remembered the same way (leases granted since are too young
+  // to move, so only growth revives them).
+  std::map<std::string, uint64_t> move_failed_;
 };
 
 }  // namespace gpupool::pool

@@ -8,7 +8,8 @@
 //   kFragmented           enough free capacity in total, but not where the topology needs it
 //   kUnhealthyCapacity    the room exists only on GPUs that are draining or lost
 //   kGangReservation      a larger request ahead holds a reservation on the GPUs it needs
-//   kWaitingForPreemption victims were revoked for it; their grace period is running
+//   kWaitingForPreemption victims were revoked for it (reclaimed, preempted by priority or
+//                         moved to defragment); their grace period is running
 //   kBehindHigherPriority capacity is reserved for a request ordered ahead of it
 #ifndef GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
 #define GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_

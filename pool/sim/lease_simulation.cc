@@ -69,7 +69,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
                                      const std::vector<SimJob>& jobs,
                                      const LeaseSimulationOptions& options) {
   const SchedulingConfig config = options.pooled ? base : DedicatedConfig(base);
-  Scheduler scheduler(inventory, config);
+  Scheduler scheduler(inventory, config, options.scheduler);
   LeaseSimulationResult result;
   result.mode = options.pooled ? "pooled" : "dedicated";
   result.capacity_gpus = inventory.gpu_count();

@@ -21,6 +21,7 @@
 
 #include "pool/config/scheduling_config.h"
 #include "pool/inventory.h"
+#include "pool/scheduler/scheduler.h"
 #include "pool/sim/team_workload.h"
 
 namespace gpupool::pool::sim {
@@ -35,6 +36,7 @@ struct LeaseSimulationOptions {
   // scheduler is told of each, so its victim choice sees the work really at risk.
   // Called once per simulated day with (simulated seconds, horizon), for progress output.
   std::function<void(int64_t, int64_t)> progress;
+  SchedulerOptions scheduler;  // e.g. defragmentation off, to measure what it brings
 };
 
 struct TeamFigures {

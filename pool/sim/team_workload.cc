@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "pool/gpu_catalogue.h"
 
 namespace gpupool::pool::sim {
 namespace {
@@ -47,6 +48,11 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
   std::vector<SimJob> jobs;
   const int64_t horizon = o.weeks * kWeek;
   int serial = 0;
+  // A quarter of the GPU in memory as well as compute: the group's model's memory, not "20 GiB",
+  // which on an H100-80GB (81,559 MiB usable) would let only three share a GPU and strand the
+  // fourth quarter of every GPU full of notebooks.
+  const GpuModel* model = FindGpuModel(group);
+  const SlotShape quarter = SlotShape::Fraction((model != nullptr ? model->memory_mib : 81920) / 4, 250);
   auto add = [&](const Team& team, int64_t at, const std::string& cls, int slots, SlotShape shape,
                  GangTopology topology, int64_t work, bool checkpointable, bool sprint,
                  int64_t patience) {
@@ -83,7 +89,7 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
         // A quiet week: a notebook a working day.
         for (int day = 0; day < 5; ++day) {
           add(team, start + day * kDay + draw.Between(9, 12) * kHour, "experiment", 1,
-              SlotShape::Fraction(20480, 250), GangTopology::kAny, draw.Between(2, 6) * kHour,
+              quarter, GangTopology::kAny, draw.Between(2, 6) * kHour,
               false, false, /*patience=*/kHour);
         }
         continue;
@@ -111,7 +117,7 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
       while (notebooks > 0) {
         int64_t work = draw.Between(2, 8) * kHour;
         add(team, start + draw.Between(0, 5) * kDay + draw.Between(9, 12) * kHour, "experiment", 1,
-            SlotShape::Fraction(20480, 250), GangTopology::kAny, work, false, true,
+            quarter, GangTopology::kAny, work, false, true,
             /*patience=*/kHour);
         notebooks -= 0.25 * static_cast<double>(work) / kHour;
       }

@@ -11,6 +11,7 @@
 // What each team of nominal quota Q GPUs submits (all on the given model group):
 //   inference   Q/16 GPUs as half-GPU fractions, non-preemptible, for the whole horizon.
 //   quiet week  one notebook a working day (a quarter GPU, 2-6 h, from 9-12 h, patience 1 h).
+//               A quarter GPU is a quarter of the compute and of the model's memory.
 //   sprint week (probability `sprint_probability`, drawn per team and week, independently)
 //               `burst_factor` x Q x 168 GPU-hours of work:
 //     60% training: gangs of min(8, Q/2) whole GPUs on one node, 1 h + Exp(mean 12 h), arriving

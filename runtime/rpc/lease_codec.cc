@@ -176,6 +176,7 @@ RevokeCause EncodeRevokeCause(pool::RevokeCause cause) {
     case pool::RevokeCause::kReclaim: return RevokeCause::RECLAIM;
     case pool::RevokeCause::kPriority: return RevokeCause::PRIORITY;
     case pool::RevokeCause::kDrain: return RevokeCause::DRAIN;
+    case pool::RevokeCause::kMove: return RevokeCause::MOVE;
   }
   return RevokeCause::RECLAIM;
 }
@@ -184,6 +185,7 @@ pool::RevokeCause DecodeRevokeCause(RevokeCause cause) {
   switch (cause) {
     case RevokeCause::PRIORITY: return pool::RevokeCause::kPriority;
     case RevokeCause::DRAIN: return pool::RevokeCause::kDrain;
+    case RevokeCause::MOVE: return pool::RevokeCause::kMove;
     default: return pool::RevokeCause::kReclaim;
   }
 }

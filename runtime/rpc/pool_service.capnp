@@ -80,6 +80,7 @@ enum RevokeCause {
   reclaim @0;
   priority @1;
   drain @2;
+  move @3;  # defragmentation: stop and be placed again where there is room now
 }
 
 # Implemented by the job; the head calls it, in order, for the leases of one request.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "pool/config/pool_config.h"
 #include "pool/devices/simulated_driver.h"
+#include "tests/pool/scheduler_pool.h"
 
 namespace gpupool::pool {
 namespace {
@@ -14,45 +15,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-
-// A pool from YAML (nodes + teams), with its scheduler.
-class Pool {
- public:
-  explicit Pool(const std::string& yaml) {
-    config_ = ParsePoolConfig(yaml, "test.yaml").value();
-    auto driver = SimulatedDriver::Create(*config_.simulated_nodes).value();
-    inventory_ = std::make_unique<Inventory>(Inventory::FromDiscovery(driver->Discover().value()).value());
-    scheduler_ = std::make_unique<Scheduler>(*inventory_, config_.scheduling);
-  }
-  Scheduler& s() { return *scheduler_; }
-
-  absl::StatusOr<std::string> Submit(const std::string& id, const std::string& team, int gpus,
-                                     const std::string& cls = "training", int64_t now = 0) {
-    LeaseRequest r;
-    r.id = id;
-    r.team = team;
-    r.priority_class = cls;
-    r.slot_count = gpus;
-    return scheduler_->Submit(r, now);
-  }
-  WaitReason ReasonOf(const std::string& id) {
-    for (const PendingInfo& p : scheduler_->Pending()) {
-      if (p.request_id == id) return p.reason;
-    }
-    return WaitReason::kNone;
-  }
-  std::string LeaseOf(const std::string& request_id) {
-    for (const auto& [id, lease] : scheduler_->leases()) {
-      if (lease.request.id == request_id) return id;
-    }
-    return "";
-  }
-
- private:
-  PoolConfig config_;
-  std::unique_ptr<Inventory> inventory_;
-  std::unique_ptr<Scheduler> scheduler_;
-};
 
 constexpr char kTwoTeams[] = R"(
 nodes:

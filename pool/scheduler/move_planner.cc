@@ -1,0 +1,137 @@
+#include "pool/scheduler/move_planner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "pool/scheduler/placement.h"
+
+namespace gpupool::pool {
+namespace {
+
+// Plans are verified (movers placed on a copy of the state) cheapest first; past this many
+// failures the request waits for the next cycle rather than costing the cycle a long search.
+constexpr size_t kMaxPlansVerified = 8;
+
+// Memory a slot takes on GPU `g`: a whole GPU takes all of it.
+int64_t SlotMemoryMib(const PoolTopology& topology, int g, const SlotShape& shape) {
+  return shape.kind == SlotKind::kWholeGpu ? topology.gpus()[g].memory_total_mib : shape.memory_mib;
+}
+
+// How to make room for one slot on one GPU.
+struct Clearing {
+  int gpu = 0;
+  double cost = 0;
+  std::vector<size_t> moved;
+};
+
+// The cheapest leases of GPU `g` (`on_gpu`, cheapest first) whose moving lets one slot of `r` fit
+// there; nullopt when moving all of them would not (a lease that cannot move is in the way).
+std::optional<Clearing> ClearOneSlot(const PoolTopology& topology, const CapacityState& state,
+                                     int g, const LeaseRequest& r,
+                                     const std::vector<size_t>& on_gpu,
+                                     const std::vector<MoveCandidate>& movable) {
+  int compute = state[g].compute_free_milli;
+  int64_t memory = state[g].memory_free_mib;
+  const auto fits = [&] {
+    if (r.slot.kind == SlotKind::kWholeGpu) {
+      return compute == 1000 && memory == topology.gpus()[g].memory_total_mib;
+    }
+    return compute >= SlotComputeMilli(r.slot) && memory >= r.slot.memory_mib;
+  };
+  Clearing clearing{.gpu = g};
+  for (size_t i : on_gpu) {
+    if (fits()) break;
+    compute += SlotComputeMilli(movable[i].request->slot);
+    memory += SlotMemoryMib(topology, g, movable[i].request->slot);
+    clearing.cost += movable[i].cost;
+    clearing.moved.push_back(i);
+  }
+  if (!fits()) return std::nullopt;
+  return clearing;
+}
+
+// Whether the plan works on `state`: the request takes its GPUs once the movers are gone, and
+// every mover finds a place that is free now, never one of the request's GPUs.
+bool Verify(const PoolTopology& topology, const CapacityState& state, const LeaseRequest& r,
+            const MovePlan& plan, const std::vector<MoveCandidate>& movable,
+            const PlacementOptions& options) {
+  CapacityState trial = state;
+  for (size_t i : plan.moved) trial.Give(movable[i].gpu, movable[i].request->slot);
+  const uint64_t holder = options.owner != 0 ? options.owner : std::numeric_limits<uint64_t>::max();
+  for (int g : plan.gpus) {
+    if (!trial.Fits(g, r.slot)) return false;
+    trial.Take(g, r.slot);
+    trial[g].reserved_for = holder;  // a mover placed here would be moved for nothing
+  }
+  std::vector<size_t> order = plan.moved;  // the hardest to place first
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int ca = SlotComputeMilli(movable[a].request->slot), cb = SlotComputeMilli(movable[b].request->slot);
+    return ca != cb ? ca > cb : a < b;
+  });
+  for (size_t i : order) {
+    const MoveCandidate& m = movable[i];
+    std::optional<std::vector<int>> place =
+        PlaceRequest(topology, trial, *m.request, *m.destinations, {.now_s = options.now_s});
+    if (!place) return false;
+    for (int g : *place) trial.Take(g, m.request->slot);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<MovePlan> PlanMoves(const PoolTopology& topology, const CapacityState& state,
+                                  const LeaseRequest& r, const std::vector<int>& candidates,
+                                  const std::vector<MoveCandidate>& movable,
+                                  const PlacementOptions& options) {
+  std::map<int, std::vector<size_t>> on_gpu;  // GPU -> its movable leases, cheapest first
+  for (size_t i = 0; i < movable.size(); ++i) on_gpu[movable[i].gpu].push_back(i);
+  for (auto& [g, leases] : on_gpu) {
+    std::sort(leases.begin(), leases.end(), [&](size_t a, size_t b) {
+      return std::tie(movable[a].cost, a) < std::tie(movable[b].cost, b);
+    });
+  }
+  // Per domain (an island for island gangs, else a node: a pair with no topology constraint is
+  // planned within one node, which is enough to find room), the ways to clear one slot per GPU.
+  std::map<int, std::vector<Clearing>> domains;
+  static const std::vector<size_t> kNone;
+  for (int g : candidates) {
+    if (!GpuOpenTo(state, g, r, options)) continue;
+    auto leases = on_gpu.find(g);
+    std::optional<Clearing> c = ClearOneSlot(topology, state, g, r,
+                                             leases == on_gpu.end() ? kNone : leases->second, movable);
+    if (!c) continue;
+    const GpuStatic& s = topology.gpus()[g];
+    domains[r.topology == GangTopology::kSameNvLinkIsland ? s.island : s.node].push_back(std::move(*c));
+  }
+  std::vector<MovePlan> plans;
+  for (auto& [domain, clearings] : domains) {
+    if (static_cast<int>(clearings.size()) < r.slot_count) continue;
+    std::sort(clearings.begin(), clearings.end(), [](const Clearing& a, const Clearing& b) {
+      return std::make_tuple(a.cost, a.moved.size(), a.gpu) < std::make_tuple(b.cost, b.moved.size(), b.gpu);
+    });
+    MovePlan plan;
+    for (int slot = 0; slot < r.slot_count; ++slot) {
+      const Clearing& c = clearings[slot];
+      plan.gpus.push_back(c.gpu);
+      plan.cost += c.cost;
+      plan.moved.insert(plan.moved.end(), c.moved.begin(), c.moved.end());
+    }
+    // Nothing to move: the request fits here as things are (or not for a reason no move fixes).
+    if (!plan.moved.empty()) plans.push_back(std::move(plan));
+  }
+  std::sort(plans.begin(), plans.end(), [](const MovePlan& a, const MovePlan& b) {
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (a.moved.size() != b.moved.size()) return a.moved.size() < b.moved.size();
+    return a.gpus < b.gpus;
+  });
+  for (size_t i = 0; i < plans.size() && i < kMaxPlansVerified; ++i) {
+    if (Verify(topology, state, r, plans[i], movable, options)) return std::move(plans[i]);
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpupool::pool
