@@ -5,6 +5,11 @@
 //
 //   openb_bench [--traces DIR] [--workloads default,gpushare40,...] [--policies gpupool,fgd,...]
 //               [--seeds 42-51] [--tune 1.3] [--tie-order name|shuffled] [--json]
+//   openb_bench --ceiling [--traces DIR] [--workloads ...] [--seeds 42-51]
+//
+// --ceiling replays no policy: it prints, per trace, how much of the GPUs any placement could
+// allocate at 100% arrival when the sharing pods' leftover room is lost to whole-GPU pods
+// (pool/sim/packing_ceiling.h): a bound, and First-Fit-Decreasing's estimate.
 //
 // With --json, one line per figure: {"bench","metric","value","unit","reference","reference_value"}.
 #include <cstdio>
@@ -20,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "pool/placement/policy_registry.h"
+#include "pool/sim/packing_ceiling.h"
 #include "pool/sim/protocol.h"
 #include "pool/sim/seed_list.h"
 #include "pool/sim/trace_reader.h"
@@ -50,12 +56,14 @@ struct Args {
   double tune = 1.3;
   sim::TieOrder tie_order = sim::TieOrder::kByName;
   bool json = false;
+  bool ceiling = false;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
   std::fprintf(stderr,
                "openb_bench: %s\nusage: openb_bench [--traces DIR] [--workloads a,b] "
-               "[--policies a,b] [--seeds 42-51] [--tune 1.3] [--tie-order name|shuffled] [--json]\n",
+               "[--policies a,b] [--seeds 42-51] [--tune 1.3] [--tie-order name|shuffled] [--json] "
+               "[--ceiling]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -89,6 +97,7 @@ Args Parse(int argc, char** argv) {
       else if (v == "shuffled") a.tie_order = sim::TieOrder::kShuffledPerSeed;
       else Usage("--tie-order is name or shuffled");
     } else if (flag == "--json") a.json = true;
+    else if (flag == "--ceiling") a.ceiling = true;
     else if (flag == "--help" || flag == "-h") Usage("help");
     else Usage("unknown option " + flag);
   }
@@ -102,6 +111,38 @@ void JsonLine(const std::string& metric, double value, const std::string& refere
                                   reference_value);
 }
 
+// The --ceiling table: means over the seeds of pool/sim/packing_ceiling.h's figures at 100%.
+void PrintCeilings(const Args& args, const std::vector<sim::NodeCapacity>& nodes,
+                   const std::vector<uint64_t>& seeds) {
+  std::printf("openb: allocation %% at 100%% arrival that no placement placing every sharing pod "
+              "can pass (mean of seeds %s)\n",
+              args.seeds.c_str());
+  std::printf("%-11s %11s %13s %11s %13s %13s\n", "trace", "share pods", "share GPUs", "GPUs (L2)",
+              "bound", "FFD estimate");
+  for (const std::string& workload : args.workloads) {
+    absl::StatusOr<std::vector<sim::PodSpec>> pods =
+        sim::ReadPodList(args.traces + "/openb_pod_list_" + workload + ".csv");
+    if (!pods.ok()) Usage(std::string(pods.status().message()));
+    double share_pods = 0, share_gpus = 0, bins = 0, bound = 0, ffd = 0;
+    for (uint64_t seed : seeds) {
+      absl::StatusOr<sim::PackingCeiling> c = sim::EstimatePackingCeiling(nodes, *pods, args.tune, seed);
+      if (!c.ok()) Usage(std::string(c.status().message()));
+      share_pods += c->share_pods;
+      share_gpus += c->share_milli / 1000.0;
+      bins += c->bins_lower_bound;
+      bound += c->ceiling_pct_bound;
+      ffd += c->ceiling_pct_ffd;
+    }
+    const double n = static_cast<double>(seeds.size());
+    if (args.json) {
+      JsonLine(workload + ".ceiling_ffd_pct_at_100", ffd / n, "ceiling bound (same run)", bound / n);
+      continue;
+    }
+    std::printf("%-11s %11.0f %13.1f %11.1f %12.2f%% %12.2f%%\n", workload.c_str(), share_pods / n,
+                share_gpus / n, bins / n, bound / n, ffd / n);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +152,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<sim::NodeCapacity>> nodes =
       sim::ReadNodeList(args.traces + "/openb_node_list_gpu_node.csv");
   if (!nodes.ok()) Usage(std::string(nodes.status().message()));
+  if (args.ceiling) {
+    PrintCeilings(args, *nodes, *seeds);
+    return 0;
+  }
 
   if (!args.json) {
     std::printf("openb, protocol mode: allocation %% at 100%% arrival, mean of seeds %s, tune %.2f\n",

@@ -179,22 +179,39 @@ int main(int argc, char** argv) {
   bool json = false, sweep = false;
   std::string seed_list = "42-44";
   Setting setting;
+  auto value_of = [](const char* arg, const char* flag) -> const char* {
+    const size_t n = std::strlen(flag);
+    return std::strncmp(arg, flag, n) == 0 ? arg + n : nullptr;
+  };
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
+    const char* v = nullptr;
     if (std::strcmp(a, "--json") == 0) json = true;
-    if (std::strcmp(a, "--sweep") == 0) sweep = true;
-    if (std::strcmp(a, "--patient") == 0) setting.workload.impatient = false;
-    if (std::strcmp(a, "--no-moves") == 0) setting.scheduler.move_for_guarantees = false;
-    if (std::strncmp(a, "--weeks=", 8) == 0) setting.workload.weeks = std::atoi(a + 8);
-    if (std::strncmp(a, "--seed=", 7) == 0) seed_list = a + 7;
-    if (std::strncmp(a, "--seeds=", 8) == 0) seed_list = a + 8;
-    if (std::strncmp(a, "--teams=", 8) == 0) setting.teams = std::atoi(a + 8);
-    if (std::strncmp(a, "--burst=", 8) == 0) setting.workload.burst_factor = std::atof(a + 8);
-    if (std::strncmp(a, "--sprint-probability=", 21) == 0) setting.workload.sprint_probability = std::atof(a + 21);
+    else if (std::strcmp(a, "--sweep") == 0) sweep = true;
+    else if (std::strcmp(a, "--patient") == 0) setting.workload.impatient = false;
+    else if (std::strcmp(a, "--no-moves") == 0) setting.scheduler.move_for_guarantees = false;
+    else if ((v = value_of(a, "--weeks="))) setting.workload.weeks = std::atoi(v);
+    else if ((v = value_of(a, "--seeds=")) || (v = value_of(a, "--seed="))) seed_list = v;
+    else if ((v = value_of(a, "--teams="))) setting.teams = std::atoi(v);
+    else if ((v = value_of(a, "--burst="))) setting.workload.burst_factor = std::atof(v);
+    else if ((v = value_of(a, "--sprint-probability="))) setting.workload.sprint_probability = std::atof(v);
+    else {
+      // A mistyped flag must not silently run the default comparison (minutes of work).
+      std::fprintf(stderr,
+                   "teams bench: unknown option '%s'\nusage: teams_bench [--json] [--weeks=N] "
+                   "[--seeds=A-B] [--teams=N] [--burst=F] [--sprint-probability=P] [--patient] "
+                   "[--no-moves] | --sweep [--seeds=A-B] [--weeks=N]\n",
+                   a);
+      return 2;
+    }
   }
   absl::StatusOr<std::vector<uint64_t>> seeds = sim::ParseSeedList(seed_list);
-  if (!seeds.ok() || setting.teams < 1 || setting.workload.weeks < 1) {
-    std::fprintf(stderr, "teams bench: bad --seeds, --teams or --weeks\n");
+  const sim::TeamWorkloadOptions& w = setting.workload;
+  if (!seeds.ok() || setting.teams < 1 || w.weeks < 1 || !(w.burst_factor > 0 && w.burst_factor <= 100) ||
+      !(w.sprint_probability >= 0 && w.sprint_probability <= 1)) {
+    std::fprintf(stderr,
+                 "teams bench: bad --seeds, --teams (>= 1), --weeks (>= 1), --burst (0..100] or "
+                 "--sprint-probability [0, 1]\n");
     return 2;
   }
   if (sweep) {
