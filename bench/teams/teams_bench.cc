@@ -55,6 +55,7 @@ void Accumulate(sim::LeaseSimulationResult& sum, const sim::LeaseSimulationResul
   sum.lost_gpu_hours += r.lost_gpu_hours;
   sum.restart_gpu_hours += r.restart_gpu_hours;
   sum.preemptions += r.preemptions;
+  sum.moves += r.moves;
   sum.jain_fairness += r.jain_fairness;
   sum.jobs_completed += r.jobs_completed;
   sum.jobs_abandoned += r.jobs_abandoned;
@@ -116,6 +117,7 @@ void PrintComparison(const Setting& s, const Comparison& c) {
               100 * d.guaranteed_within_grace / n, 100 * p.guaranteed_within_grace / n, 100 * c.worst_within_grace);
   std::printf("%-46s %12.0f %12.0f\n", "burst GPU-hours per sprint week", d.burst_gpu_hours_per_sprint_week / n, p.burst_gpu_hours_per_sprint_week / n);
   std::printf("%-46s %12.0f %12.0f\n", "preemptions", d.preemptions / n, p.preemptions / n);
+  std::printf("%-46s %12.0f %12.0f\n", "  of which moves (defragmentation)", d.moves / n, p.moves / n);
   std::printf("%-46s %12.1f %12.1f\n", "GPU-hours lost to preemption (work)", d.lost_gpu_hours / n, p.lost_gpu_hours / n);
   std::printf("%-46s %12.1f %12.1f\n", "GPU-hours loading checkpoints after preemption", d.restart_gpu_hours / n, p.restart_gpu_hours / n);
   std::printf("%-46s %12.3f %12.3f\n", "Jain fairness (received/demanded)", d.jain_fairness / n, p.jain_fairness / n);

@@ -14,15 +14,19 @@
 //
 //   std::optional<MovePlan> plan = PlanMoves(topology, state, request, candidates, movable, opts);
 //
-// Choice: among the domains the request's topology allows (each node, each NVLink island), the
-// plan losing the fewest GPU-seconds of work (since each mover's last checkpoint), then moving
-// the fewest leases. Per GPU the cheapest leases go first, until one slot of the request fits.
+// Choice: the plan losing the fewest GPU-seconds of work (since each mover's last checkpoint),
+// then moving the fewest leases. A single-slot request considers every GPU it could use; a gang
+// the cheapest GPUs of each domain its topology allows (each node, each NVLink island). Per GPU
+// the cheapest leases that can go anywhere go first, until one slot of the request fits, and
+// any that turn out unnecessary are dropped again, most expensive first.
 //
 // Why moves cannot chase each other round: a plan moves only leases that fit in capacity free
-// now, for a request that does not. Moving the mover back would need it to fit in free capacity,
-// where it would simply have been placed. The scheduler adds a second guard: a lease is movable
-// only once it has run for a while (SchedulerOptions::min_run_before_move_s), so no lease is
-// moved again and again.
+// now, for a request that does not, and names where each goes (MovePlan::destinations); the
+// scheduler holds that room for the moved work until it comes back, so a second plan cannot
+// count on the same room. Moving a mover back would need it to fit in free capacity, where it
+// would simply have been placed. The scheduler adds a second guard: a lease is movable only once
+// it has run for a while (SchedulerOptions::min_run_before_move_s), so no lease is moved again
+// and again.
 //
 // A pure function of a read-only state, like PlaceRequest (placement.h); internal to
 // pool/scheduler.
@@ -48,9 +52,10 @@ struct MoveCandidate {
 };
 
 struct MovePlan {
-  std::vector<int> gpus;      // where the request goes, one position per slot
-  std::vector<size_t> moved;  // indexes into the candidates, at least one
-  double cost = 0;            // the movers' lost work, summed
+  std::vector<int> gpus;          // where the request goes, one position per slot
+  std::vector<size_t> moved;      // indexes into the candidates, at least one
+  std::vector<int> destinations;  // where each of `moved` fits now, in the same order
+  double cost = 0;                // the movers' lost work (GPU-seconds), summed
 };
 
 // The cheapest plan that lets `request` start on `candidates` (its static matches, ascending)

@@ -278,7 +278,7 @@ void Scheduler::ClearReservations(uint64_t handle) {
   }
   if (cleared.empty()) return;
   RefreshGpus(cleared);
-  ++growth_epoch_;
+  CapacityGrew();
 }
 
 void Scheduler::GiveBack(const Lease& lease, CapacityState& state) const {
@@ -294,7 +294,7 @@ void Scheduler::ReleaseLease(std::map<std::string, Lease>::iterator it) {
   RefreshGpus(gpus);
   ledger_.Remove(lease.request.team, lease.group, lease.milli);
   leases_.erase(it);
-  ++growth_epoch_;
+  CapacityGrew();
 }
 
 absl::Status Scheduler::Release(const std::string& lease_id, int64_t now_s) {
@@ -377,7 +377,7 @@ CycleResult Scheduler::SetGpuHealth(const GpuRef& ref, HealthState state, int64_
   int g = topology_.Find(ref);
   if (g < 0) return result;
   bool schedulable = state == HealthState::kHealthy || state == HealthState::kDegraded;
-  if (schedulable && !state_[g].schedulable) ++growth_epoch_;
+  if (schedulable && !state_[g].schedulable) CapacityGrew();
   state_[g].schedulable = schedulable;
   RefreshGpus({g});
   if (schedulable) return result;
@@ -561,21 +561,27 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
                         CycleResult& result) {
   if (!options_.move_for_guarantees) return false;
   std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group);
-  if (auto it = move_failed_.find(memo_key); it != move_failed_.end() && it->second == growth_epoch_) {
+  if (auto it = move_failed_.find(memo_key);
+      it != move_failed_.end() && it->second.freed_epoch == freed_epoch_ && now_s < it->second.retry_at_s) {
     return false;
   }
   std::vector<MoveCandidate> movable;
   std::vector<Lease*> movers;
+  int64_t next_movable_s = now_s + options_.min_run_before_move_s;  // the soonest one too young now
   for (auto& [id, lease] : leases_) {
     if (lease.revoke_deadline_s.has_value() || lease.group != group || lease.gpus.size() != 1 ||
-        now_s - lease.started_s < options_.min_run_before_move_s ||
         !ClassOf(lease.request).preemptible) {
+      continue;
+    }
+    if (now_s - lease.started_s < options_.min_run_before_move_s) {
+      next_movable_s = std::min(next_movable_s, lease.started_s + options_.min_run_before_move_s);
       continue;
     }
     const Eligibility& e = EligibilityOf(lease.request);
     auto destinations = e.candidates.find(group);
     if (destinations == e.candidates.end()) continue;
-    double cost = static_cast<double>(lease.milli) * static_cast<double>(now_s - lease.last_checkpoint_s);
+    const double cost = static_cast<double>(lease.milli) / 1000.0 *
+                        static_cast<double>(now_s - lease.last_checkpoint_s);
     movable.push_back({.gpu = topology_.Find(lease.gpus[0]), .request = &lease.request,
                        .destinations = &destinations->second, .cost = cost});
     movers.push_back(&lease);
@@ -586,16 +592,46 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
                                   movable, {.ignore_gang_reservations = true, .now_s = now_s,
                                             .owner = p.handle});
   if (!plan) {
-    move_failed_[memo_key] = growth_epoch_;
+    move_failed_[memo_key] = {freed_epoch_, next_movable_s};
     return false;
   }
   for (int g : plan->gpus) state_[g].reserved_for = p.handle;
   RefreshGpus(plan->gpus);
-  for (size_t i : plan->moved) RevokeFor(p, *movers[i], RevokeCause::kMove, now_s, result);
+  for (size_t k = 0; k < plan->moved.size(); ++k) {
+    Lease& mover = *movers[plan->moved[k]];
+    RevokeFor(p, mover, RevokeCause::kMove, now_s, result);
+    // Hold the room the plan found for the mover's work, so that no other plan counts on it and
+    // no other request takes it while the mover stops and asks again.
+    const int to = plan->destinations[k];
+    state_.Take(to, mover.request.slot);
+    move_holds_.push_back({.gpu = to, .slot = mover.request.slot, .team = mover.request.team,
+                           .shape_key = ShapeKey(mover.request), .group = group,
+                           .until_s = *mover.revoke_deadline_s + options_.move_hold_s});
+  }
+  RefreshGpus(plan->destinations);
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
   ClaimQuota(p, group);
   return true;
+}
+
+void Scheduler::TakeUpMoveHold(const PendingRequest& p) {
+  for (size_t i = 0; i < move_holds_.size(); ++i) {
+    const MoveHold& h = move_holds_[i];
+    if (h.team == p.request.team && h.shape_key == p.shape_key &&
+        p.eligibility->candidates.count(h.group) != 0) {
+      ReleaseMoveHold(i);
+      return;
+    }
+  }
+}
+
+void Scheduler::ReleaseMoveHold(size_t index) {
+  const int g = move_holds_[index].gpu;
+  state_.Give(g, move_holds_[index].slot);
+  move_holds_.erase(move_holds_.begin() + static_cast<std::ptrdiff_t>(index));
+  RefreshGpus({g});
+  CapacityGrew();
 }
 
 void Scheduler::ClaimQuota(PendingRequest& p, const std::string& group) {
@@ -629,6 +665,8 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
   DropClaim(p);
   const PriorityClass& pc = ClassOf(r);
   const Eligibility& e = *p.eligibility;
+  // Work coming back from a move takes the room held for it.
+  if (!move_holds_.empty()) TakeUpMoveHold(p);
   // Guaranteed groups before borrowing ones: nominal quota is used first, as Kueue's flavor
   // fungibility does.
   std::vector<std::pair<const std::string*, QuotaCheck>> checks;
@@ -647,6 +685,13 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     p.guaranteed_since_s = now_s;
   }
   WaitReason reason = WaitReason::kOverQuota;
+  std::vector<const std::string*> fragmented;  // guaranteed groups whose own reason is that
+  const auto note = [&](const std::string* group, const QuotaCheck& check, WaitReason why) {
+    reason = why;
+    if (why == WaitReason::kFragmented && !check.borrowing && !ledger_.open_pool()) {
+      fragmented.push_back(group);
+    }
+  };
   for (const auto& [group, check] : checks) {
     if (!check.fits) {
       if (reason == WaitReason::kOverQuota) reason = check.reason;
@@ -666,7 +711,7 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       if (known->second.state_epoch != state_epoch_) {
         known->second = {growth_epoch_, state_epoch_, DiagnoseWait(p, *group, now_s)};
       }
-      reason = known->second.reason;
+      note(group, check, known->second.reason);
       continue;
     }
     // A guaranteed request is not held back by another request's gang reservation: the
@@ -677,8 +722,9 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       Grant(p, *group, *gpus, check.borrowing, now_s, result);
       return true;
     }
-    reason = DiagnoseWait(p, *group, now_s);
-    if (!key.empty()) failed_[key] = {growth_epoch_, state_epoch_, reason};
+    const WaitReason why = DiagnoseWait(p, *group, now_s);
+    note(group, check, why);
+    if (!key.empty()) failed_[key] = {growth_epoch_, state_epoch_, why};
   }
   if (p.victims_pending) {
     if (VictimsStillRunning(r.id)) {
@@ -704,11 +750,9 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     }
   }
   // Guaranteed, with room enough in total but scattered, and nobody to reclaim from: move leases
-  // that fit elsewhere now.
-  if (reason == WaitReason::kFragmented && !ledger_.open_pool()) {
-    for (const auto& [group, check] : checks) {
-      if (check.fits && !check.borrowing && TryMove(p, *group, now_s, result)) return false;
-    }
+  // that fit elsewhere now, in a group where scattering is what stops it.
+  for (const std::string* group : fragmented) {
+    if (TryMove(p, *group, now_s, result)) return false;
   }
   p.reason = reason;
   return false;
@@ -757,6 +801,10 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     ReleaseLease(leases_.find(id));
     result.expired.push_back(id);
   }
+  // Room held for moved work that did not come back for it.
+  for (size_t i = move_holds_.size(); i-- > 0;) {
+    if (move_holds_[i].until_s <= now_s) ReleaseMoveHold(i);
+  }
   // The head-of-line gang reservation is recomputed every cycle from the current state; backfill
   // verdicts depend on `now_s`, so remembered failures start afresh too.
   std::vector<int> unreserved(reserved_gpus_.begin(), reserved_gpus_.end());
@@ -765,7 +813,6 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   ++growth_epoch_;
   failed_.clear();
   preempt_failed_.clear();
-  move_failed_.clear();
 
   struct Key {
     bool borrowing;

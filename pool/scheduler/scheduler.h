@@ -37,8 +37,11 @@
 // Defragmentation: a guaranteed request that neither fits nor can reclaim or preempt, while
 // enough capacity is free in total (kFragmented), moves preemptible single-GPU leases of any
 // team that fit elsewhere now (move_planner.h): they are revoked with RevokeCause::kMove and
-// their grace period, and the GPUs they leave are reserved for it. The moved leases' teams keep
-// their quota: their work comes back on the room the plan found.
+// their grace period, and the GPUs they leave are reserved for it. The room each moved lease
+// will take again is held for it (taken out of the free capacity) until a request of the same
+// team and shape is placed, which takes it, or until move_hold_s after its revocation deadline.
+// The moved leases' teams keep their quota. A request cancelled after its moves were issued does
+// not take them back, as with preemption: the revocations have been sent.
 //
 // Thread-compatible: the head serialises calls.
 #ifndef GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
@@ -78,6 +81,9 @@ struct SchedulerOptions {
   bool move_for_guarantees = true;
   // A lease is moved only after running this long, so no lease is moved again and again.
   int64_t min_run_before_move_s = 600;
+  // How long past its revocation deadline the room found for a moved lease is held for it
+  // (enough for its job to checkpoint, stop and ask again).
+  int64_t move_hold_s = 120;
 };
 
 struct Lease {
@@ -214,6 +220,14 @@ class Scheduler {
                   int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
   // Defragmentation for a guaranteed request in `group` (move_planner.h).
   bool TryMove(PendingRequest& p, const std::string& group, int64_t now_s, CycleResult& result);
+  // Gives back a hold (move_holds_) that `p` matches, so that p can be placed on its room.
+  void TakeUpMoveHold(const PendingRequest& p);
+  void ReleaseMoveHold(size_t index);
+  // Capacity was given back, a GPU became schedulable or a reservation was dropped.
+  void CapacityGrew() {
+    ++growth_epoch_;
+    ++freed_epoch_;
+  }
   // Revokes `victim` for `p` and reserves the GPUs it leaves for p.
   void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, int64_t now_s,
                  CycleResult& result);
@@ -269,9 +283,27 @@ class Scheduler {
   // candidate takes from free capacity exactly what revoking it would give back, and one that is
   // not only shrinks capacity. (No candidate at all is asked of victims_ instead, each time.)
   std::map<std::string, uint64_t> preempt_failed_;
-  // Move plans that found nothing, remembered the same way (leases granted since are too young
-  // to move, so only growth revives them).
-  std::map<std::string, uint64_t> move_failed_;
+  // Move plans that found nothing, remembered across cycles (planning walks every lease) while
+  // no capacity has been freed (`freed_epoch_`, which unlike growth_epoch_ does not change every
+  // cycle) and until the next time a lease becomes old enough to move. A lease granted since is
+  // younger than any that existed, so `retry_at_s` never passes min_run_before_move_s from then.
+  struct FailedMove {
+    uint64_t freed_epoch;
+    int64_t retry_at_s;
+  };
+  std::map<std::string, FailedMove> move_failed_;
+  uint64_t freed_epoch_ = 0;
+  // Room held for moved leases (TryMove): taken out of state_ until a request of the same team
+  // and shape, eligible for the group, is admitted, or until `until_s`.
+  struct MoveHold {
+    int gpu;
+    SlotShape slot;
+    std::string team;
+    std::string shape_key;
+    std::string group;
+    int64_t until_s;
+  };
+  std::vector<MoveHold> move_holds_;
 };
 
 }  // namespace gpupool::pool

@@ -245,6 +245,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
       }
     }
     for (const Revocation& v : cycle.revoked) {
+      if (v.cause == RevokeCause::kMove) ++result.moves;
       Running& r = running.at(v.lease_id);
       r.stopping = true;
       push(std::min(v.deadline_s, now + options.safe_point_s), EventKind::kStop, r.job, v.lease_id);

@@ -76,6 +76,7 @@ struct LeaseSimulationResult {
   double lost_gpu_hours = 0;      // progress thrown away by preemption
   double restart_gpu_hours = 0;   // spent loading checkpoints after preemption
   int preemptions = 0;
+  int moves = 0;                  // of those, leases moved to defragment (RevokeCause::kMove)
   double jain_fairness = 0;       // over teams' received / demanded
   int jobs_completed = 0;
   int jobs_abandoned = 0;         // gave up waiting (patience) before they ever started

@@ -42,17 +42,36 @@ std::string TeamsPoolYaml(int teams) {
   return yaml;
 }
 
+namespace {
+
+// The memory of the smallest catalogue model in `group` (a model group of the config, or a
+// catalogue model's own group). A validated config names only catalogue models in its groups and
+// quotas; 0 (no model) makes the notebooks' requests invalid, refused at submission, rather than
+// sized for a GPU the group does not have.
+int64_t SmallestMemoryMib(const SchedulingConfig& config, const std::string& group) {
+  std::vector<std::string> models = {group};
+  if (auto it = config.model_groups.find(group); it != config.model_groups.end()) models = it->second;
+  int64_t smallest = 0;
+  for (const std::string& name : models) {
+    const GpuModel* model = FindGpuModel(name);
+    if (model == nullptr) continue;
+    if (smallest == 0 || model->memory_mib < smallest) smallest = model->memory_mib;
+  }
+  return smallest;
+}
+
+}  // namespace
+
 std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const std::string& group,
                                          const TeamWorkloadOptions& o) {
   Draw draw(o.seed);
   std::vector<SimJob> jobs;
   const int64_t horizon = o.weeks * kWeek;
   int serial = 0;
-  // A quarter of the GPU in memory as well as compute: the group's model's memory, not "20 GiB",
-  // which on an H100-80GB (81,559 MiB usable) would let only three share a GPU and strand the
-  // fourth quarter of every GPU full of notebooks.
-  const GpuModel* model = FindGpuModel(group);
-  const SlotShape quarter = SlotShape::Fraction((model != nullptr ? model->memory_mib : 81920) / 4, 250);
+  // A quarter of the GPU in memory as well as compute: a quarter of the group's smallest model's
+  // memory, not "20 GiB", which on an H100-80GB (81,559 MiB usable) would let only three share a
+  // GPU and strand the fourth quarter of every GPU full of notebooks.
+  const SlotShape quarter = SlotShape::Fraction(SmallestMemoryMib(config, group) / 4, 250);
   auto add = [&](const Team& team, int64_t at, const std::string& cls, int slots, SlotShape shape,
                  GangTopology topology, int64_t work, bool checkpointable, bool sprint,
                  int64_t patience) {

@@ -36,6 +36,7 @@ nlohmann::json ToJson(const sim::LeaseSimulationResult& r) {
           {"guaranteed_within_grace", r.guaranteed_within_grace},
           {"burst_gpu_hours_per_sprint_week", r.burst_gpu_hours_per_sprint_week},
           {"preemptions", r.preemptions},
+          {"moves", r.moves},
           {"lost_gpu_hours", r.lost_gpu_hours},
           {"restart_gpu_hours", r.restart_gpu_hours},
           {"jain_fairness", r.jain_fairness},
@@ -117,6 +118,7 @@ void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
   table.AddRow({"burst GPU-hours per sprint week", num(dedicated.burst_gpu_hours_per_sprint_week),
                 num(pooled.burst_gpu_hours_per_sprint_week)});
   table.AddRow({"preemptions", num(dedicated.preemptions), num(pooled.preemptions)});
+  table.AddRow({"  of which moves (defragmentation)", num(dedicated.moves), num(pooled.moves)});
   table.AddRow({"GPU-hours lost to preemption", absl::StrFormat("%.1f", dedicated.lost_gpu_hours),
                 absl::StrFormat("%.1f", pooled.lost_gpu_hours)});
   table.AddRow({"GPU-hours loading checkpoints after preemption",

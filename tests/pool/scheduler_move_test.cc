@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "pool/scheduler/scheduler.h"
@@ -86,29 +88,126 @@ TEST(SchedulerMove, AGuaranteedRequestMovesTheCheapestLeaseThatFitsElsewhere) {
   EXPECT_EQ(pool.s().leases().at(pool.LeaseOf("a0")).guaranteed_wait_s, 10);
 }
 
-TEST(SchedulerMove, MovesNeverChaseEachOtherRound) {
-  Pool pool(kTwoGpus);
-  ScatterTwoQuarters(pool);
+// Three GPUs: 0.75 of non-preemptible inference of b on one ("inf"), a quarter of b alone on each
+// of the others ("q0", "q1"), granted at time 0. 1.75 GPUs free, no whole GPU free, and the only
+// room a moved quarter can go to is the quarter beside "inf". a and d each hold a nominal GPU.
+constexpr char kThreeGpus[] = R"(
+nodes:
+  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 3}]}
+teams:
+  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
+  - {name: d, quotas: [{gpus: H100-80GB, nominal: 1}]}
+  - {name: b, quotas: [{gpus: H100-80GB, nominal: 1.25}]}
+  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 3}]}
+)";
+
+// Grants `ids` one at a time, each alone in its cycle, at time 0.
+void GrantInTurn(Pool& pool, const std::vector<LeaseRequest>& requests) {
+  for (const LeaseRequest& r : requests) {
+    ASSERT_TRUE(pool.s().Submit(r, 0).ok()) << r.id;
+    ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(1)) << r.id;
+  }
+}
+
+// Returns the GPU of "inf", the one GPU with room for a moved quarter.
+int OneQuarterOfRoom(Pool& pool) {
+  // c's quarters steer packing (each would otherwise go beside the last), then leave.
+  GrantInTurn(pool, {Fraction("inf", "b", 750, "production-inference"), Fraction("c0", "c", 250),
+                     Fraction("q0", "b", 250), Fraction("c1", "c", 250), Fraction("c2", "c", 250),
+                     Fraction("c3", "c", 250), Fraction("q1", "b", 250)});
+  for (const char* c : {"c0", "c1", "c2", "c3"}) EXPECT_TRUE(pool.s().Release(pool.LeaseOf(c), 0).ok());
+  const int inf = GpuOf(pool, "inf");
+  EXPECT_NE(GpuOf(pool, "q0"), inf);
+  EXPECT_NE(GpuOf(pool, "q1"), inf);
+  EXPECT_NE(GpuOf(pool, "q0"), GpuOf(pool, "q1"));
+  return inf;
+}
+
+TEST(SchedulerMove, TwoPlansNeverCountOnTheSameRoom) {
+  Pool pool(kThreeGpus);
+  const int inf = OneQuarterOfRoom(pool);
+  // Both want a whole GPU; each could have one by moving a quarter, but there is room for only
+  // one quarter to go. One moves; the other waits rather than strand a second mover.
   ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(pool.s().Submit({.id = "d0", .team = "d", .priority_class = "experiment"}, 1000).ok());
   int moves = 0;
-  // Every revoked lease stops at once and asks again; many cycles, long enough for every lease
-  // to become movable again.
+  std::vector<std::string> stopping;
+  // Every revoked lease stops at its next cycle and asks again; many cycles, long enough for
+  // every lease to become movable again.
   for (int64_t now = 1000; now < 1000 + 50 * 100; now += 100) {
-    CycleResult r = pool.s().Schedule(now);
-    for (const Revocation& v : r.revoked) {
-      ++moves;
-      EXPECT_EQ(v.cause, RevokeCause::kMove);
-      const LeaseRequest moved = pool.s().leases().at(v.lease_id).request;
-      ASSERT_TRUE(pool.s().Release(v.lease_id, now).ok());
+    for (const std::string& id : stopping) {
+      const LeaseRequest moved = pool.s().leases().at(id).request;
+      ASSERT_TRUE(pool.s().Release(id, now).ok());
       LeaseRequest again = moved;
       again.id = absl::StrCat(moved.id, "-again");
       ASSERT_TRUE(pool.s().Submit(again, now).ok());
     }
+    stopping.clear();
+    CycleResult r = pool.s().Schedule(now);
+    for (const Revocation& v : r.revoked) {
+      ++moves;
+      EXPECT_EQ(v.cause, RevokeCause::kMove);
+      stopping.push_back(v.lease_id);
+    }
+    if (now == 1000) {
+      // While the mover stops, its room is held: another team's quarter goes elsewhere.
+      ASSERT_TRUE(pool.s().Submit(Fraction("c-late", "c", 250), now).ok());
+    }
   }
   EXPECT_EQ(moves, 1);
-  EXPECT_EQ(pool.s().pending_count(), 0u);
-  EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB"), 1000);
-  EXPECT_EQ(pool.s().ledger().Usage("b", "H100-80GB"), 500);
+  EXPECT_NE(GpuOf(pool, "c-late"), inf);
+  // The moved quarter came back to the room held for it; nothing of b's waits.
+  std::string again = pool.LeaseOf("q0-again").empty() ? "q1-again" : "q0-again";
+  ASSERT_FALSE(pool.LeaseOf(again).empty());
+  EXPECT_EQ(GpuOf(pool, again), inf);
+  EXPECT_EQ(pool.s().ledger().Usage("b", "H100-80GB"), 1250);
+  // Exactly one of a0 and d0 runs; the other has no whole GPU to be had.
+  EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB") + pool.s().ledger().Usage("d", "H100-80GB"), 1000);
+  EXPECT_EQ(pool.s().pending_count(), 1u);
+}
+
+TEST(SchedulerMove, RoomHeldForAMoverNobodyClaimsIsGivenBack) {
+  Pool pool(kThreeGpus, {.move_hold_s = 120});
+  const int inf = OneQuarterOfRoom(pool);
+  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  CycleResult r = pool.s().Schedule(1000);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  ASSERT_EQ(r.revoked[0].deadline_s, 1030);
+  // The mover's job ends instead of asking again.
+  ASSERT_TRUE(pool.s().Release(r.revoked[0].lease_id, 1010).ok());
+  ASSERT_THAT(pool.s().Schedule(1010).granted, SizeIs(1));  // a0
+  // Until 30 s of grace and 120 s of hold have passed, the quarter beside inf is not free...
+  ASSERT_TRUE(pool.s().Submit(Fraction("c-late", "c", 250), 1100).ok());
+  ASSERT_THAT(pool.s().Schedule(1100).granted, SizeIs(1));
+  EXPECT_NE(GpuOf(pool, "c-late"), inf);
+  // ... then it is.
+  pool.s().Schedule(1150);
+  ASSERT_TRUE(pool.s().Submit(Fraction("c-later", "c", 250), 1150).ok());
+  ASSERT_THAT(pool.s().Schedule(1150).granted, SizeIs(1));
+  EXPECT_EQ(GpuOf(pool, "c-later"), inf);
+}
+
+TEST(SchedulerMove, ALeaseThatCannotMoveDoesNotHideOneThatCan) {
+  // One node: "inf" (0.75, not preemptible), "big" (0.8, checkpointed just now: the cheapest to
+  // move, but no GPU has 0.8 free) and "small" (0.25, which fits beside inf) each on a GPU.
+  Pool pool(R"(
+nodes:
+  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 3}]}
+teams:
+  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
+  - {name: b, quotas: [{gpus: H100-80GB, nominal: 2}]}
+  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 1}]}
+)");
+  GrantInTurn(pool, {Fraction("inf", "b", 750, "production-inference"), Fraction("c0", "c", 250),
+                     Fraction("big", "b", 800), Fraction("small", "b", 250)});
+  ASSERT_TRUE(pool.s().Release(pool.LeaseOf("c0"), 0).ok());
+  ASSERT_EQ(std::set<int>({GpuOf(pool, "inf"), GpuOf(pool, "big"), GpuOf(pool, "small")}).size(), 3u);
+  ASSERT_TRUE(pool.s().RecordCheckpoint(pool.LeaseOf("big"), 995).ok());
+  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  CycleResult r = pool.s().Schedule(1000);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  EXPECT_EQ(r.revoked[0].lease_id, pool.LeaseOf("small"));
+  EXPECT_EQ(r.revoked[0].cause, RevokeCause::kMove);
 }
 
 TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
