@@ -210,6 +210,49 @@ teams:
   EXPECT_EQ(r.revoked[0].cause, RevokeCause::kMove);
 }
 
+TEST(SchedulerMove, OnlyTheLeasesThatMakeRoomAreMoved) {
+  // GPU 0: inference 0.4 (stays), "tiny" 0.1 (the cheapest to move) and "mid" 0.25; GPU 1:
+  // inference 0.55. a's half GPU needs 0.5 free on one GPU: moving mid alone gives it; taking the
+  // cheap tiny first, then mid, would move tiny for nothing.
+  Pool pool(R"(
+nodes:
+  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 2}]}
+teams:
+  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
+  - {name: b, quotas: [{gpus: H100-80GB, nominal: 1.5}]}
+)");
+  GrantInTurn(pool, {Fraction("inf", "b", 400, "production-inference"), Fraction("tiny", "b", 100),
+                     Fraction("mid", "b", 250), Fraction("inf2", "b", 550, "production-inference")});
+  ASSERT_EQ(GpuOf(pool, "tiny"), GpuOf(pool, "inf"));
+  ASSERT_EQ(GpuOf(pool, "mid"), GpuOf(pool, "inf"));
+  ASSERT_NE(GpuOf(pool, "inf2"), GpuOf(pool, "inf"));
+  ASSERT_TRUE(pool.s().RecordCheckpoint(pool.LeaseOf("tiny"), 999).ok());
+  ASSERT_TRUE(pool.s().Submit(Fraction("a0", "a", 500), 1000).ok());
+  CycleResult r = pool.s().Schedule(1000);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  EXPECT_EQ(r.revoked[0].lease_id, pool.LeaseOf("mid"));
+}
+
+TEST(SchedulerMove, ARequestCancelledAfterItsMoveGivesUpItsRoomAndClaim) {
+  Pool pool(kTwoGpus);
+  ScatterTwoQuarters(pool);
+  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  CycleResult r = pool.s().Schedule(1000);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  const std::string moved = r.revoked[0].lease_id;
+  ASSERT_FALSE(pool.s().ledger().FitsNominal("a", "H100-80GB", 1000));  // claimed while it waits
+  ASSERT_TRUE(pool.s().Cancel("a0").ok());
+  EXPECT_TRUE(pool.s().ledger().FitsNominal("a", "H100-80GB", 1000));
+  // The revocation was sent: the mover still stops (as a preemption victim would).
+  EXPECT_TRUE(pool.s().leases().at(moved).revoke_deadline_s.has_value());
+  ASSERT_TRUE(pool.s().Release(moved, 1010).ok());
+  // The GPU it left is nobody's now: a borrower may have it.
+  ASSERT_TRUE(pool.s().Submit({.id = "c-whole", .team = "c", .priority_class = "experiment"}, 1010).ok());
+  r = pool.s().Schedule(1010);
+  ASSERT_THAT(r.granted, SizeIs(1));
+  EXPECT_EQ(r.granted[0], pool.LeaseOf("c-whole"));
+}
+
 TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
   Pool pool(kTwoGpus, {.min_run_before_move_s = 600});
   ScatterTwoQuarters(pool);
@@ -217,6 +260,7 @@ TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
   CycleResult r = pool.s().Schedule(100);
   EXPECT_TRUE(r.revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+  EXPECT_TRUE(pool.s().Schedule(599).revoked.empty());  // one second short of 600 s run
   r = pool.s().Schedule(600);
   ASSERT_THAT(r.revoked, SizeIs(1));
   EXPECT_EQ(r.revoked[0].cause, RevokeCause::kMove);
