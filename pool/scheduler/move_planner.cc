@@ -86,6 +86,7 @@ bool Verify(const PoolTopology& topology, const CapacityState& state, const Leas
   plan.destinations.assign(plan.moved.size(), -1);
   for (size_t k : order) {
     const MoveCandidate& m = movable[plan.moved[k]];
+    if (m.reclaim) continue;  // taken back: it needs no room
     std::optional<std::vector<int>> place =
         PlaceRequest(topology, trial, *m.request, *m.destinations, {.now_s = options.now_s});
     if (!place) return false;
@@ -107,6 +108,7 @@ std::optional<MovePlan> PlanMoves(const PoolTopology& topology, const CapacitySt
   const auto CanMove = [&](size_t i) {
     if (can_move[i] < 0) {
       const MoveCandidate& m = movable[i];
+      if (m.reclaim) return true;
       can_move[i] = PlaceRequest(topology, state, *m.request, *m.destinations, {.now_s = options.now_s})
                         .has_value();
     }

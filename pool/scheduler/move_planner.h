@@ -9,7 +9,7 @@
 //
 // The planner finds leases to move: single-GPU leases on the GPUs the request could use, such
 // that once they are gone the request fits there, and each of them fits somewhere else that is
-// free right now. The scheduler then revokes them (RevokeCause::kMove) with their grace period;
+// free right now (or, for borrowed capacity the request may reclaim, simply leaves). The scheduler then revokes them (RevokeCause::kMove) with their grace period;
 // each checkpoints, stops, and is placed again, on room that was free when the plan was made.
 //
 //   std::optional<MovePlan> plan = PlanMoves(topology, state, request, candidates, movable, opts);
@@ -44,17 +44,22 @@
 namespace gpupool::pool {
 
 // A lease that may be moved: it holds one slot on one GPU.
+// A lease that may be moved (or, with `reclaim`, taken back): it holds one slot on one GPU.
 struct MoveCandidate {
   int gpu = 0;                                 // the position it holds
   const LeaseRequest* request = nullptr;       // its shape and constraints (slot_count 1)
   const std::vector<int>* destinations = nullptr;  // where it may go: static matches, ascending
   double cost = 0;                             // GPU-seconds of work it would lose
+  // Borrowed capacity the requester's guarantee may reclaim: it leaves without needing room
+  // elsewhere (`destinations` is unused). Reclaiming alone cannot always free a whole slot (a
+  // borrowed quarter beside three quarters within their team's quota); with moves it can.
+  bool reclaim = false;
 };
 
 struct MovePlan {
   std::vector<int> gpus;          // where the request goes, one position per slot
   std::vector<size_t> moved;      // indexes into the candidates, at least one
-  std::vector<int> destinations;  // where each of `moved` fits now, in the same order
+  std::vector<int> destinations;  // where each of `moved` fits now, in the same order (-1: reclaimed)
   double cost = 0;                // the movers' lost work (GPU-seconds), summed
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -414,6 +415,7 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   }
   RefreshGpus(gpus);
   ledger_.Add(p.request.team, group, lease.milli);
+  if (borrowing) ++borrowed_epoch_;
   ClearReservations(p.handle);
   result.granted.push_back(lease.id);
   victims_.Add(lease, ClassOf(lease.request));
@@ -562,7 +564,8 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
   if (!options_.move_for_guarantees) return false;
   std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group);
   if (auto it = move_failed_.find(memo_key);
-      it != move_failed_.end() && it->second.freed_epoch == freed_epoch_ && now_s < it->second.retry_at_s) {
+      it != move_failed_.end() && it->second.freed_epoch == freed_epoch_ &&
+      it->second.borrowed_epoch == borrowed_epoch_ && now_s < it->second.retry_at_s) {
     return false;
   }
   std::vector<MoveCandidate> movable;
@@ -573,6 +576,15 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
         !ClassOf(lease.request).preemptible) {
       continue;
     }
+    const double cost = static_cast<double>(lease.milli) / 1000.0 *
+                        static_cast<double>(now_s - lease.last_checkpoint_s);
+    // Another team's borrowed capacity: the guarantee takes it back, however young.
+    if (lease.borrowing && lease.request.team != p.request.team) {
+      movable.push_back({.gpu = topology_.Find(lease.gpus[0]), .request = &lease.request,
+                         .cost = cost, .reclaim = true});
+      movers.push_back(&lease);
+      continue;
+    }
     if (now_s - lease.started_s < options_.min_run_before_move_s) {
       next_movable_s = std::min(next_movable_s, lease.started_s + options_.min_run_before_move_s);
       continue;
@@ -580,8 +592,6 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
     const Eligibility& e = EligibilityOf(lease.request);
     auto destinations = e.candidates.find(group);
     if (destinations == e.candidates.end()) continue;
-    const double cost = static_cast<double>(lease.milli) / 1000.0 *
-                        static_cast<double>(now_s - lease.last_checkpoint_s);
     movable.push_back({.gpu = topology_.Find(lease.gpus[0]), .request = &lease.request,
                        .destinations = &destinations->second, .cost = cost});
     movers.push_back(&lease);
@@ -592,23 +602,29 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
                                   movable, {.ignore_gang_reservations = true, .now_s = now_s,
                                             .owner = p.handle});
   if (!plan) {
-    move_failed_[memo_key] = {freed_epoch_, next_movable_s};
+    move_failed_[memo_key] = {freed_epoch_, borrowed_epoch_, next_movable_s};
     return false;
   }
   for (int g : plan->gpus) state_[g].reserved_for = p.handle;
   RefreshGpus(plan->gpus);
+  std::vector<int> held;
   for (size_t k = 0; k < plan->moved.size(); ++k) {
     Lease& mover = *movers[plan->moved[k]];
+    if (movable[plan->moved[k]].reclaim) {
+      RevokeFor(p, mover, RevokeCause::kReclaim, now_s, result);
+      continue;
+    }
     RevokeFor(p, mover, RevokeCause::kMove, now_s, result);
     // Hold the room the plan found for the mover's work, so that no other plan counts on it and
     // no other request takes it while the mover stops and asks again.
     const int to = plan->destinations[k];
+    held.push_back(to);
     state_.Take(to, mover.request.slot);
     move_holds_.push_back({.gpu = to, .slot = mover.request.slot, .team = mover.request.team,
                            .shape_key = ShapeKey(mover.request), .group = group,
                            .until_s = *mover.revoke_deadline_s + options_.move_hold_s});
   }
-  RefreshGpus(plan->destinations);
+  RefreshGpus(held);
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
   ClaimQuota(p, group);
@@ -685,11 +701,17 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     p.guaranteed_since_s = now_s;
   }
   WaitReason reason = WaitReason::kOverQuota;
-  std::vector<const std::string*> fragmented;  // guaranteed groups whose own reason is that
+  // Guaranteed groups where the request lacks room: scattered (kFragmented), or short of it
+  // while some other team borrows there (reclaiming alone could not free a whole slot: see
+  // TryMove).
+  std::vector<const std::string*> short_of_room;
   const auto note = [&](const std::string* group, const QuotaCheck& check, WaitReason why) {
     reason = why;
-    if (why == WaitReason::kFragmented && !check.borrowing && !ledger_.open_pool()) {
-      fragmented.push_back(group);
+    if (check.borrowing || ledger_.open_pool()) return;
+    if (why == WaitReason::kFragmented ||
+        (why == WaitReason::kNoFreeCapacity &&
+         victims_.AnyCandidate(*group, r.team, /*guaranteed=*/true, std::numeric_limits<int>::min()))) {
+      short_of_room.push_back(group);
     }
   };
   for (const auto& [group, check] : checks) {
@@ -749,9 +771,9 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       return false;
     }
   }
-  // Guaranteed, with room enough in total but scattered, and nobody to reclaim from: move leases
-  // that fit elsewhere now, in a group where scattering is what stops it.
-  for (const std::string* group : fragmented) {
+  // Guaranteed, and neither reclaiming nor preempting alone makes room: move leases that fit
+  // elsewhere now, with borrowed capacity reclaimed where it helps.
+  for (const std::string* group : short_of_room) {
     if (TryMove(p, *group, now_s, result)) return false;
   }
   p.reason = reason;

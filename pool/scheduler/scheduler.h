@@ -35,9 +35,11 @@
 // other back and forth: borrowers never preempt, and a guaranteed request never borrows.
 //
 // Defragmentation: a guaranteed request that neither fits nor can reclaim or preempt, while
-// enough capacity is free in total (kFragmented), moves preemptible single-GPU leases of any
-// team that fit elsewhere now (move_planner.h): they are revoked with RevokeCause::kMove and
-// their grace period, and the GPUs they leave are reserved for it. The room each moved lease
+// enough capacity is free in total (kFragmented), or would be once borrowed capacity is
+// reclaimed, moves preemptible single-GPU leases of any team that fit elsewhere now
+// (move_planner.h), reclaiming borrowed single-GPU leases beside them where that helps: they are
+// revoked with RevokeCause::kMove (or kReclaim) and their grace period, and the GPUs they leave
+// are reserved for it. The room each moved lease
 // will take again is held for it (taken out of the free capacity) until a request of the same
 // team and shape is placed, which takes it, or until move_hold_s after its revocation deadline.
 // The moved leases' teams keep their quota. A request cancelled after its moves were issued does
@@ -287,12 +289,16 @@ class Scheduler {
   // no capacity has been freed (`freed_epoch_`, which unlike growth_epoch_ does not change every
   // cycle) and until the next time a lease becomes old enough to move. A lease granted since is
   // younger than any that existed, so `retry_at_s` never passes min_run_before_move_s from then.
+  // A lease granted as borrowing since (`borrowed_epoch_`) may be reclaimed at once: it revives
+  // them too.
   struct FailedMove {
     uint64_t freed_epoch;
+    uint64_t borrowed_epoch;
     int64_t retry_at_s;
   };
   std::map<std::string, FailedMove> move_failed_;
   uint64_t freed_epoch_ = 0;
+  uint64_t borrowed_epoch_ = 0;
   // Room held for moved leases (TryMove): taken out of state_ until a request of the same team
   // and shape, eligible for the group, is admitted, or until `until_s`.
   struct MoveHold {

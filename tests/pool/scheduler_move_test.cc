@@ -253,6 +253,34 @@ TEST(SchedulerMove, ARequestCancelledAfterItsMoveGivesUpItsRoomAndClaim) {
   EXPECT_EQ(r.granted[0], pool.LeaseOf("c-whole"));
 }
 
+TEST(SchedulerMove, ReclaimingAndMovingTogetherMakeRoomNeitherMakesAlone) {
+  // GPU 0: b's quarter "q0" beside three borrowed quarters of c; GPU 1: b's "q1", two of c's, a
+  // quarter free. a's whole GPU is guaranteed. Reclaiming every borrowed quarter leaves a quarter
+  // of b on each GPU; moving alone has nowhere to go but one quarter. Reclaiming GPU 0's three and
+  // moving q0 to the free quarter does it.
+  Pool pool(kTwoGpus);
+  GrantInTurn(pool, {Fraction("q0", "b", 250), Fraction("c0", "c", 250), Fraction("c1", "c", 250),
+                     Fraction("c2", "c", 250), Fraction("q1", "b", 250), Fraction("c3", "c", 250),
+                     Fraction("c4", "c", 250)});
+  ASSERT_EQ(GpuOf(pool, "c2"), GpuOf(pool, "q0"));
+  ASSERT_EQ(GpuOf(pool, "c4"), GpuOf(pool, "q1"));
+  ASSERT_NE(GpuOf(pool, "q0"), GpuOf(pool, "q1"));
+  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  CycleResult r = pool.s().Schedule(1000);
+  std::map<std::string, RevokeCause> revoked;
+  for (const Revocation& v : r.revoked) revoked[pool.s().leases().at(v.lease_id).request.id] = v.cause;
+  EXPECT_EQ(revoked, (std::map<std::string, RevokeCause>{{"c0", RevokeCause::kReclaim},
+                                                         {"c1", RevokeCause::kReclaim},
+                                                         {"c2", RevokeCause::kReclaim},
+                                                         {"q0", RevokeCause::kMove}}));
+  for (const Revocation& v : r.revoked) ASSERT_TRUE(pool.s().Release(v.lease_id, 1010).ok());
+  ASSERT_TRUE(pool.s().Submit(Fraction("q0-again", "b", 250), 1010).ok());
+  r = pool.s().Schedule(1010);
+  ASSERT_THAT(r.granted, SizeIs(2));
+  EXPECT_NE(GpuOf(pool, "a0"), GpuOf(pool, "q1"));
+  EXPECT_EQ(GpuOf(pool, "q0-again"), GpuOf(pool, "q1"));
+}
+
 TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
   Pool pool(kTwoGpus, {.min_run_before_move_s = 600});
   ScatterTwoQuarters(pool);
