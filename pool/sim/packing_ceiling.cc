@@ -65,7 +65,8 @@ int64_t BinCountLowerBound(std::span<const int> sizes_milli) {
 absl::StatusOr<PackingCeiling> EstimatePackingCeiling(std::span<const NodeCapacity> nodes,
                                                       std::span<const PodSpec> pods, double tune,
                                                       uint64_t seed, int percent) {
-  if (percent < 0) return absl::InvalidArgumentError(absl::StrCat("percent ", percent, " is negative"));
+  if (percent < 0)
+    return absl::InvalidArgumentError(absl::StrCat("percent ", percent, " is negative"));
   PackingCeiling c;
   for (const NodeCapacity& n : nodes) c.cluster_gpus += n.num_gpu;
   if (c.cluster_gpus <= 0) return absl::InvalidArgumentError("the node list has no GPUs");

@@ -5,6 +5,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,22 +18,30 @@ namespace {
 
 using ::testing::SizeIs;
 
+// YAML for `nodes` nodes of `gpus` H100s each, and teams given as {name, "nominal: N[, ...]"}
+// for the H100-80GB group.
+std::string H100Pool(int nodes, int gpus,
+                     const std::vector<std::pair<std::string, std::string>>& teams) {
+  std::string yaml = absl::StrCat("nodes:\n  - {name: n, count: ", nodes,
+                                  ", gpus: [{model: H100-80GB, count: ", gpus, "}]}\nteams:\n");
+  for (const auto& [name, quota] : teams) {
+    absl::StrAppend(&yaml, "  - {name: ", name, ", quotas: [{gpus: H100-80GB, ", quota, "}]}\n");
+  }
+  return yaml;
+}
+
 // Two H100s; a's and b's nominal quotas are one each, so whatever b runs within its quota, a's
 // whole GPU is guaranteed. c only borrows: the tests use it to steer where b's leases land.
-constexpr char kTwoGpus[] = R"(
-nodes:
-  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 2}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 2}]}
-)";
+const std::string kTwoGpus = H100Pool(
+    1, 2, {{"a", "nominal: 1"}, {"b", "nominal: 1"}, {"c", "nominal: 0, borrowing_limit: 2"}});
 
 constexpr int64_t kQuarterMib = 81559 / 4;  // an H100-80GB has 81559 MiB
 
 LeaseRequest Fraction(const std::string& id, const std::string& team, int milli,
                       const std::string& cls = "experiment") {
-  return {.id = id, .team = team, .priority_class = cls,
+  return {.id = id,
+          .team = team,
+          .priority_class = cls,
           .slot = SlotShape::Fraction(kQuarterMib * milli / 250, milli)};
 }
 
@@ -45,13 +55,15 @@ int GpuOf(Pool& pool, const std::string& request_id) {
 // (Packing would put q4 beside q0: c's quarters fill GPU 0 in between, then leave.)
 void ScatterTwoQuarters(Pool& pool) {
   ASSERT_TRUE(pool.s().Submit(Fraction("q0", "b", 250), 0).ok());
-  for (int i = 1; i < 4; ++i) ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("c", i), "c", 250), 0).ok());
+  for (int i = 1; i < 4; ++i)
+    ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("c", i), "c", 250), 0).ok());
   ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
   ASSERT_TRUE(pool.s().Submit(Fraction("q4", "b", 250), 0).ok());
   ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(1));
   ASSERT_EQ(GpuOf(pool, "q0"), 0);
   ASSERT_EQ(GpuOf(pool, "q4"), 1);
-  for (int i = 1; i < 4; ++i) ASSERT_TRUE(pool.s().Release(pool.LeaseOf(absl::StrCat("c", i)), 0).ok());
+  for (int i = 1; i < 4; ++i)
+    ASSERT_TRUE(pool.s().Release(pool.LeaseOf(absl::StrCat("c", i)), 0).ok());
 }
 
 TEST(SchedulerMove, AGuaranteedRequestMovesTheCheapestLeaseThatFitsElsewhere) {
@@ -60,7 +72,8 @@ TEST(SchedulerMove, AGuaranteedRequestMovesTheCheapestLeaseThatFitsElsewhere) {
   // q0 saved its work a minute ago, q4 not since it started: moving q0 loses less.
   const std::string q0 = pool.LeaseOf("q0"), q4 = pool.LeaseOf("q4");
   ASSERT_TRUE(pool.s().RecordCheckpoint(q0, 940).ok());
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   EXPECT_TRUE(r.granted.empty());
   ASSERT_THAT(r.revoked, SizeIs(1));
@@ -91,15 +104,11 @@ TEST(SchedulerMove, AGuaranteedRequestMovesTheCheapestLeaseThatFitsElsewhere) {
 // Three GPUs: 0.75 of non-preemptible inference of b on one ("inf"), a quarter of b alone on each
 // of the others ("q0", "q1"), granted at time 0. 1.75 GPUs free, no whole GPU free, and the only
 // room a moved quarter can go to is the quarter beside "inf". a and d each hold a nominal GPU.
-constexpr char kThreeGpus[] = R"(
-nodes:
-  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 3}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: d, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 1.25}]}
-  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 3}]}
-)";
+const std::string kThreeGpus = H100Pool(1, 3,
+                                        {{"a", "nominal: 1"},
+                                         {"d", "nominal: 1"},
+                                         {"b", "nominal: 1.25"},
+                                         {"c", "nominal: 0, borrowing_limit: 3"}});
 
 // Grants `ids` one at a time, each alone in its cycle, at time 0.
 void GrantInTurn(Pool& pool, const std::vector<LeaseRequest>& requests) {
@@ -115,7 +124,8 @@ int OneQuarterOfRoom(Pool& pool) {
   GrantInTurn(pool, {Fraction("inf", "b", 750, "production-inference"), Fraction("c0", "c", 250),
                      Fraction("q0", "b", 250), Fraction("c1", "c", 250), Fraction("c2", "c", 250),
                      Fraction("c3", "c", 250), Fraction("q1", "b", 250)});
-  for (const char* c : {"c0", "c1", "c2", "c3"}) EXPECT_TRUE(pool.s().Release(pool.LeaseOf(c), 0).ok());
+  for (const char* c : {"c0", "c1", "c2", "c3"})
+    EXPECT_TRUE(pool.s().Release(pool.LeaseOf(c), 0).ok());
   const int inf = GpuOf(pool, "inf");
   EXPECT_NE(GpuOf(pool, "q0"), inf);
   EXPECT_NE(GpuOf(pool, "q1"), inf);
@@ -128,8 +138,10 @@ TEST(SchedulerMove, TwoPlansNeverCountOnTheSameRoom) {
   const int inf = OneQuarterOfRoom(pool);
   // Both want a whole GPU; each could have one by moving a quarter, but there is room for only
   // one quarter to go. One moves; the other waits rather than strand a second mover.
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
-  ASSERT_TRUE(pool.s().Submit({.id = "d0", .team = "d", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "d0", .team = "d", .priority_class = "experiment"}, 1000).ok());
   int moves = 0;
   std::vector<std::string> stopping;
   // Every revoked lease stops at its next cycle and asks again; many cycles, long enough for
@@ -162,14 +174,16 @@ TEST(SchedulerMove, TwoPlansNeverCountOnTheSameRoom) {
   EXPECT_EQ(GpuOf(pool, again), inf);
   EXPECT_EQ(pool.s().ledger().Usage("b", "H100-80GB"), 1250);
   // Exactly one of a0 and d0 runs; the other has no whole GPU to be had.
-  EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB") + pool.s().ledger().Usage("d", "H100-80GB"), 1000);
+  EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB") + pool.s().ledger().Usage("d", "H100-80GB"),
+            1000);
   EXPECT_EQ(pool.s().pending_count(), 1u);
 }
 
 TEST(SchedulerMove, RoomHeldForAMoverNobodyClaimsIsGivenBack) {
   Pool pool(kThreeGpus, {.move_hold_s = 120});
   const int inf = OneQuarterOfRoom(pool);
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   ASSERT_EQ(r.revoked[0].deadline_s, 1030);
@@ -190,20 +204,16 @@ TEST(SchedulerMove, RoomHeldForAMoverNobodyClaimsIsGivenBack) {
 TEST(SchedulerMove, ALeaseThatCannotMoveDoesNotHideOneThatCan) {
   // One node: "inf" (0.75, not preemptible), "big" (0.8, checkpointed just now: the cheapest to
   // move, but no GPU has 0.8 free) and "small" (0.25, which fits beside inf) each on a GPU.
-  Pool pool(R"(
-nodes:
-  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 3}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 2}]}
-  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 1}]}
-)");
+  Pool pool(H100Pool(
+      1, 3, {{"a", "nominal: 1"}, {"b", "nominal: 2"}, {"c", "nominal: 0, borrowing_limit: 1"}}));
   GrantInTurn(pool, {Fraction("inf", "b", 750, "production-inference"), Fraction("c0", "c", 250),
                      Fraction("big", "b", 800), Fraction("small", "b", 250)});
   ASSERT_TRUE(pool.s().Release(pool.LeaseOf("c0"), 0).ok());
-  ASSERT_EQ(std::set<int>({GpuOf(pool, "inf"), GpuOf(pool, "big"), GpuOf(pool, "small")}).size(), 3u);
+  ASSERT_EQ(std::set<int>({GpuOf(pool, "inf"), GpuOf(pool, "big"), GpuOf(pool, "small")}).size(),
+            3u);
   ASSERT_TRUE(pool.s().RecordCheckpoint(pool.LeaseOf("big"), 995).ok());
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   EXPECT_EQ(r.revoked[0].lease_id, pool.LeaseOf("small"));
@@ -214,15 +224,10 @@ TEST(SchedulerMove, OnlyTheLeasesThatMakeRoomAreMoved) {
   // GPU 0: inference 0.4 (stays), "tiny" 0.1 (the cheapest to move) and "mid" 0.25; GPU 1:
   // inference 0.55. a's half GPU needs 0.5 free on one GPU: moving mid alone gives it; taking the
   // cheap tiny first, then mid, would move tiny for nothing.
-  Pool pool(R"(
-nodes:
-  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 2}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 1.5}]}
-)");
-  GrantInTurn(pool, {Fraction("inf", "b", 400, "production-inference"), Fraction("tiny", "b", 100),
-                     Fraction("mid", "b", 250), Fraction("inf2", "b", 550, "production-inference")});
+  Pool pool(H100Pool(1, 2, {{"a", "nominal: 1"}, {"b", "nominal: 1.5"}}));
+  GrantInTurn(pool,
+              {Fraction("inf", "b", 400, "production-inference"), Fraction("tiny", "b", 100),
+               Fraction("mid", "b", 250), Fraction("inf2", "b", 550, "production-inference")});
   ASSERT_EQ(GpuOf(pool, "tiny"), GpuOf(pool, "inf"));
   ASSERT_EQ(GpuOf(pool, "mid"), GpuOf(pool, "inf"));
   ASSERT_NE(GpuOf(pool, "inf2"), GpuOf(pool, "inf"));
@@ -236,7 +241,8 @@ teams:
 TEST(SchedulerMove, ARequestCancelledAfterItsMoveGivesUpItsRoomAndClaim) {
   Pool pool(kTwoGpus);
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   const std::string moved = r.revoked[0].lease_id;
@@ -247,7 +253,8 @@ TEST(SchedulerMove, ARequestCancelledAfterItsMoveGivesUpItsRoomAndClaim) {
   EXPECT_TRUE(pool.s().leases().at(moved).revoke_deadline_s.has_value());
   ASSERT_TRUE(pool.s().Release(moved, 1010).ok());
   // The GPU it left is nobody's now: a borrower may have it.
-  ASSERT_TRUE(pool.s().Submit({.id = "c-whole", .team = "c", .priority_class = "experiment"}, 1010).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "c-whole", .team = "c", .priority_class = "experiment"}, 1010).ok());
   r = pool.s().Schedule(1010);
   ASSERT_THAT(r.granted, SizeIs(1));
   EXPECT_EQ(r.granted[0], pool.LeaseOf("c-whole"));
@@ -265,10 +272,12 @@ TEST(SchedulerMove, ReclaimingAndMovingTogetherMakeRoomNeitherMakesAlone) {
   ASSERT_EQ(GpuOf(pool, "c2"), GpuOf(pool, "q0"));
   ASSERT_EQ(GpuOf(pool, "c4"), GpuOf(pool, "q1"));
   ASSERT_NE(GpuOf(pool, "q0"), GpuOf(pool, "q1"));
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   std::map<std::string, RevokeCause> revoked;
-  for (const Revocation& v : r.revoked) revoked[pool.s().leases().at(v.lease_id).request.id] = v.cause;
+  for (const Revocation& v : r.revoked)
+    revoked[pool.s().leases().at(v.lease_id).request.id] = v.cause;
   EXPECT_EQ(revoked, (std::map<std::string, RevokeCause>{{"c0", RevokeCause::kReclaim},
                                                          {"c1", RevokeCause::kReclaim},
                                                          {"c2", RevokeCause::kReclaim},
@@ -297,7 +306,8 @@ TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
 TEST(SchedulerMove, OffItWaitsFragmented) {
   Pool pool(kTwoGpus, {.move_for_guarantees = false});
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
 }
@@ -306,14 +316,17 @@ TEST(SchedulerMove, NonPreemptibleLeasesStay) {
   Pool pool(kTwoGpus);
   // Two inference services of b, one on each GPU (c fills GPU 0 in between).
   ASSERT_TRUE(pool.s().Submit(Fraction("inf0", "b", 250, "production-inference"), 0).ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("c", i), "c", 250), 0).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("c", i), "c", 250), 0).ok());
   ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(4));
   ASSERT_TRUE(pool.s().Submit(Fraction("inf1", "b", 250, "production-inference"), 0).ok());
   ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(1));
   ASSERT_EQ(GpuOf(pool, "inf0"), 0);
   ASSERT_EQ(GpuOf(pool, "inf1"), 1);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.s().Release(pool.LeaseOf(absl::StrCat("c", i)), 0).ok());
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(pool.s().Release(pool.LeaseOf(absl::StrCat("c", i)), 0).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
 }
@@ -321,31 +334,24 @@ TEST(SchedulerMove, NonPreemptibleLeasesStay) {
 TEST(SchedulerMove, NothingMovesWhenTheMoverWouldHaveNowhereToGo) {
   // Three GPUs each 60% used by b: 1.2 GPUs free in total, a whole GPU nowhere, and none of b's
   // leases fits beside another.
-  Pool pool(R"(
-nodes:
-  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 3}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 1}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 2}]}
-)");
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("f", i), "b", 600), 0).ok());
+  Pool pool(H100Pool(1, 3, {{"a", "nominal: 1"}, {"b", "nominal: 2"}}));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("f", i), "b", 600), 0).ok());
   ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(3));
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
 }
 
 TEST(SchedulerMove, ARequestBeyondItsNominalQuotaMovesNothing) {
-  Pool pool(R"(
-nodes:
-  - {name: n, count: 1, gpus: [{model: H100-80GB, count: 2}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 1}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 2}]}
-  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 2}]}
-)");
+  Pool pool(H100Pool(1, 2,
+                     {{"a", "nominal: 0, borrowing_limit: 1"},
+                      {"b", "nominal: 2"},
+                      {"c", "nominal: 0, borrowing_limit: 2"}}));
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
   EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
 }
@@ -353,33 +359,42 @@ teams:
 TEST(SchedulerMove, AGangGetsANodeByMovingASingleBesideAnother) {
   // Two nodes of two GPUs, one single-GPU lease of b on each ("one-a", "one-b"). a's pair (same
   // node) needs a node to itself: one of them moves beside the other.
-  Pool pool(R"(
-nodes:
-  - {name: n, count: 2, gpus: [{model: H100-80GB, count: 2}]}
-teams:
-  - {name: a, quotas: [{gpus: H100-80GB, nominal: 2}]}
-  - {name: b, quotas: [{gpus: H100-80GB, nominal: 2}]}
-  - {name: c, quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 1}]}
-)");
-  const auto node_of = [&](const std::string& id) { return pool.s().leases().at(pool.LeaseOf(id)).gpus[0].node; };
+  Pool pool(H100Pool(
+      2, 2, {{"a", "nominal: 2"}, {"b", "nominal: 2"}, {"c", "nominal: 0, borrowing_limit: 1"}}));
+  const auto node_of = [&](const std::string& id) {
+    return pool.s().leases().at(pool.LeaseOf(id)).gpus[0].node;
+  };
   // Packing would put one-b beside one-a: c holds that GPU meanwhile.
   for (const char* id : {"one-a", "c", "one-b"}) {
-    ASSERT_TRUE(pool.s().Submit({.id = id, .team = id[0] == 'c' ? "c" : "b", .priority_class = "experiment"}, 0).ok());
+    ASSERT_TRUE(
+        pool.s()
+            .Submit({.id = id, .team = id[0] == 'c' ? "c" : "b", .priority_class = "experiment"}, 0)
+            .ok());
     ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(1));
   }
   ASSERT_TRUE(pool.s().Release(pool.LeaseOf("c"), 0).ok());
   ASSERT_NE(node_of("one-a"), node_of("one-b"));
-  const std::map<std::string, std::string> kept = {{"one-a", "one-b"}, {"one-b", "one-a"}};  // -> the other
+  const std::map<std::string, std::string> kept = {{"one-a", "one-b"},
+                                                   {"one-b", "one-a"}};  // -> the other
 
-  ASSERT_TRUE(pool.s().Submit({.id = "pair", .team = "a", .priority_class = "experiment", .slot_count = 2,
-                               .topology = GangTopology::kSameNode}, 1000).ok());
+  ASSERT_TRUE(pool.s()
+                  .Submit({.id = "pair",
+                           .team = "a",
+                           .priority_class = "experiment",
+                           .slot_count = 2,
+                           .topology = GangTopology::kSameNode},
+                          1000)
+                  .ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   EXPECT_EQ(r.revoked[0].cause, RevokeCause::kMove);
   const std::string moved = pool.s().leases().at(r.revoked[0].lease_id).request.id;
   const std::string stays = kept.at(moved);
   ASSERT_TRUE(pool.s().Release(r.revoked[0].lease_id, 1010).ok());
-  ASSERT_TRUE(pool.s().Submit({.id = moved + "-again", .team = "b", .priority_class = "experiment"}, 1010).ok());
+  ASSERT_TRUE(
+      pool.s()
+          .Submit({.id = moved + "-again", .team = "b", .priority_class = "experiment"}, 1010)
+          .ok());
   r = pool.s().Schedule(1010);
   ASSERT_THAT(r.granted, SizeIs(2));
   EXPECT_NE(node_of("pair"), node_of(stays));

@@ -70,7 +70,8 @@ TEST(PackingCeilingTest, OnlyWhatArrivedByThePercentageCounts) {
 }
 
 TEST(PackingCeilingTest, RefusesAClusterWithoutGpus) {
-  std::vector<NodeCapacity> nodes = {{.name = "a", .model = "G2", .cpu_milli = 1000, .memory_mib = 1024, .num_gpu = 0}};
+  std::vector<NodeCapacity> nodes = {
+      {.name = "a", .model = "G2", .cpu_milli = 1000, .memory_mib = 1024, .num_gpu = 0}};
   EXPECT_FALSE(EstimatePackingCeiling(nodes, {}, 1.3, 1).ok());
 }
 
