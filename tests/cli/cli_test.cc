@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -195,9 +196,23 @@ TEST(VersionCommand, ReportsTransports) {
 
 namespace {
 
+// Files the tests wrote, removed once every test has run.
+class TempFiles : public ::testing::Environment {
+ public:
+  static std::vector<std::filesystem::path>& Written() {
+    static std::vector<std::filesystem::path> written;
+    return written;
+  }
+  void TearDown() override {
+    for (const auto& p : Written()) std::filesystem::remove(p);
+  }
+};
+::testing::Environment* const kTempFiles = ::testing::AddGlobalTestEnvironment(new TempFiles);
+
 std::string WriteTemp(const std::string& name, const std::string& text) {
   auto path = std::filesystem::temp_directory_path() / absl::StrCat("gpupool_cli_", ::getpid(), "_", name);
   std::ofstream(path) << text;
+  TempFiles::Written().push_back(path);
   return path.string();
 }
 

@@ -66,7 +66,10 @@ class PoolRpcRestart : public ::testing::Test {
   ~PoolRpcRestart() override {
     jobs_.clear();
     head_.reset();
-    if (!journal_.empty()) std::remove(journal_.c_str());
+    // The journal, SQLite's side files and the head's lock file.
+    for (const char* suffix : {"", "-wal", "-shm", "-journal", "-lock"}) {
+      if (!journal_.empty()) std::remove((journal_ + suffix).c_str());
+    }
   }
 
   // Starts the head: with a journal (a fresh file) unless `durable` is false.

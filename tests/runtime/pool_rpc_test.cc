@@ -302,7 +302,9 @@ TEST(PoolRpcCheckpoints, ACommittedSnapshotResetsTheLeasesWorkAtRiskAndIsIndexed
   ASSERT_TRUE(foreign.ok());
   EXPECT_TRUE(foreign->empty()) << "a lease the job does not hold records nothing";
   index->reset();
-  std::remove(journal.c_str());
+  for (const char* suffix : {"", "-wal", "-shm", "-journal", "-lock"}) {
+    std::remove((journal + suffix).c_str());
+  }
 }
 
 }  // namespace

@@ -15,18 +15,14 @@ namespace {
 class TraceReaderTest : public ::testing::Test {
  protected:
   std::string Write(const std::string& name, const std::string& text) {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                      ("pool_sim_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const std::string path = (dir / name).string();
+    std::filesystem::create_directories(dir_);
+    const std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary) << text;
-    written_.push_back(path);
     return path;
   }
-  void TearDown() override {
-    for (const auto& p : written_) std::filesystem::remove(p);
-  }
-  std::vector<std::string> written_;
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  const std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                                     ("pool_sim_test_" + std::to_string(::getpid()));
 };
 
 std::string MessageOf(const absl::Status& s) { return std::string(s.message()); }
