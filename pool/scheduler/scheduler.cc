@@ -342,6 +342,7 @@ absl::Status Scheduler::Adopt(Lease lease, int64_t now_s) {
   // Borrowing as the quotas stand now (the configuration may have changed since the grant): it
   // decides whether owners may reclaim the lease.
   lease.borrowing = !ledger_.FitsNominal(lease.request.team, lease.group, lease.milli);
+  if (lease.borrowing) ++borrowed_epoch_;
   ledger_.Add(lease.request.team, lease.group, lease.milli);
   victims_.Add(lease, ClassOf(lease.request));
   // New leases are "<request id>#<handle>": keep handles clear of the adopted ones.
@@ -562,7 +563,9 @@ void Scheduler::RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, i
 bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now_s,
                         CycleResult& result) {
   if (!options_.move_for_guarantees) return false;
-  std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group);
+  // Which leases are candidates depends on the team (its own borrowed leases are not reclaimed).
+  std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group,
+                                      "|", p.request.team);
   if (auto it = move_failed_.find(memo_key);
       it != move_failed_.end() && it->second.freed_epoch == freed_epoch_ &&
       it->second.borrowed_epoch == borrowed_epoch_ && now_s < it->second.retry_at_s) {
@@ -631,15 +634,26 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
   return true;
 }
 
-void Scheduler::TakeUpMoveHold(const PendingRequest& p) {
+std::optional<std::vector<int>> Scheduler::PlaceOnMoveHold(const PendingRequest& p,
+                                                           const std::string& group,
+                                                           PlacementOptions options) {
   for (size_t i = 0; i < move_holds_.size(); ++i) {
     const MoveHold& h = move_holds_[i];
-    if (h.team == p.request.team && h.shape_key == p.shape_key &&
-        p.eligibility->candidates.count(h.group) != 0) {
-      ReleaseMoveHold(i);
-      return;
+    if (h.team != p.request.team || h.shape_key != p.shape_key || h.group != group) continue;
+    // Offer the held room (placement may still choose better room elsewhere); keep holding it
+    // if the request cannot be placed at all.
+    state_.Give(h.gpu, h.slot);
+    RefreshGpus({h.gpu});
+    std::optional<std::vector<int>> gpus = PlaceLive(p, group, options);
+    if (gpus) {
+      move_holds_.erase(move_holds_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      state_.Take(h.gpu, h.slot);
+      RefreshGpus({h.gpu});
     }
+    return gpus;
   }
+  return std::nullopt;
 }
 
 void Scheduler::ReleaseMoveHold(size_t index) {
@@ -681,8 +695,6 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
   DropClaim(p);
   const PriorityClass& pc = ClassOf(r);
   const Eligibility& e = *p.eligibility;
-  // Work coming back from a move takes the room held for it.
-  if (!move_holds_.empty()) TakeUpMoveHold(p);
   // Guaranteed groups before borrowing ones: nominal quota is used first, as Kueue's flavor
   // fungibility does.
   std::vector<std::pair<const std::string*, QuotaCheck>> checks;
@@ -724,6 +736,17 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     // reservation or a health change it is diagnosed again (fragmented may have become no free
     // capacity, a reservation may now be what blocks it). Keyed on the raw runtime estimate,
     // which backfill past gang reservations depends on.
+    // A guaranteed request is not held back by another request's gang reservation: the
+    // guarantee outranks the prediction.
+    const bool guaranteed = !ledger_.open_pool() && !check.borrowing;
+    // Work coming back from a move takes the room held for it (within its quota: checked above).
+    if (!move_holds_.empty() && !p.victims_pending) {
+      if (std::optional<std::vector<int>> gpus = PlaceOnMoveHold(
+              p, *group, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
+        Grant(p, *group, *gpus, check.borrowing, now_s, result);
+        return true;
+      }
+    }
     std::string key = p.victims_pending
                           ? ""
                           : absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1),
@@ -736,9 +759,6 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       note(group, check, known->second.reason);
       continue;
     }
-    // A guaranteed request is not held back by another request's gang reservation: the
-    // guarantee outranks the prediction.
-    const bool guaranteed = !ledger_.open_pool() && !check.borrowing;
     if (std::optional<std::vector<int>> gpus =
             PlaceLive(p, *group, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
       Grant(p, *group, *gpus, check.borrowing, now_s, result);
@@ -829,12 +849,18 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   }
   // The head-of-line gang reservation is recomputed every cycle from the current state; backfill
   // verdicts depend on `now_s`, so remembered failures start afresh too.
+  const std::set<int> gang_reserved_before = gang_reserved_gpus_;
   std::vector<int> unreserved(reserved_gpus_.begin(), reserved_gpus_.end());
   for (int g : unreserved) state_[g].gang_reserved_for = 0;
   RefreshGpus(unreserved);
   ++growth_epoch_;
   failed_.clear();
   preempt_failed_.clear();
+  // Failed move plans are kept across cycles only while nothing that could revive them happened.
+  std::erase_if(move_failed_, [&](const auto& entry) {
+    const FailedMove& f = entry.second;
+    return f.freed_epoch != freed_epoch_ || f.borrowed_epoch != borrowed_epoch_ || f.retry_at_s <= now_s;
+  });
 
   struct Key {
     bool borrowing;
@@ -884,6 +910,13 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     }
   }
   for (const std::string& id : admitted) pending_.erase(id);
+  // A gang reservation gone (granted, or moved to other GPUs) opens room for movers.
+  for (int g : gang_reserved_before) {
+    if (gang_reserved_gpus_.count(g) == 0) {
+      ++freed_epoch_;
+      break;
+    }
+  }
   return result;
 }
 

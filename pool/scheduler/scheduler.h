@@ -222,8 +222,11 @@ class Scheduler {
                   int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
   // Defragmentation for a guaranteed request in `group` (move_planner.h).
   bool TryMove(PendingRequest& p, const std::string& group, int64_t now_s, CycleResult& result);
-  // Gives back a hold (move_holds_) that `p` matches, so that p can be placed on its room.
-  void TakeUpMoveHold(const PendingRequest& p);
+  // Places `p` in `group` with the room of a hold it matches (move_holds_) given back, and
+  // consumes the hold when it is placed; nullopt (the hold kept) when none matches or p does not
+  // fit even so.
+  std::optional<std::vector<int>> PlaceOnMoveHold(const PendingRequest& p, const std::string& group,
+                                                  PlacementOptions options);
   void ReleaseMoveHold(size_t index);
   // Capacity was given back, a GPU became schedulable or a reservation was dropped.
   void CapacityGrew() {
@@ -300,7 +303,7 @@ class Scheduler {
   uint64_t freed_epoch_ = 0;
   uint64_t borrowed_epoch_ = 0;
   // Room held for moved leases (TryMove): taken out of state_ until a request of the same team
-  // and shape, eligible for the group, is admitted, or until `until_s`.
+  // and shape is admitted in the group (within its quota), or until `until_s`.
   struct MoveHold {
     int gpu;
     SlotShape slot;

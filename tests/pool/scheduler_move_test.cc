@@ -103,11 +103,12 @@ TEST(SchedulerMove, AGuaranteedRequestMovesTheCheapestLeaseThatFitsElsewhere) {
 
 // Three GPUs: 0.75 of non-preemptible inference of b on one ("inf"), a quarter of b alone on each
 // of the others ("q0", "q1"), granted at time 0. 1.75 GPUs free, no whole GPU free, and the only
-// room a moved quarter can go to is the quarter beside "inf". a and d each hold a nominal GPU.
+// room a moved quarter can go to is the quarter beside "inf". a and d each hold a nominal GPU;
+// b never borrows.
 const std::string kThreeGpus = H100Pool(1, 3,
                                         {{"a", "nominal: 1"},
                                          {"d", "nominal: 1"},
-                                         {"b", "nominal: 1.25"},
+                                         {"b", "nominal: 1.25, borrowing_limit: 0"},
                                          {"c", "nominal: 0, borrowing_limit: 3"}});
 
 // Grants `ids` one at a time, each alone in its cycle, at time 0.
@@ -288,6 +289,61 @@ TEST(SchedulerMove, ReclaimingAndMovingTogetherMakeRoomNeitherMakesAlone) {
   ASSERT_THAT(r.granted, SizeIs(2));
   EXPECT_NE(GpuOf(pool, "a0"), GpuOf(pool, "q1"));
   EXPECT_EQ(GpuOf(pool, "q0-again"), GpuOf(pool, "q1"));
+}
+
+TEST(SchedulerMove, AHoldIsKeptFromARequestThatIsNotPlaced) {
+  Pool pool(kThreeGpus);
+  const int inf = OneQuarterOfRoom(pool);
+  ASSERT_TRUE(
+      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  CycleResult r = pool.s().Schedule(1000);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  // A quarter of b's in the mover's shape, beyond b's quota (which has no borrowing limit): it
+  // waits, and must not give the held room away (to c's quarter, say).
+  ASSERT_TRUE(pool.s().Submit(Fraction("bx", "b", 250), 1005).ok());
+  pool.s().Schedule(1005);
+  ASSERT_EQ(pool.ReasonOf("bx"), WaitReason::kOverQuota);
+  ASSERT_TRUE(pool.s().Submit(Fraction("c-late", "c", 250), 1006).ok());
+  ASSERT_THAT(pool.s().Schedule(1006).granted, SizeIs(1));
+  EXPECT_NE(GpuOf(pool, "c-late"), inf);
+  // bx is withdrawn (once the mover stops, b is within its quota again and bx would take the
+  // room: it is b's work of the same shape). The mover stops and asks again: its room is there.
+  ASSERT_TRUE(pool.s().Cancel("bx").ok());
+  ASSERT_TRUE(pool.s().Release(r.revoked[0].lease_id, 1010).ok());
+  ASSERT_TRUE(pool.s().Submit(Fraction("moved-again", "b", 250), 1010).ok());
+  pool.s().Schedule(1010);
+  ASSERT_FALSE(pool.LeaseOf("moved-again").empty());
+  EXPECT_EQ(GpuOf(pool, "moved-again"), inf);
+}
+
+TEST(SchedulerMove, OneTeamsFailedPlanDoesNotStopAnothersOfTheSameShape) {
+  // GPU Y: b's old quarter "bq" and a's young borrowed quarter "aq"; GPU X: b's inference "bi".
+  // a's whole GPU (guaranteed) cannot have Y: its own borrowed quarter is not reclaimed for it
+  // and too young to move. d's can: it reclaims aq and moves bq beside bi.
+  Pool pool(H100Pool(1, 2, {{"a", "nominal: 1.25"}, {"b", "nominal: 0.5"}, {"d", "nominal: 1"}}));
+  GrantInTurn(pool, {Fraction("bi", "b", 250, "production-inference"), Fraction("a3", "a", 250),
+                     Fraction("a4", "a", 250), Fraction("a5", "a", 250), Fraction("bq", "b", 250),
+                     Fraction("a1", "a", 250), Fraction("a2", "a", 250)});
+  ASSERT_TRUE(pool.s().Submit(Fraction("aq", "a", 250), 500).ok());
+  ASSERT_THAT(pool.s().Schedule(500).granted, SizeIs(1));
+  ASSERT_TRUE(pool.s().leases().at(pool.LeaseOf("aq")).borrowing);
+  for (const char* id : {"a1", "a2", "a3", "a4", "a5"}) {
+    ASSERT_TRUE(pool.s().Release(pool.LeaseOf(id), 500).ok());
+  }
+  ASSERT_EQ(GpuOf(pool, "aq"), GpuOf(pool, "bq"));
+  ASSERT_NE(GpuOf(pool, "bi"), GpuOf(pool, "bq"));
+
+  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 700).ok());
+  EXPECT_TRUE(pool.s().Schedule(700).revoked.empty());
+  ASSERT_TRUE(pool.s().Submit({.id = "d0", .team = "d", .priority_class = "experiment"}, 710).ok());
+  CycleResult r = pool.s().Schedule(710);
+  std::map<std::string, RevokeCause> revoked;
+  for (const Revocation& v : r.revoked) {
+    revoked[pool.s().leases().at(v.lease_id).request.id] = v.cause;
+    EXPECT_EQ(v.for_request, "d0");
+  }
+  EXPECT_EQ(revoked, (std::map<std::string, RevokeCause>{{"aq", RevokeCause::kReclaim},
+                                                         {"bq", RevokeCause::kMove}}));
 }
 
 TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
