@@ -3,15 +3,22 @@
 //
 //   gpupool simulate --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv
 //                    --policy fgd --seeds 42-51 --tune 1.3 [--json]
+//                    [--compare best-fit,random] [--html report.html]
+//
+// --compare replays more policies on the same seeds, for the table and the page (the JSON stays
+// the one policy's); --html writes a self-contained page with the allocation curves.
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "pool/placement/policy_registry.h"
+#include "pool/sim/line_chart.h"
 #include "pool/sim/protocol.h"
 #include "pool/sim/seed_list.h"
 #include "pool/sim/trace_reader.h"
@@ -36,6 +43,8 @@ struct SimulateFlags {
   double tune = 1.3;
   std::string tie_order = "name";
   bool json = false;
+  std::string compare;  // more policies, comma-separated
+  std::string html;     // write the report page here
   // --workload teams: the lease simulator instead of the trace replay.
   std::string workload = "trace";
   bool timed = false;  // replay in time with departures instead of the protocol
@@ -55,17 +64,21 @@ nlohmann::json Number(const std::optional<double>& v) {
   return std::round(*v * 10000) / 10000;  // the figures have 2 decimals; their means need few more
 }
 
-void PrintTable(const sim::ProtocolResult& r, const SimulateFlags& flags) {
+// `results` holds the --policy's result first, then the --compare policies'.
+void PrintTable(const std::vector<sim::ProtocolResult>& results, const SimulateFlags& flags) {
+  const sim::ProtocolResult& r = results.front();
   std::cout << absl::StrFormat(
       "policy %s, %d seeds (%s), tune %.2f, %d GPUs: allocated GPU demand (%% of the cluster's "
       "GPUs) by arrived demand\n\n",
       r.policy, static_cast<int>(r.seeds.size()), flags.seeds, flags.tune, r.cluster_gpus);
-  std::vector<std::string> header = {"ARRIVED"};
+  std::vector<std::string> header = {"POLICY \\ ARRIVED"};
   for (int p : kShownPercents) header.push_back(absl::StrCat(p, "%"));
   TextTable curve(header);
-  std::vector<std::string> mean = {"allocated"};
-  for (int p : kShownPercents) mean.push_back(Percent(r.mean_allocated_pct[p]));
-  curve.AddRow(mean);
+  for (const sim::ProtocolResult& each : results) {
+    std::vector<std::string> row = {each.policy};
+    for (int p : kShownPercents) row.push_back(Percent(each.mean_allocated_pct[p]));
+    curve.AddRow(row);
+  }
   std::cout << curve.Render() << "\n";
 
   TextTable seeds({"SEED", "AT 100%", "PODS", "PLACED", "DEMAND/CAPACITY", "SECONDS"});
@@ -79,6 +92,48 @@ void PrintTable(const sim::ProtocolResult& r, const SimulateFlags& flags) {
   std::cout << seeds.Render();
   std::cout << absl::StrFormat("\nallocation at 100%% arrival (mean of %d seeds): %s%%\n",
                                static_cast<int>(r.seeds.size()), Percent(r.mean_allocated_pct[100]));
+}
+
+// The page: what was run, the curves (mean over the seeds) and the table of figures.
+void WriteHtml(const std::vector<sim::ProtocolResult>& results, const SimulateFlags& flags) {
+  const sim::ProtocolResult& r = results.front();
+  sim::LineChart chart{.title = "Allocated GPU demand by arrived demand (mean of the seeds)",
+                       .x_label = "arrived GPU demand (% of the cluster's GPUs)",
+                       .y_label = "allocated (% of the cluster's GPUs)",
+                       .x_max = kMaxPercent,
+                       .y_max = 100,
+                       .diagonal = "every arrival placed"};
+  for (const sim::ProtocolResult& each : results) {
+    sim::ChartSeries series{each.policy, {}};
+    for (size_t p = 0; p < each.mean_allocated_pct.size(); ++p) {
+      if (each.mean_allocated_pct[p]) series.points.push_back({static_cast<double>(p), *each.mean_allocated_pct[p]});
+    }
+    chart.series.push_back(std::move(series));
+  }
+  std::string body = absl::StrCat(
+      "<h1>gpupool simulate</h1>\n<p>", sim::HtmlEscape(flags.pods), " on ", sim::HtmlEscape(flags.nodes),
+      " (", r.cluster_gpus, " GPUs): protocol mode, seeds ", sim::HtmlEscape(flags.seeds),
+      absl::StrFormat(", tune %.2f", flags.tune), ".</p>\n", sim::LineChartSvg(chart));
+  // Where the policies part: from 80% arrival on, 80-100% allocated.
+  chart.title = "The same, from 80% arrival (where the policies differ)";
+  chart.x_min = 80;
+  chart.x_tick = 5;
+  chart.y_min = 80;
+  chart.y_tick = 2;
+  absl::StrAppend(&body, sim::LineChartSvg(chart), "<table>\n<tr><th>policy \\ arrived</th>");
+  for (int p : kShownPercents) absl::StrAppend(&body, "<th>", p, "%</th>");
+  absl::StrAppend(&body, "</tr>\n");
+  for (const sim::ProtocolResult& each : results) {
+    absl::StrAppend(&body, "<tr><td>", sim::HtmlEscape(each.policy), "</td>");
+    for (int p : kShownPercents) absl::StrAppend(&body, "<td>", Percent(each.mean_allocated_pct[p]), "</td>");
+    absl::StrAppend(&body, "</tr>\n");
+  }
+  absl::StrAppend(&body, "</table>\n");
+  std::ofstream out(flags.html, std::ios::binary | std::ios::trunc);
+  out << sim::HtmlPage(absl::StrCat("gpupool simulate: ", r.policy), body);
+  out.close();
+  if (!out) throw CommandFailed(absl::StrCat("--html: cannot write ", flags.html));
+  std::cerr << "simulate: wrote " << flags.html << "\n";
 }
 
 void PrintJson(const sim::ProtocolResult& r, const SimulateFlags& flags) {
@@ -119,30 +174,49 @@ void RunSimulate(const SimulateFlags& flags) {
   absl::StatusOr<std::vector<sim::PodSpec>> pods = sim::ReadPodList(flags.pods);
   if (!pods.ok()) throw CommandFailed(std::string(pods.status().message()));
 
-  sim::ProtocolOptions options;
-  options.policy = flags.policy;
-  options.seeds = *seeds;
-  options.tune = flags.tune;
-  options.max_percent = kMaxPercent;
-  options.tie_order =
-      flags.tie_order == "shuffled" ? sim::TieOrder::kShuffledPerSeed : sim::TieOrder::kByName;
-  options.on_seed_done = [](const sim::SeedResult& s, int done, int total) {
-    std::cerr << absl::StrFormat("simulate: seed %d (%d/%d): %s%% allocated at 100%% arrival, %.1f s\n",
-                                 s.seed, done, total, Percent(s.allocated_pct[100]), s.seconds);
-  };
-  absl::StatusOr<sim::ProtocolResult> result = sim::RunProtocol(*nodes, *pods, options);
-  if (!result.ok()) throw CommandFailed(std::string(result.status().message()));
-  if (flags.json) {
-    PrintJson(*result, flags);
-  } else {
-    PrintTable(*result, flags);
+  std::vector<std::string> policies = {flags.policy};
+  for (absl::string_view p : absl::StrSplit(flags.compare, ',', absl::SkipEmpty())) {
+    policies.emplace_back(p);
   }
+  std::vector<sim::ProtocolResult> results;
+  for (const std::string& policy : policies) {
+    sim::ProtocolOptions options;
+    options.policy = policy;
+    options.seeds = *seeds;
+    options.tune = flags.tune;
+    options.max_percent = kMaxPercent;
+    options.tie_order =
+        flags.tie_order == "shuffled" ? sim::TieOrder::kShuffledPerSeed : sim::TieOrder::kByName;
+    options.on_seed_done = [&policy](const sim::SeedResult& s, int done, int total) {
+      std::cerr << absl::StrFormat(
+          "simulate: %s seed %d (%d/%d): %s%% allocated at 100%% arrival, %.1f s\n", policy, s.seed,
+          done, total, Percent(s.allocated_pct[100]), s.seconds);
+    };
+    absl::StatusOr<sim::ProtocolResult> result = sim::RunProtocol(*nodes, *pods, options);
+    if (!result.ok()) throw CommandFailed(std::string(result.status().message()));
+    results.push_back(*std::move(result));
+  }
+  if (flags.json) {
+    PrintJson(results.front(), flags);
+  } else {
+    PrintTable(results, flags);
+  }
+  if (!flags.html.empty()) WriteHtml(results, flags);
 }
 
 std::string PolicyNameList(const char* separator) {
   std::string names = "default";
   for (std::string_view n : placement::PolicyNames()) absl::StrAppend(&names, separator, std::string(n));
   return names;
+}
+
+// CLI11's check: empty when `name` is a policy, else what is wrong.
+std::string UnknownPolicy(const std::string& name) {
+  const std::string_view canonical = placement::CanonicalPolicyName(name);
+  for (std::string_view n : placement::PolicyNames()) {
+    if (n == canonical) return std::string();
+  }
+  return absl::StrCat("unknown policy '", name, "' (allowed: ", PolicyNameList(", "), ")");
 }
 
 }  // namespace
@@ -169,13 +243,7 @@ void RegisterSimulateCommand(CLI::App& app) {
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--policy", flags->policy,
                   absl::StrCat("Placement policy: ", PolicyNameList("|"), " (default: gpupool's own)"))
-      ->check([](const std::string& name) {
-    const std::string_view canonical = placement::CanonicalPolicyName(name);
-    for (std::string_view n : placement::PolicyNames()) {
-      if (n == canonical) return std::string();
-    }
-    return absl::StrCat("unknown policy '", name, "' (allowed: ", PolicyNameList(", "), ")");
-  });
+      ->check(UnknownPolicy);
   cmd->add_option("--seeds", flags->seeds, "Seeds: A-B or A,B,... (default: 42-51)");
   cmd->add_option("--tune", flags->tune,
                   "Inflate or deflate the workload to RATIO x the cluster's GPUs (default: 1.3)");
@@ -189,7 +257,21 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_option("--compress", flags->compress,
                   "--timed: divide arrival times by F (runtimes unchanged) to raise the load");
   cmd->add_flag("--json", flags->json, "Print JSON instead of a table");
+  cmd->add_option("--compare", flags->compare,
+                  "Trace protocol: more policies (comma-separated) replayed on the same seeds, for "
+                  "the table and --html")
+      ->check([](const std::string& list) {
+        for (absl::string_view p : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+          if (std::string problem = UnknownPolicy(std::string(p)); !problem.empty()) return problem;
+        }
+        return std::string();
+      });
+  cmd->add_option("--html", flags->html,
+                  "Trace protocol: also write a self-contained HTML page with the allocation curves");
   cmd->callback([flags] {
+    if ((flags->workload == "teams" || flags->timed) && (!flags->compare.empty() || !flags->html.empty())) {
+      throw CommandFailed("simulate: --compare and --html apply to the trace protocol replay only", 2);
+    }
     if (flags->workload == "teams") {
       flags->teams.json = flags->json;
       RunTeamsSimulation(flags->teams);

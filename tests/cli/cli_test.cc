@@ -245,6 +245,47 @@ TEST(SimulateCommand, TraceProtocolAsJson) {
   EXPECT_THAT(r.err, HasSubstr("needs --nodes FILE and --pods FILE"));
 }
 
+TEST(SimulateCommand, ComparesPoliciesInTheTableAndOnAPage) {
+  std::string nodes = WriteTemp("cmp_nodes.csv",
+                                "sn,cpu_milli,memory_mib,gpu,model\n"
+                                "a,64000,262144,2,T4\nb,64000,262144,8,V100M16\n");
+  std::string pods = WriteTemp("cmp_pods.csv",
+                               "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                               "p0,4000,8192,1,500\np1,8000,16384,2,1000\np2,2000,4096,1,250\n"
+                               "p3,16000,32768,4,1000\n");
+  const std::string html = WriteTemp("report.html", "");
+  Result r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods,
+                                 " --seeds 1-2 --compare fgd,random --html ", html));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // One row per policy in the table, the --policy first.
+  const size_t own = r.out.find("\ngpupool "), fgd = r.out.find("\nfgd "), random = r.out.find("\nrandom ");
+  ASSERT_NE(own, std::string::npos) << r.out;
+  ASSERT_NE(fgd, std::string::npos) << r.out;
+  ASSERT_NE(random, std::string::npos) << r.out;
+  EXPECT_LT(own, fgd);
+  EXPECT_LT(fgd, random);
+  // The page: two charts with a curve per policy, and the table.
+  const std::string page = Slurp(html);
+  EXPECT_THAT(page, HasSubstr("<!DOCTYPE html>"));
+  size_t charts = 0;
+  for (size_t at = page.find("<svg"); at != std::string::npos; at = page.find("<svg", at + 1)) ++charts;
+  EXPECT_EQ(charts, 2u);
+  for (const char* policy : {"gpupool", "fgd", "random"}) {
+    EXPECT_THAT(page, HasSubstr(absl::StrCat("<title>", policy, "</title>")));
+    EXPECT_THAT(page, HasSubstr(absl::StrCat("<tr><td>", policy, "</td>")));
+  }
+  // Bad input is named; the options that only the protocol replay has are refused elsewhere.
+  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --compare fgd,nosuch"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("unknown policy 'nosuch'"));
+  r = RunCli("simulate --workload teams --weeks 1 --html /tmp/never.html");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--compare and --html apply to the trace protocol replay only"));
+  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --html /no/such/dir/x.html"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("cannot write /no/such/dir/x.html"));
+}
+
 TEST(SimulateCommand, TeamsWorkloadComparesDedicatedAndPooled) {
   Result r = RunCli("simulate --workload teams --weeks 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
