@@ -99,6 +99,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
   std::vector<double> guaranteed_delays;
   int guaranteed_within_grace = 0;
   double held_gpu_s = 0, idle_waiting_gpu_s = 0, sprint_gpu_s = 0, restart_gpu_s = 0;
+  std::vector<double> held_by_day_gpu_s;
   std::set<std::pair<std::string, int64_t>> sprint_weeks;
   int64_t now = 0, last_progress = 0;
 
@@ -127,6 +128,12 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
     }
     held_gpu_s += held * dt;
     if (waiting > 0) idle_waiting_gpu_s += (result.capacity_gpus - held) * dt;
+    for (int64_t from = now; from < t;) {
+      const int64_t day = from / kDay, to = std::min(t, (day + 1) * kDay);
+      if (static_cast<size_t>(day) >= held_by_day_gpu_s.size()) held_by_day_gpu_s.resize(day + 1, 0.0);
+      held_by_day_gpu_s[day] += held * static_cast<double>(to - from);
+      from = to;
+    }
   };
   // A lease of job `i` ends after running `ran_s`. The time it spent loading a checkpoint is
   // restart overhead; `kept_s` of the work it did survives (all of it on completion or with a
@@ -273,6 +280,12 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
   }
   result.offered_load = demanded * 3600.0 / capacity_gpu_s;
   result.held_utilisation = held_gpu_s / capacity_gpu_s;
+  for (size_t day = 0; day < held_by_day_gpu_s.size(); ++day) {
+    const int64_t length = std::min<int64_t>(kDay, horizon - static_cast<int64_t>(day) * kDay);
+    result.held_by_day.push_back(length > 0 ? held_by_day_gpu_s[day] /
+                                                  (result.capacity_gpus * static_cast<double>(length))
+                                            : 0.0);
+  }
   result.mean_utilisation = (held_gpu_s - lost * 3600.0 - restart_gpu_s) / capacity_gpu_s;
   result.idle_while_waiting_gpu_hours = idle_waiting_gpu_s / 3600.0;
   result.lost_gpu_hours = lost;

@@ -78,6 +78,9 @@ struct LeaseSimulationResult {
   int preemptions = 0;
   int moves = 0;                  // of those, leases moved to defragment (RevokeCause::kMove)
   double jain_fairness = 0;       // over teams' received / demanded
+  // GPU-hours held by leases each day of the horizon, over capacity x that day's length: the
+  // utilisation over time (the last day may be partial).
+  std::vector<double> held_by_day;
   int jobs_completed = 0;
   int jobs_abandoned = 0;         // gave up waiting (patience) before they ever started
   int jobs_unfinished = 0;

@@ -267,13 +267,18 @@ void RegisterSimulateCommand(CLI::App& app) {
         return std::string();
       });
   cmd->add_option("--html", flags->html,
-                  "Trace protocol: also write a self-contained HTML page with the allocation curves");
+                  "Also write a self-contained HTML page: the allocation curves (trace protocol), "
+                  "or utilisation day by day (--workload teams)");
   cmd->callback([flags] {
-    if ((flags->workload == "teams" || flags->timed) && (!flags->compare.empty() || !flags->html.empty())) {
-      throw CommandFailed("simulate: --compare and --html apply to the trace protocol replay only", 2);
+    if ((flags->workload == "teams" || flags->timed) && !flags->compare.empty()) {
+      throw CommandFailed("simulate: --compare applies to the trace protocol replay only", 2);
+    }
+    if (flags->timed && !flags->html.empty()) {
+      throw CommandFailed("simulate: --html applies to the trace protocol replay and --workload teams", 2);
     }
     if (flags->workload == "teams") {
       flags->teams.json = flags->json;
+      flags->teams.html = flags->html;
       RunTeamsSimulation(flags->teams);
       return;
     }

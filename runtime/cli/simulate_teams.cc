@@ -1,5 +1,7 @@
 #include "runtime/cli/simulate_teams.h"
 
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_format.h"
@@ -7,6 +9,7 @@
 #include "pool/config/pool_config.h"
 #include "pool/devices/simulated_driver.h"
 #include "pool/sim/lease_simulation.h"
+#include "pool/sim/line_chart.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/text_table.h"
 
@@ -44,6 +47,55 @@ nlohmann::json ToJson(const sim::LeaseSimulationResult& r) {
           {"jobs_abandoned", r.jobs_abandoned},
           {"jobs_unfinished", r.jobs_unfinished},
           {"teams", teams}};
+}
+
+// The page: utilisation day by day, dedicated against pooled, and the headline figures.
+void WriteHtml(const TeamsSimulationFlags& flags, int gpus, const sim::LeaseSimulationResult& dedicated,
+               const sim::LeaseSimulationResult& pooled) {
+  sim::LineChart chart{.title = "GPUs held by leases, day by day (% of the pool)",
+                       .x_label = "day",
+                       .y_label = "held (% of the pool's GPUs)",
+                       .x_max = static_cast<double>(std::max(dedicated.held_by_day.size(), pooled.held_by_day.size())),
+                       .x_tick = 7,
+                       .y_max = 100};
+  for (const sim::LeaseSimulationResult* r : {&dedicated, &pooled}) {
+    sim::ChartSeries series{r->mode, {}};
+    // Each day's figure drawn across the day: a step per day.
+    for (size_t day = 0; day < r->held_by_day.size(); ++day) {
+      series.points.push_back({static_cast<double>(day), 100 * r->held_by_day[day]});
+      series.points.push_back({static_cast<double>(day + 1), 100 * r->held_by_day[day]});
+    }
+    chart.series.push_back(std::move(series));
+  }
+  auto pct = [](double v) { return absl::StrFormat("%.1f%%", 100 * v); };
+  std::string body = absl::StrCat(
+      "<h1>gpupool simulate --workload teams</h1>\n<p>", gpus, " GPUs, ", flags.weeks,
+      " weeks, seed ", flags.seed, absl::StrFormat(", sprint probability %.2f, bursts %.1fx quota",
+                                                   flags.sprint_probability, flags.burst_factor),
+      flags.config.empty() ? "" : absl::StrCat(", ", sim::HtmlEscape(flags.config)), ".</p>\n",
+      sim::LineChartSvg(chart), "<table>\n<tr><th></th><th>dedicated</th><th>pooled</th></tr>\n");
+  auto row = [&](const std::string& name, const std::string& d, const std::string& p) {
+    absl::StrAppend(&body, "<tr><td>", sim::HtmlEscape(name), "</td><td>", d, "</td><td>", p, "</td></tr>\n");
+  };
+  row("offered load (work asked for / capacity)", pct(dedicated.offered_load), pct(pooled.offered_load));
+  row("mean utilisation (busy GPU-hours / capacity)", pct(dedicated.mean_utilisation), pct(pooled.mean_utilisation));
+  row("held by leases", pct(dedicated.held_utilisation), pct(pooled.held_utilisation));
+  row("guaranteed requests admitted within their class's grace period",
+      pct(dedicated.guaranteed_within_grace), pct(pooled.guaranteed_within_grace));
+  row("preemptions (of which moves)", absl::StrFormat("%d (%d)", dedicated.preemptions, dedicated.moves),
+      absl::StrFormat("%d (%d)", pooled.preemptions, pooled.moves));
+  row("GPU-hours lost to preemption", absl::StrFormat("%.1f", dedicated.lost_gpu_hours),
+      absl::StrFormat("%.1f", pooled.lost_gpu_hours));
+  row("Jain fairness (received / demanded)", absl::StrFormat("%.3f", dedicated.jain_fairness),
+      absl::StrFormat("%.3f", pooled.jain_fairness));
+  absl::StrAppend(&body, "</table>\n",
+                  absl::StrFormat("<p>Pooled utilisation is %.2fx dedicated's.</p>\n",
+                                  pooled.mean_utilisation / std::max(1e-9, dedicated.mean_utilisation)));
+  std::ofstream out(flags.html, std::ios::binary | std::ios::trunc);
+  out << sim::HtmlPage("gpupool simulate: teams", body);
+  out.close();
+  if (!out) throw CommandFailed(absl::StrCat("--html: cannot write ", flags.html));
+  std::cerr << "simulate: wrote " << flags.html << "\n";
 }
 
 }  // namespace
@@ -89,6 +141,7 @@ void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
       *inventory, config->scheduling, jobs, {.pooled = false, .progress = progress("dedicated")});
   sim::LeaseSimulationResult pooled = sim::SimulateLeases(
       *inventory, config->scheduling, jobs, {.pooled = true, .progress = progress("pooled")});
+  if (!flags.html.empty()) WriteHtml(flags, inventory->gpu_count(), dedicated, pooled);
   if (flags.json) {
     std::cout << nlohmann::json{{"workload", "teams"},
                                 {"weeks", flags.weeks},

@@ -17,6 +17,7 @@ struct TeamsSimulationFlags {
   double sprint_probability = 0.3;  // see pool/sim/team_workload.h
   double burst_factor = 3.0;
   bool json = false;
+  std::string html;  // also write a web page with utilisation over time here
 };
 
 // Throws CommandFailed on bad input (a config without nodes or teams, a model group to simulate

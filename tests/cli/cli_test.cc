@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -216,14 +217,28 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
   return path.string();
 }
 
+// Runs the CLI with `args` and expects it to fail (with `exit_code` when one is given), naming
+// `message` on stderr.
+void ExpectRefused(const std::string& args, const std::string& message, int exit_code = -1) {
+  Result r = RunCli(args);
+  EXPECT_NE(r.exit_code, 0) << args;
+  if (exit_code >= 0) EXPECT_EQ(r.exit_code, exit_code) << args;
+  EXPECT_THAT(r.err, HasSubstr(message)) << args;
+}
+
+// A two-node trace (node list, pod list) small enough to replay in milliseconds.
+std::pair<std::string, std::string> SmallTrace() {
+  return {WriteTemp("nodes.csv",
+                    "sn,cpu_milli,memory_mib,gpu,model\n"
+                    "a,64000,262144,2,T4\nb,64000,262144,8,V100M16\n"),
+          WriteTemp("pods.csv",
+                    "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                    "p0,4000,8192,1,500\np1,8000,16384,2,1000\np2,2000,4096,1,250\n"
+                    "p3,16000,32768,4,1000\np4,1000,1024,0,0\n")};
+}
+
 TEST(SimulateCommand, TraceProtocolAsJson) {
-  std::string nodes = WriteTemp("nodes.csv",
-                                "sn,cpu_milli,memory_mib,gpu,model\n"
-                                "a,64000,262144,2,T4\nb,64000,262144,8,V100M16\n");
-  std::string pods = WriteTemp("pods.csv",
-                               "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-                               "p0,4000,8192,1,500\np1,8000,16384,2,1000\np2,2000,4096,1,250\n"
-                               "p3,16000,32768,4,1000\np4,1000,1024,0,0\n");
+  const auto [nodes, pods] = SmallTrace();
   Result r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --seeds 1-3 --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
@@ -237,22 +252,13 @@ TEST(SimulateCommand, TraceProtocolAsJson) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr(bad + ":2:"));
-  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --policy nosuch"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("unknown policy 'nosuch'"));
-  r = RunCli("simulate");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("needs --nodes FILE and --pods FILE"));
+  ExpectRefused(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --policy nosuch"),
+                "unknown policy 'nosuch'");
+  ExpectRefused("simulate", "needs --nodes FILE and --pods FILE", 2);
 }
 
 TEST(SimulateCommand, ComparesPoliciesInTheTableAndOnAPage) {
-  std::string nodes = WriteTemp("cmp_nodes.csv",
-                                "sn,cpu_milli,memory_mib,gpu,model\n"
-                                "a,64000,262144,2,T4\nb,64000,262144,8,V100M16\n");
-  std::string pods = WriteTemp("cmp_pods.csv",
-                               "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-                               "p0,4000,8192,1,500\np1,8000,16384,2,1000\np2,2000,4096,1,250\n"
-                               "p3,16000,32768,4,1000\n");
+  const auto [nodes, pods] = SmallTrace();
   const std::string html = WriteTemp("report.html", "");
   Result r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods,
                                  " --seeds 1-2 --compare fgd,random --html ", html));
@@ -275,15 +281,23 @@ TEST(SimulateCommand, ComparesPoliciesInTheTableAndOnAPage) {
     EXPECT_THAT(page, HasSubstr(absl::StrCat("<tr><td>", policy, "</td>")));
   }
   // Bad input is named; the options that only the protocol replay has are refused elsewhere.
-  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --compare fgd,nosuch"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("unknown policy 'nosuch'"));
-  r = RunCli("simulate --workload teams --weeks 1 --html /tmp/never.html");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--compare and --html apply to the trace protocol replay only"));
-  r = RunCli(absl::StrCat("simulate --nodes ", nodes, " --pods ", pods, " --html /no/such/dir/x.html"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("cannot write /no/such/dir/x.html"));
+  const std::string trace = absl::StrCat("simulate --nodes ", nodes, " --pods ", pods);
+  ExpectRefused(trace + " --compare fgd,nosuch", "unknown policy 'nosuch'");
+  ExpectRefused("simulate --workload teams --weeks 1 --compare fgd",
+                "--compare applies to the trace protocol replay only", 2);
+  ExpectRefused("simulate --timed --nodes " + nodes + " --pods " + pods + " --html /tmp/never.html",
+                "--html applies to the trace protocol replay and --workload teams", 2);
+  ExpectRefused(trace + " --html /no/such/dir/x.html", "cannot write /no/such/dir/x.html");
+}
+
+TEST(SimulateCommand, TeamsWorkloadDrawsUtilisationDayByDay) {
+  const std::string html = WriteTemp("teams.html", "");
+  Result r = RunCli(absl::StrCat("simulate --workload teams --weeks 1 --html ", html));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = Slurp(html);
+  EXPECT_THAT(page, HasSubstr("<title>dedicated</title>"));
+  EXPECT_THAT(page, HasSubstr("<title>pooled</title>"));
+  EXPECT_THAT(page, HasSubstr("<td>mean utilisation (busy GPU-hours / capacity)</td>"));
 }
 
 TEST(SimulateCommand, TeamsWorkloadComparesDedicatedAndPooled) {

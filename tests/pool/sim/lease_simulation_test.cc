@@ -1,5 +1,8 @@
 #include "pool/sim/lease_simulation.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "pool/config/pool_config.h"
@@ -71,6 +74,15 @@ TEST_F(LeaseSimulationTest, UtilisationIsBusyHoursBoundedByHeldHoursAndTheOffere
                 (r.lost_gpu_hours + r.restart_gpu_hours) / capacity_hours, 1e-9) << r.mode;
     // No run does more work than was asked for.
     EXPECT_LE(r.mean_utilisation, r.offered_load + 1e-9) << r.mode;
+    // The days' figures cover the horizon and, weighted by each day's length, add up to it.
+    ASSERT_EQ(r.held_by_day.size(), static_cast<size_t>(std::ceil(r.horizon_hours / 24 - 1e-9))) << r.mode;
+    double held_hours = 0;
+    for (size_t day = 0; day < r.held_by_day.size(); ++day) {
+      EXPECT_GE(r.held_by_day[day], 0) << r.mode;
+      EXPECT_LE(r.held_by_day[day], 1 + 1e-9) << r.mode;
+      held_hours += r.held_by_day[day] * std::min(24.0, r.horizon_hours - 24.0 * static_cast<double>(day));
+    }
+    EXPECT_NEAR(held_hours / r.horizon_hours, r.held_utilisation, 1e-9) << r.mode;
   }
 }
 
