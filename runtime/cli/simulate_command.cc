@@ -115,7 +115,7 @@ void WriteHtml(const std::vector<sim::ProtocolResult>& results, const SimulateFl
       " (", r.cluster_gpus, " GPUs): protocol mode, seeds ", sim::HtmlEscape(flags.seeds),
       absl::StrFormat(", tune %.2f", flags.tune), ".</p>\n", sim::LineChartSvg(chart));
   // Where the policies part: from 80% arrival on, 80-100% allocated.
-  chart.title = "The same, from 80% arrival (where the policies differ)";
+  chart.title = "Allocated by arrived demand from 80% on, where the policies differ";
   chart.x_min = 80;
   chart.x_tick = 5;
   chart.y_min = 80;
