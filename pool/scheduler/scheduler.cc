@@ -920,6 +920,16 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   return result;
 }
 
+std::optional<int64_t> Scheduler::NextTimedChange(int64_t now_s) const {
+  std::optional<int64_t> next;
+  const auto consider = [&](int64_t t) {
+    if (t > now_s && (!next || t < *next)) next = t;
+  };
+  for (const auto& [key, failed] : move_failed_) consider(failed.retry_at_s);
+  for (const MoveHold& h : move_holds_) consider(h.until_s);
+  return next;
+}
+
 std::vector<PendingInfo> Scheduler::Pending() const {
   std::vector<PendingInfo> out;
   std::set<std::string> listed;

@@ -169,6 +169,12 @@ class Scheduler {
   // One scheduling cycle at time `now_s`.
   CycleResult Schedule(int64_t now_s);
 
+  // The next time after `now_s` at which a cycle could decide differently with nothing else
+  // happening: a lease old enough to move for a request whose move plan failed, room held for a
+  // moved lease running out. nullopt when none. A head that runs cycles only on events (the
+  // simulator) should run one then; the embedded pool's periodic tick covers it anyway.
+  std::optional<int64_t> NextTimedChange(int64_t now_s) const;
+
   const std::map<std::string, Lease>& leases() const { return leases_; }
   std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
   size_t pending_count() const { return pending_.size(); }

@@ -15,7 +15,8 @@ namespace {
 
 constexpr int64_t kDay = 24 * 3600;
 
-enum class EventKind { kArrival, kFinish, kStop, kGiveUp };
+// kWake: nothing happens but a cycle, at a time the scheduler asked for (NextTimedChange).
+enum class EventKind { kArrival, kFinish, kStop, kGiveUp, kWake };
 
 struct Event {
   int64_t at;
@@ -102,6 +103,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
   std::vector<double> held_by_day_gpu_s;
   std::set<std::pair<std::string, int64_t>> sprint_weeks;
   int64_t now = 0, last_progress = 0;
+  int64_t next_wake = 0;  // the earliest kWake queued and still ahead, or in the past
 
   auto gpus_of = [](const SimJob& j) {
     return static_cast<double>(SlotComputeMilli(j.request.slot)) / 1000.0 * j.request.slot_count;
@@ -224,6 +226,8 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
           requeue(i);
           break;
         }
+        case EventKind::kWake:
+          break;
       }
     }
     // The runtime reports each forced periodic checkpoint; here, the latest before this cycle.
@@ -267,6 +271,13 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
       end_attempt(i, ran, checkpointed_work(i, ran));
       running.erase(it);
       requeue(i);
+    }
+    // The head cycles on a timer too; here, a cycle when the scheduler says time alone could
+    // change a decision (a lease becoming movable for a waiting guaranteed request).
+    if (std::optional<int64_t> wake = scheduler.NextTimedChange(now);
+        wake && waiting > 0 && (next_wake <= now || *wake < next_wake)) {
+      next_wake = *wake;
+      push(*wake, EventKind::kWake, 0);
     }
   }
   account_until(horizon);

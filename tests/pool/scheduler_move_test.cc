@@ -188,6 +188,7 @@ TEST(SchedulerMove, RoomHeldForAMoverNobodyClaimsIsGivenBack) {
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   ASSERT_EQ(r.revoked[0].deadline_s, 1030);
+  EXPECT_EQ(pool.s().NextTimedChange(1000), 1030 + 120);  // when the hold runs out
   // The mover's job ends instead of asking again.
   ASSERT_TRUE(pool.s().Release(r.revoked[0].lease_id, 1010).ok());
   ASSERT_THAT(pool.s().Schedule(1010).granted, SizeIs(1));  // a0
@@ -353,6 +354,9 @@ TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
   CycleResult r = pool.s().Schedule(100);
   EXPECT_TRUE(r.revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+  // Nothing else happening, the next cycle that could decide differently is when the leases
+  // have run 600 s (a simulator with no timer of its own wakes then).
+  EXPECT_EQ(pool.s().NextTimedChange(100), 600);
   EXPECT_TRUE(pool.s().Schedule(599).revoked.empty());  // one second short of 600 s run
   r = pool.s().Schedule(600);
   ASSERT_THAT(r.revoked, SizeIs(1));
