@@ -16,11 +16,6 @@ namespace {
 // failures the request waits for the next cycle rather than costing the cycle a long search.
 constexpr size_t kMaxPlansVerified = 16;
 
-// Memory a slot takes on GPU `g`: a whole GPU takes all of it.
-int64_t SlotMemoryMib(const PoolTopology& topology, int g, const SlotShape& shape) {
-  return shape.kind == SlotKind::kWholeGpu ? topology.gpus()[g].memory_total_mib : shape.memory_mib;
-}
-
 // How to make room for one slot on one GPU.
 struct Clearing {
   int gpu = 0;
@@ -30,22 +25,16 @@ struct Clearing {
 
 // The cheapest leases of GPU `g` (`on_gpu`, cheapest first, only those that can go somewhere)
 // whose moving lets one slot of `r` fit there, without any that turn out unnecessary; nullopt
-// when moving all of them would not (a lease that cannot move is in the way).
-std::optional<Clearing> ClearOneSlot(const PoolTopology& topology, const CapacityState& state,
-                                     int g, const LeaseRequest& r,
+// when moving all of them would not (a lease that cannot move is in the way). `scratch` is a copy
+// of the state, used to ask and left as it was.
+std::optional<Clearing> ClearOneSlot(CapacityState& scratch, int g, const LeaseRequest& r,
                                      const std::vector<size_t>& on_gpu,
                                      const std::vector<MoveCandidate>& movable) {
   const auto fits = [&](const std::vector<size_t>& moved) {
-    int compute = state[g].compute_free_milli;
-    int64_t memory = state[g].memory_free_mib;
-    for (size_t i : moved) {
-      compute += SlotComputeMilli(movable[i].request->slot);
-      memory += SlotMemoryMib(topology, g, movable[i].request->slot);
-    }
-    if (r.slot.kind == SlotKind::kWholeGpu) {
-      return compute == 1000 && memory == topology.gpus()[g].memory_total_mib;
-    }
-    return compute >= SlotComputeMilli(r.slot) && memory >= r.slot.memory_mib;
+    for (size_t i : moved) scratch.Give(g, movable[i].request->slot);
+    const bool fits = scratch.Fits(g, r.slot);
+    for (size_t i : moved) scratch.Take(g, movable[i].request->slot);
+    return fits;
   };
   Clearing clearing{.gpu = g};
   for (size_t i : on_gpu) {
@@ -106,9 +95,9 @@ std::optional<MovePlan> PlanMoves(const PoolTopology& topology, const CapacitySt
   // (asked lazily, only of leases on GPUs the request could use).
   std::vector<int8_t> can_move(movable.size(), -1);
   const auto CanMove = [&](size_t i) {
+    const MoveCandidate& m = movable[i];
+    if (m.reclaim) return true;  // taken back: it needs no room
     if (can_move[i] < 0) {
-      const MoveCandidate& m = movable[i];
-      if (m.reclaim) return true;
       can_move[i] = PlaceRequest(topology, state, *m.request, *m.destinations, {.now_s = options.now_s})
                         .has_value();
     }
@@ -124,6 +113,7 @@ std::optional<MovePlan> PlanMoves(const PoolTopology& topology, const CapacitySt
   // Per domain (an island for island gangs, else a node: a pair with no topology constraint is
   // planned within one node, which is enough to find room), the ways to clear one slot per GPU.
   std::map<int, std::vector<Clearing>> domains;
+  CapacityState scratch = state;
   for (int g : candidates) {
     if (!GpuOpenTo(state, g, r, options)) continue;
     std::vector<size_t> leases;
@@ -132,7 +122,7 @@ std::optional<MovePlan> PlanMoves(const PoolTopology& topology, const CapacitySt
         if (CanMove(i)) leases.push_back(i);
       }
     }
-    std::optional<Clearing> c = ClearOneSlot(topology, state, g, r, leases, movable);
+    std::optional<Clearing> c = ClearOneSlot(scratch, g, r, leases, movable);
     if (!c) continue;
     const GpuStatic& s = topology.gpus()[g];
     domains[r.topology == GangTopology::kSameNvLinkIsland ? s.island : s.node].push_back(std::move(*c));

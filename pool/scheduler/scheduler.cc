@@ -14,6 +14,11 @@
 namespace gpupool::pool {
 namespace {
 
+// GPU-seconds of the lease's work since its last checkpoint: what revoking it now loses.
+double WorkAtRisk(const Lease& lease, int64_t now_s) {
+  return static_cast<double>(lease.milli) / 1000.0 * static_cast<double>(now_s - lease.last_checkpoint_s);
+}
+
 constexpr absl::string_view kDefaultClass = "training";
 
 // The static constraints of a request, as a cache key.
@@ -369,9 +374,7 @@ Revocation Scheduler::Revoke(Lease& lease, RevokeCause cause, const std::string&
   if (!lease.revoke_deadline_s.has_value()) victims_.Remove(lease, pc);
   lease.revoke_deadline_s = now_s + pc.grace_period_s;
   lease.revoked_for = for_request;
-  double at_risk = static_cast<double>(lease.milli) / 1000.0 *
-                   static_cast<double>(now_s - lease.last_checkpoint_s);
-  return Revocation{lease.id, cause, *lease.revoke_deadline_s, for_request, at_risk};
+  return Revocation{lease.id, cause, *lease.revoke_deadline_s, for_request, WorkAtRisk(lease, now_s)};
 }
 
 CycleResult Scheduler::SetGpuHealth(const GpuRef& ref, HealthState state, int64_t now_s) {
@@ -579,24 +582,23 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
         !ClassOf(lease.request).preemptible) {
       continue;
     }
-    const double cost = static_cast<double>(lease.milli) / 1000.0 *
-                        static_cast<double>(now_s - lease.last_checkpoint_s);
-    // Another team's borrowed capacity: the guarantee takes it back, however young.
-    if (lease.borrowing && lease.request.team != p.request.team) {
-      movable.push_back({.gpu = topology_.Find(lease.gpus[0]), .request = &lease.request,
-                         .cost = cost, .reclaim = true});
-      movers.push_back(&lease);
-      continue;
+    // Another team's borrowed capacity: the guarantee takes it back, however young. Any other
+    // lease moves, once it has run long enough, to GPUs its own constraints allow.
+    const bool reclaim = lease.borrowing && lease.request.team != p.request.team;
+    const std::vector<int>* destinations = nullptr;
+    if (!reclaim) {
+      if (now_s - lease.started_s < options_.min_run_before_move_s) {
+        next_movable_s = std::min(next_movable_s, lease.started_s + options_.min_run_before_move_s);
+        continue;
+      }
+      const Eligibility& e = EligibilityOf(lease.request);
+      auto it = e.candidates.find(group);
+      if (it == e.candidates.end()) continue;
+      destinations = &it->second;
     }
-    if (now_s - lease.started_s < options_.min_run_before_move_s) {
-      next_movable_s = std::min(next_movable_s, lease.started_s + options_.min_run_before_move_s);
-      continue;
-    }
-    const Eligibility& e = EligibilityOf(lease.request);
-    auto destinations = e.candidates.find(group);
-    if (destinations == e.candidates.end()) continue;
     movable.push_back({.gpu = topology_.Find(lease.gpus[0]), .request = &lease.request,
-                       .destinations = &destinations->second, .cost = cost});
+                       .destinations = destinations, .cost = WorkAtRisk(lease, now_s),
+                       .reclaim = reclaim});
     movers.push_back(&lease);
   }
   std::optional<MovePlan> plan =
@@ -731,11 +733,6 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       if (reason == WaitReason::kOverQuota) reason = check.reason;
       continue;
     }
-    // A request shaped like one that failed since capacity last grew fails too: skip the search.
-    // Its wait reason is the remembered one while nothing at all changed since; after a grant, a
-    // reservation or a health change it is diagnosed again (fragmented may have become no free
-    // capacity, a reservation may now be what blocks it). Keyed on the raw runtime estimate,
-    // which backfill past gang reservations depends on.
     // A guaranteed request is not held back by another request's gang reservation: the
     // guarantee outranks the prediction.
     const bool guaranteed = !ledger_.open_pool() && !check.borrowing;
@@ -747,6 +744,11 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
         return true;
       }
     }
+    // A request shaped like one that failed since capacity last grew fails too: skip the search.
+    // Its wait reason is the remembered one while nothing at all changed since; after a grant, a
+    // reservation or a health change it is diagnosed again (fragmented may have become no free
+    // capacity, a reservation may now be what blocks it). Keyed on the raw runtime estimate,
+    // which backfill past gang reservations depends on.
     std::string key = p.victims_pending
                           ? ""
                           : absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1),

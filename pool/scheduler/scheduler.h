@@ -39,10 +39,9 @@
 // reclaimed, moves preemptible single-GPU leases of any team that fit elsewhere now
 // (move_planner.h), reclaiming borrowed single-GPU leases beside them where that helps: they are
 // revoked with RevokeCause::kMove (or kReclaim) and their grace period, and the GPUs they leave
-// are reserved for it. The room each moved lease
-// will take again is held for it (taken out of the free capacity) until a request of the same
-// team and shape is placed, which takes it, or until move_hold_s after its revocation deadline.
-// The moved leases' teams keep their quota. A request cancelled after its moves were issued does
+// are reserved for it. The room each moved lease will take again is held for it (taken out of
+// the free capacity) until a request of the same team and shape is placed, which takes it, or
+// until move_hold_s after its revocation deadline. The moved leases' teams keep their quota. A request cancelled after its moves were issued does
 // not take them back, as with preemption: the revocations have been sent.
 //
 // Thread-compatible: the head serialises calls.

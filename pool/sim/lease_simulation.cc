@@ -99,8 +99,8 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
   for (const Team& t : config.teams) teams[t.name].team = t.name;
   std::vector<double> guaranteed_delays;
   int guaranteed_within_grace = 0;
-  double held_gpu_s = 0, idle_waiting_gpu_s = 0, sprint_gpu_s = 0, restart_gpu_s = 0;
-  std::vector<double> held_by_day_gpu_s;
+  double idle_waiting_gpu_s = 0, sprint_gpu_s = 0, restart_gpu_s = 0;
+  std::vector<double> held_by_day_gpu_s;  // GPU-seconds held by leases, per day of the horizon
   std::set<std::pair<std::string, int64_t>> sprint_weeks;
   int64_t now = 0, last_progress = 0;
   int64_t next_wake = 0;  // the earliest kWake queued and still ahead, or in the past
@@ -128,7 +128,6 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
       teams[job.request.team].received_gpu_hours += gpus * dt / 3600.0;
       if (job.sprint) sprint_gpu_s += gpus * dt;
     }
-    held_gpu_s += held * dt;
     if (waiting > 0) idle_waiting_gpu_s += (result.capacity_gpus - held) * dt;
     for (int64_t from = now; from < t;) {
       const int64_t day = from / kDay, to = std::min(t, (day + 1) * kDay);
@@ -290,6 +289,8 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
     lost += t.lost_gpu_hours;
   }
   result.offered_load = demanded * 3600.0 / capacity_gpu_s;
+  double held_gpu_s = 0;
+  for (double day : held_by_day_gpu_s) held_gpu_s += day;
   result.held_utilisation = held_gpu_s / capacity_gpu_s;
   for (size_t day = 0; day < held_by_day_gpu_s.size(); ++day) {
     const int64_t length = std::min<int64_t>(kDay, horizon - static_cast<int64_t>(day) * kDay);

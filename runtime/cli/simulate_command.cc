@@ -8,7 +8,6 @@
 // --compare replays more policies on the same seeds, for the table and the page (the JSON stays
 // the one policy's); --html writes a self-contained page with the allocation curves.
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "pool/placement/policy_registry.h"
-#include "pool/sim/line_chart.h"
+#include "pool/sim/html_report.h"
 #include "pool/sim/protocol.h"
 #include "pool/sim/seed_list.h"
 #include "pool/sim/trace_reader.h"
@@ -64,13 +63,9 @@ nlohmann::json Number(const std::optional<double>& v) {
   return std::round(*v * 10000) / 10000;  // the figures have 2 decimals; their means need few more
 }
 
-// `results` holds the --policy's result first, then the --compare policies'.
-void PrintTable(const std::vector<sim::ProtocolResult>& results, const SimulateFlags& flags) {
-  const sim::ProtocolResult& r = results.front();
-  std::cout << absl::StrFormat(
-      "policy %s, %d seeds (%s), tune %.2f, %d GPUs: allocated GPU demand (%% of the cluster's "
-      "GPUs) by arrived demand\n\n",
-      r.policy, static_cast<int>(r.seeds.size()), flags.seeds, flags.tune, r.cluster_gpus);
+// Allocation at the shown arrival percentages, a row per policy. `results` holds the --policy's
+// result first, then the --compare policies'.
+TextTable CurveTable(const std::vector<sim::ProtocolResult>& results) {
   std::vector<std::string> header = {"POLICY \\ ARRIVED"};
   for (int p : kShownPercents) header.push_back(absl::StrCat(p, "%"));
   TextTable curve(header);
@@ -79,7 +74,16 @@ void PrintTable(const std::vector<sim::ProtocolResult>& results, const SimulateF
     for (int p : kShownPercents) row.push_back(Percent(each.mean_allocated_pct[p]));
     curve.AddRow(row);
   }
-  std::cout << curve.Render() << "\n";
+  return curve;
+}
+
+void PrintTable(const std::vector<sim::ProtocolResult>& results, const SimulateFlags& flags) {
+  const sim::ProtocolResult& r = results.front();
+  std::cout << absl::StrFormat(
+      "policy %s, %d seeds (%s), tune %.2f, %d GPUs: allocated GPU demand (%% of the cluster's "
+      "GPUs) by arrived demand\n\n",
+      r.policy, static_cast<int>(r.seeds.size()), flags.seeds, flags.tune, r.cluster_gpus);
+  std::cout << CurveTable(results).Render() << "\n";
 
   TextTable seeds({"SEED", "AT 100%", "PODS", "PLACED", "DEMAND/CAPACITY", "SECONDS"});
   for (const sim::SeedResult& s : r.seeds) {
@@ -120,19 +124,11 @@ void WriteHtml(const std::vector<sim::ProtocolResult>& results, const SimulateFl
   chart.x_tick = 5;
   chart.y_min = 80;
   chart.y_tick = 2;
-  absl::StrAppend(&body, sim::LineChartSvg(chart), "<table>\n<tr><th>policy \\ arrived</th>");
-  for (int p : kShownPercents) absl::StrAppend(&body, "<th>", p, "%</th>");
-  absl::StrAppend(&body, "</tr>\n");
-  for (const sim::ProtocolResult& each : results) {
-    absl::StrAppend(&body, "<tr><td>", sim::HtmlEscape(each.policy), "</td>");
-    for (int p : kShownPercents) absl::StrAppend(&body, "<td>", Percent(each.mean_allocated_pct[p]), "</td>");
-    absl::StrAppend(&body, "</tr>\n");
+  absl::StrAppend(&body, sim::LineChartSvg(chart), CurveTable(results).RenderHtml());
+  const std::string title = absl::StrCat("gpupool simulate: ", r.policy);
+  if (absl::Status s = sim::WriteHtmlPage(flags.html, title, body); !s.ok()) {
+    throw CommandFailed(absl::StrCat("--html: ", s.message()));
   }
-  absl::StrAppend(&body, "</table>\n");
-  std::ofstream out(flags.html, std::ios::binary | std::ios::trunc);
-  out << sim::HtmlPage(absl::StrCat("gpupool simulate: ", r.policy), body);
-  out.close();
-  if (!out) throw CommandFailed(absl::StrCat("--html: cannot write ", flags.html));
   std::cerr << "simulate: wrote " << flags.html << "\n";
 }
 

@@ -1,7 +1,6 @@
 #include "runtime/cli/simulate_teams.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_format.h"
@@ -9,7 +8,7 @@
 #include "pool/config/pool_config.h"
 #include "pool/devices/simulated_driver.h"
 #include "pool/sim/lease_simulation.h"
-#include "pool/sim/line_chart.h"
+#include "pool/sim/html_report.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/text_table.h"
 
@@ -49,6 +48,39 @@ nlohmann::json ToJson(const sim::LeaseSimulationResult& r) {
           {"teams", teams}};
 }
 
+// The headline figures, dedicated against pooled: for the terminal and the page.
+TextTable ComparisonTable(const sim::LeaseSimulationResult& dedicated,
+                          const sim::LeaseSimulationResult& pooled) {
+  auto pct = [](double v) { return absl::StrFormat("%.1f%%", 100 * v); };
+  auto num = [](double v) { return absl::StrFormat("%.0f", v); };
+  TextTable table({"", "DEDICATED", "POOLED"});
+  table.AddRow({"offered load (work asked for / capacity)", pct(dedicated.offered_load), pct(pooled.offered_load)});
+  table.AddRow({"mean utilisation (busy GPU-hours / capacity)", pct(dedicated.mean_utilisation), pct(pooled.mean_utilisation)});
+  table.AddRow({"  held by leases", pct(dedicated.held_utilisation), pct(pooled.held_utilisation)});
+  table.AddRow({"idle GPU-hours while requests waited", num(dedicated.idle_while_waiting_gpu_hours),
+                num(pooled.idle_while_waiting_gpu_hours)});
+  table.AddRow({"guaranteed requests admitted within their class's grace period",
+                pct(dedicated.guaranteed_within_grace), pct(pooled.guaranteed_within_grace)});
+  table.AddRow({"  their wait p95 / max (s)",
+                num(dedicated.guaranteed_delay_p95_s) + " / " + num(dedicated.guaranteed_delay_max_s),
+                num(pooled.guaranteed_delay_p95_s) + " / " + num(pooled.guaranteed_delay_max_s)});
+  table.AddRow({"burst GPU-hours per sprint week", num(dedicated.burst_gpu_hours_per_sprint_week),
+                num(pooled.burst_gpu_hours_per_sprint_week)});
+  table.AddRow({"preemptions", num(dedicated.preemptions), num(pooled.preemptions)});
+  table.AddRow({"  of which moves (defragmentation)", num(dedicated.moves), num(pooled.moves)});
+  table.AddRow({"GPU-hours lost to preemption", absl::StrFormat("%.1f", dedicated.lost_gpu_hours),
+                absl::StrFormat("%.1f", pooled.lost_gpu_hours)});
+  table.AddRow({"GPU-hours loading checkpoints after preemption",
+                absl::StrFormat("%.1f", dedicated.restart_gpu_hours),
+                absl::StrFormat("%.1f", pooled.restart_gpu_hours)});
+  table.AddRow({"Jain fairness (received / demanded)", absl::StrFormat("%.3f", dedicated.jain_fairness),
+                absl::StrFormat("%.3f", pooled.jain_fairness)});
+  table.AddRow({"jobs completed / abandoned / unfinished",
+                absl::StrFormat("%d / %d / %d", dedicated.jobs_completed, dedicated.jobs_abandoned, dedicated.jobs_unfinished),
+                absl::StrFormat("%d / %d / %d", pooled.jobs_completed, pooled.jobs_abandoned, pooled.jobs_unfinished)});
+  return table;
+}
+
 // The page: utilisation day by day, dedicated against pooled, and the headline figures.
 void WriteHtml(const TeamsSimulationFlags& flags, int gpus, const sim::LeaseSimulationResult& dedicated,
                const sim::LeaseSimulationResult& pooled) {
@@ -67,34 +99,17 @@ void WriteHtml(const TeamsSimulationFlags& flags, int gpus, const sim::LeaseSimu
     }
     chart.series.push_back(std::move(series));
   }
-  auto pct = [](double v) { return absl::StrFormat("%.1f%%", 100 * v); };
   std::string body = absl::StrCat(
       "<h1>gpupool simulate --workload teams</h1>\n<p>", gpus, " GPUs, ", flags.weeks,
       " weeks, seed ", flags.seed, absl::StrFormat(", sprint probability %.2f, bursts %.1fx quota",
                                                    flags.sprint_probability, flags.burst_factor),
       flags.config.empty() ? "" : absl::StrCat(", ", sim::HtmlEscape(flags.config)), ".</p>\n",
-      sim::LineChartSvg(chart), "<table>\n<tr><th></th><th>dedicated</th><th>pooled</th></tr>\n");
-  auto row = [&](const std::string& name, const std::string& d, const std::string& p) {
-    absl::StrAppend(&body, "<tr><td>", sim::HtmlEscape(name), "</td><td>", d, "</td><td>", p, "</td></tr>\n");
-  };
-  row("offered load (work asked for / capacity)", pct(dedicated.offered_load), pct(pooled.offered_load));
-  row("mean utilisation (busy GPU-hours / capacity)", pct(dedicated.mean_utilisation), pct(pooled.mean_utilisation));
-  row("held by leases", pct(dedicated.held_utilisation), pct(pooled.held_utilisation));
-  row("guaranteed requests admitted within their class's grace period",
-      pct(dedicated.guaranteed_within_grace), pct(pooled.guaranteed_within_grace));
-  row("preemptions (of which moves)", absl::StrFormat("%d (%d)", dedicated.preemptions, dedicated.moves),
-      absl::StrFormat("%d (%d)", pooled.preemptions, pooled.moves));
-  row("GPU-hours lost to preemption", absl::StrFormat("%.1f", dedicated.lost_gpu_hours),
-      absl::StrFormat("%.1f", pooled.lost_gpu_hours));
-  row("Jain fairness (received / demanded)", absl::StrFormat("%.3f", dedicated.jain_fairness),
-      absl::StrFormat("%.3f", pooled.jain_fairness));
-  absl::StrAppend(&body, "</table>\n",
-                  absl::StrFormat("<p>Pooled utilisation is %.2fx dedicated's.</p>\n",
-                                  pooled.mean_utilisation / std::max(1e-9, dedicated.mean_utilisation)));
-  std::ofstream out(flags.html, std::ios::binary | std::ios::trunc);
-  out << sim::HtmlPage("gpupool simulate: teams", body);
-  out.close();
-  if (!out) throw CommandFailed(absl::StrCat("--html: cannot write ", flags.html));
+      sim::LineChartSvg(chart), ComparisonTable(dedicated, pooled).RenderHtml(),
+      absl::StrFormat("<p>Pooled utilisation is %.2fx dedicated's.</p>\n",
+                      pooled.mean_utilisation / std::max(1e-9, dedicated.mean_utilisation)));
+  if (absl::Status s = sim::WriteHtmlPage(flags.html, "gpupool simulate: teams", body); !s.ok()) {
+    throw CommandFailed(absl::StrCat("--html: ", s.message()));
+  }
   std::cerr << "simulate: wrote " << flags.html << "\n";
 }
 
@@ -155,33 +170,8 @@ void RunTeamsSimulation(const TeamsSimulationFlags& flags) {
               << "\n";
     return;
   }
-  auto pct = [](double v) { return absl::StrFormat("%.1f%%", 100 * v); };
+  const TextTable table = ComparisonTable(dedicated, pooled);
   auto num = [](double v) { return absl::StrFormat("%.0f", v); };
-  TextTable table({"", "DEDICATED", "POOLED"});
-  table.AddRow({"offered load (work asked for / capacity)", pct(dedicated.offered_load), pct(pooled.offered_load)});
-  table.AddRow({"mean utilisation (busy GPU-hours / capacity)", pct(dedicated.mean_utilisation), pct(pooled.mean_utilisation)});
-  table.AddRow({"  held by leases", pct(dedicated.held_utilisation), pct(pooled.held_utilisation)});
-  table.AddRow({"idle GPU-hours while requests waited", num(dedicated.idle_while_waiting_gpu_hours),
-                num(pooled.idle_while_waiting_gpu_hours)});
-  table.AddRow({"guaranteed requests admitted within their class's grace period",
-                pct(dedicated.guaranteed_within_grace), pct(pooled.guaranteed_within_grace)});
-  table.AddRow({"  their wait p95 / max (s)",
-                num(dedicated.guaranteed_delay_p95_s) + " / " + num(dedicated.guaranteed_delay_max_s),
-                num(pooled.guaranteed_delay_p95_s) + " / " + num(pooled.guaranteed_delay_max_s)});
-  table.AddRow({"burst GPU-hours per sprint week", num(dedicated.burst_gpu_hours_per_sprint_week),
-                num(pooled.burst_gpu_hours_per_sprint_week)});
-  table.AddRow({"preemptions", num(dedicated.preemptions), num(pooled.preemptions)});
-  table.AddRow({"  of which moves (defragmentation)", num(dedicated.moves), num(pooled.moves)});
-  table.AddRow({"GPU-hours lost to preemption", absl::StrFormat("%.1f", dedicated.lost_gpu_hours),
-                absl::StrFormat("%.1f", pooled.lost_gpu_hours)});
-  table.AddRow({"GPU-hours loading checkpoints after preemption",
-                absl::StrFormat("%.1f", dedicated.restart_gpu_hours),
-                absl::StrFormat("%.1f", pooled.restart_gpu_hours)});
-  table.AddRow({"Jain fairness (received / demanded)", absl::StrFormat("%.3f", dedicated.jain_fairness),
-                absl::StrFormat("%.3f", pooled.jain_fairness)});
-  table.AddRow({"jobs completed / abandoned / unfinished",
-                absl::StrFormat("%d / %d / %d", dedicated.jobs_completed, dedicated.jobs_abandoned, dedicated.jobs_unfinished),
-                absl::StrFormat("%d / %d / %d", pooled.jobs_completed, pooled.jobs_abandoned, pooled.jobs_unfinished)});
   std::cout << table.Render()
             << absl::StrFormat("pooled utilisation is %.2fx dedicated's (at most %.2fx: the offered "
                                "load over dedicated's)\n",

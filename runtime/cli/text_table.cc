@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pool/sim/html_report.h"
+
 namespace gpupool::cli {
 namespace {
 
@@ -37,6 +39,21 @@ std::string TextTable::Render() const {
   emit(header_);
   for (const auto& row : rows_) emit(row);
   return out;
+}
+
+std::string TextTable::RenderHtml() const {
+  std::string out = "<table>\n";
+  auto emit = [&](const std::vector<std::string>& row, const char* cell) {
+    out += "<tr>";
+    for (size_t i = 0; i < header_.size(); ++i) {
+      out += std::string("<") + cell + ">" + pool::sim::HtmlEscape(i < row.size() ? row[i] : "") +
+             "</" + cell + ">";
+    }
+    out += "</tr>\n";
+  };
+  emit(header_, "th");
+  for (const auto& row : rows_) emit(row, "td");
+  return out + "</table>\n";
 }
 
 }  // namespace gpupool::cli

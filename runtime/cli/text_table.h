@@ -1,7 +1,7 @@
 // File: runtime/cli/text_table.h
 //
 // Aligned text tables for people, in the spirit of sinfo/squeue: a header row, left-aligned
-// columns separated by two spaces, no borders.
+// columns separated by two spaces, no borders. The same table renders as HTML for a report page.
 //
 //   TextTable t({"NODE", "GPU", "MODEL"});
 //   t.AddRow({"node-0", "0", "H100-80GB"});
@@ -20,6 +20,8 @@ class TextTable {
   // Rows shorter than the header are padded with empty cells.
   void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
   std::string Render() const;
+  // A <table> element: the header as <th> cells, every cell's text escaped.
+  std::string RenderHtml() const;
 
  private:
   std::vector<std::string> header_;

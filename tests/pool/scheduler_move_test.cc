@@ -45,6 +45,17 @@ LeaseRequest Fraction(const std::string& id, const std::string& team, int milli,
           .slot = SlotShape::Fraction(kQuarterMib * milli / 250, milli)};
 }
 
+// a asks for a whole GPU, as an experiment, at `at`.
+absl::StatusOr<std::string> SubmitA0(Pool& pool, int64_t at) {
+  return pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, at);
+}
+
+// The cycle at `at` revokes nothing, and a0 waits with its room scattered.
+void ExpectA0WaitsFragmented(Pool& pool, int64_t at) {
+  EXPECT_TRUE(pool.s().Schedule(at).revoked.empty());
+  EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+}
+
 // The GPU index a request's lease holds.
 int GpuOf(Pool& pool, const std::string& request_id) {
   return pool.s().leases().at(pool.LeaseOf(request_id)).gpus.at(0).index;
@@ -72,8 +83,7 @@ TEST(SchedulerMove, AGuaranteedRequestMovesTheCheapestLeaseThatFitsElsewhere) {
   // q0 saved its work a minute ago, q4 not since it started: moving q0 loses less.
   const std::string q0 = pool.LeaseOf("q0"), q4 = pool.LeaseOf("q4");
   ASSERT_TRUE(pool.s().RecordCheckpoint(q0, 940).ok());
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   EXPECT_TRUE(r.granted.empty());
   ASSERT_THAT(r.revoked, SizeIs(1));
@@ -139,8 +149,7 @@ TEST(SchedulerMove, TwoPlansNeverCountOnTheSameRoom) {
   const int inf = OneQuarterOfRoom(pool);
   // Both want a whole GPU; each could have one by moving a quarter, but there is room for only
   // one quarter to go. One moves; the other waits rather than strand a second mover.
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   ASSERT_TRUE(
       pool.s().Submit({.id = "d0", .team = "d", .priority_class = "experiment"}, 1000).ok());
   int moves = 0;
@@ -183,8 +192,7 @@ TEST(SchedulerMove, TwoPlansNeverCountOnTheSameRoom) {
 TEST(SchedulerMove, RoomHeldForAMoverNobodyClaimsIsGivenBack) {
   Pool pool(kThreeGpus, {.move_hold_s = 120});
   const int inf = OneQuarterOfRoom(pool);
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   ASSERT_EQ(r.revoked[0].deadline_s, 1030);
@@ -214,8 +222,7 @@ TEST(SchedulerMove, ALeaseThatCannotMoveDoesNotHideOneThatCan) {
   ASSERT_EQ(std::set<int>({GpuOf(pool, "inf"), GpuOf(pool, "big"), GpuOf(pool, "small")}).size(),
             3u);
   ASSERT_TRUE(pool.s().RecordCheckpoint(pool.LeaseOf("big"), 995).ok());
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   EXPECT_EQ(r.revoked[0].lease_id, pool.LeaseOf("small"));
@@ -243,8 +250,7 @@ TEST(SchedulerMove, OnlyTheLeasesThatMakeRoomAreMoved) {
 TEST(SchedulerMove, ARequestCancelledAfterItsMoveGivesUpItsRoomAndClaim) {
   Pool pool(kTwoGpus);
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   const std::string moved = r.revoked[0].lease_id;
@@ -274,8 +280,7 @@ TEST(SchedulerMove, ReclaimingAndMovingTogetherMakeRoomNeitherMakesAlone) {
   ASSERT_EQ(GpuOf(pool, "c2"), GpuOf(pool, "q0"));
   ASSERT_EQ(GpuOf(pool, "c4"), GpuOf(pool, "q1"));
   ASSERT_NE(GpuOf(pool, "q0"), GpuOf(pool, "q1"));
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   std::map<std::string, RevokeCause> revoked;
   for (const Revocation& v : r.revoked)
@@ -295,8 +300,7 @@ TEST(SchedulerMove, ReclaimingAndMovingTogetherMakeRoomNeitherMakesAlone) {
 TEST(SchedulerMove, AHoldIsKeptFromARequestThatIsNotPlaced) {
   Pool pool(kThreeGpus);
   const int inf = OneQuarterOfRoom(pool);
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
   CycleResult r = pool.s().Schedule(1000);
   ASSERT_THAT(r.revoked, SizeIs(1));
   // A quarter of b's in the mover's shape, beyond b's quota (which has no borrowing limit): it
@@ -334,7 +338,7 @@ TEST(SchedulerMove, OneTeamsFailedPlanDoesNotStopAnothersOfTheSameShape) {
   ASSERT_EQ(GpuOf(pool, "aq"), GpuOf(pool, "bq"));
   ASSERT_NE(GpuOf(pool, "bi"), GpuOf(pool, "bq"));
 
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 700).ok());
+  ASSERT_TRUE(SubmitA0(pool, 700).ok());
   EXPECT_TRUE(pool.s().Schedule(700).revoked.empty());
   ASSERT_TRUE(pool.s().Submit({.id = "d0", .team = "d", .priority_class = "experiment"}, 710).ok());
   CycleResult r = pool.s().Schedule(710);
@@ -350,7 +354,7 @@ TEST(SchedulerMove, OneTeamsFailedPlanDoesNotStopAnothersOfTheSameShape) {
 TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
   Pool pool(kTwoGpus, {.min_run_before_move_s = 600});
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 100).ok());
+  ASSERT_TRUE(SubmitA0(pool, 100).ok());
   CycleResult r = pool.s().Schedule(100);
   EXPECT_TRUE(r.revoked.empty());
   EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
@@ -366,10 +370,8 @@ TEST(SchedulerMove, AYoungLeaseIsNotMoved) {
 TEST(SchedulerMove, OffItWaitsFragmented) {
   Pool pool(kTwoGpus, {.move_for_guarantees = false});
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
-  EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
-  EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
+  ExpectA0WaitsFragmented(pool, 1000);
 }
 
 TEST(SchedulerMove, NonPreemptibleLeasesStay) {
@@ -385,10 +387,8 @@ TEST(SchedulerMove, NonPreemptibleLeasesStay) {
   ASSERT_EQ(GpuOf(pool, "inf1"), 1);
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(pool.s().Release(pool.LeaseOf(absl::StrCat("c", i)), 0).ok());
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
-  EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
-  EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
+  ExpectA0WaitsFragmented(pool, 1000);
 }
 
 TEST(SchedulerMove, NothingMovesWhenTheMoverWouldHaveNowhereToGo) {
@@ -398,10 +398,8 @@ TEST(SchedulerMove, NothingMovesWhenTheMoverWouldHaveNowhereToGo) {
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(pool.s().Submit(Fraction(absl::StrCat("f", i), "b", 600), 0).ok());
   ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(3));
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
-  EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
-  EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
+  ExpectA0WaitsFragmented(pool, 1000);
 }
 
 TEST(SchedulerMove, ARequestBeyondItsNominalQuotaMovesNothing) {
@@ -410,10 +408,8 @@ TEST(SchedulerMove, ARequestBeyondItsNominalQuotaMovesNothing) {
                       {"b", "nominal: 2"},
                       {"c", "nominal: 0, borrowing_limit: 2"}}));
   ScatterTwoQuarters(pool);
-  ASSERT_TRUE(
-      pool.s().Submit({.id = "a0", .team = "a", .priority_class = "experiment"}, 1000).ok());
-  EXPECT_TRUE(pool.s().Schedule(1000).revoked.empty());
-  EXPECT_EQ(pool.ReasonOf("a0"), WaitReason::kFragmented);
+  ASSERT_TRUE(SubmitA0(pool, 1000).ok());
+  ExpectA0WaitsFragmented(pool, 1000);
 }
 
 TEST(SchedulerMove, AGangGetsANodeByMovingASingleBesideAnother) {

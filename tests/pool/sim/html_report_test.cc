@@ -1,4 +1,4 @@
-#include "pool/sim/line_chart.h"
+#include "pool/sim/html_report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

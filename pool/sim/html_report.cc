@@ -1,7 +1,8 @@
-#include "pool/sim/line_chart.h"
+#include "pool/sim/html_report.h"
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -124,6 +125,15 @@ std::string HtmlPage(std::string_view title, std::string_view body_html) {
       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .6em;"
       "text-align:right}th:first-child,td:first-child{text-align:left}</style>\n</head>\n<body>\n",
       std::string(body_html), "</body>\n</html>\n");
+}
+
+absl::Status WriteHtmlPage(const std::string& path, std::string_view title,
+                           std::string_view body_html) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << HtmlPage(title, body_html);
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 }  // namespace gpupool::pool::sim

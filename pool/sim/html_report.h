@@ -1,19 +1,21 @@
-// File: pool/sim/line_chart.h
+// File: pool/sim/html_report.h
 //
-// Simulation results as a picture: an SVG line chart, and a self-contained HTML page to hold it
+// Simulation results as a web page: an SVG line chart, and a self-contained HTML page to hold it
 // (no scripts, no external files: it opens from disk and can be mailed).
 //
 //   LineChart chart{.title = "allocation", .x_label = "arrived (%)", .y_label = "allocated (%)",
 //                   .x_max = 130, .y_max = 100};
 //   chart.series.push_back({"gpupool", {{0, 0}, {50, 49.9}, {100, 95.4}}});
 //   std::string page = HtmlPage("openb", LineChartSvg(chart));
-#ifndef GPUPOOL_POOL_SIM_LINE_CHART_H_
-#define GPUPOOL_POOL_SIM_LINE_CHART_H_
+#ifndef GPUPOOL_POOL_SIM_HTML_REPORT_H_
+#define GPUPOOL_POOL_SIM_HTML_REPORT_H_
 
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace gpupool::pool::sim {
 
@@ -43,6 +45,9 @@ std::string HtmlPage(std::string_view title, std::string_view body_html);
 
 std::string HtmlEscape(std::string_view text);
 
+// Writes HtmlPage(title, body_html) to `path`; an error naming the path if it cannot.
+absl::Status WriteHtmlPage(const std::string& path, std::string_view title, std::string_view body_html);
+
 }  // namespace gpupool::pool::sim
 
-#endif  // GPUPOOL_POOL_SIM_LINE_CHART_H_
+#endif  // GPUPOOL_POOL_SIM_HTML_REPORT_H_
