@@ -1,7 +1,7 @@
 // File: transport/fetch_wire.h
 //
 // The active-message headers of object transfer (object_transfer.h) and of the receipts that let
-// a sender free what it sent (runtime/job/object_exchange.h), and their strict decoding. A header comes from another process, so decoding trusts nothing: sizes are checked
+// a sender free what it sent (runtime/objects/object_exchange.h), and their strict decoding. A header comes from another process, so decoding trusts nothing: sizes are checked
 // against the bytes present and against bounds, and anything else is InvalidArgument saying what
 // was wrong. Fields are fixed-width in the host's byte order (every platform gpupool targets,
 // x86-64 and aarch64, is little-endian); a magic word carries the format's version.

@@ -1,4 +1,4 @@
-// The head journal's group commit (runtime/head/head_journal.h) against one transaction per
+// The head journal's group commit (runtime/service/journal/head_journal.h) against one transaction per
 // record, measured in the same run in the same directory:
 //   journal_bench [--json] [--seconds=S] [--rounds=R] [--clients=K] [--dir=PATH]
 //
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "bench/common/json_figure.h"
-#include "runtime/head/head_journal.h"
+#include "runtime/service/journal/head_journal.h"
 
 namespace {
 

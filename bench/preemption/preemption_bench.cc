@@ -30,7 +30,8 @@
 
 #include "gpupool/gpupool.h"
 #include "pool/devices/simulated_driver.h"
-#include "runtime/job/job_runtime.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/tasks/job_runtime.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Lease round trip (request -> granted -> release) over loopback Cap'n Proto RPC (PoolServer +
-// RemotePool), beside the same round trip on the in-process EmbeddedPool in the same run.
+// RemotePool), beside the same round trip on the in-process PoolService in the same run.
 //   rpc_bench [--json] [--iterations=N] [--clients=K]
 // Latency: one client, sequential round trips, p50/p99. Throughput: K clients at once, each on
 // its own connection, on a pool of K simulated GPUs; lease operations/s counts request and
@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/head/embedded_pool.h"
-#include "runtime/head/pool_server.h"
-#include "runtime/head/remote_pool.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/client/remote_pool.h"
 
 namespace {
 
@@ -81,10 +81,10 @@ double Pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
-std::unique_ptr<EmbeddedPool> NewPool(int gpus) {
-  EmbeddedPoolOptions o;
+std::unique_ptr<PoolService> NewPool(int gpus) {
+  PoolServiceOptions o;
   o.simulate = std::to_string(gpus) + "xH100-80GB";
-  auto p = EmbeddedPool::Start(o);
+  auto p = PoolService::Start(o);
   if (!p.ok()) {
     std::fprintf(stderr, "pool: %s\n", std::string(p.status().message()).c_str());
     std::exit(1);

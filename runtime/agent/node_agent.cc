@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/head/rpc_connection.h"
+#include "runtime/rpc/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 

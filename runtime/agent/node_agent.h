@@ -11,7 +11,7 @@
 //   auto agent = NodeAgent::Start({.host = "127.0.0.1", .port = 7070, .token = agent_token,
 //                                  .node = {"simulated", {node}}, .driver = driver.get()});
 //
-// Thread-safe; its own threads: the RPC loop (runtime/head/rpc_connection.h) and a heartbeat
+// Thread-safe; its own threads: the RPC loop (runtime/rpc/rpc_connection.h) and a heartbeat
 // thread that also polls health.
 #ifndef GPUPOOL_RUNTIME_AGENT_NODE_AGENT_H_
 #define GPUPOOL_RUNTIME_AGENT_NODE_AGENT_H_

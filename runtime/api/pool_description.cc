@@ -7,7 +7,7 @@
 #include "pool/gpu_catalogue.h"
 #include "pool/health.h"
 #include "pool/inventory.h"
-#include "runtime/api/status_to_error.h"
+#include "runtime/tasks/status_to_error.h"
 #include "runtime/rpc/node_codec.h"
 
 namespace gpupool {

@@ -8,8 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/runtime.h"
-#include "runtime/api/status_to_error.h"
-#include "runtime/job/job_runtime.h"
+#include "runtime/tasks/status_to_error.h"
+#include "runtime/bootstrap/pool_join.h"
+#include "runtime/tasks/job_runtime.h"
 
 namespace gpupool {
 namespace {
@@ -95,8 +96,9 @@ Runtime Init(RuntimeOptions options) {
     throw Error(ErrorCode::kFailedPrecondition,
                 "a gpupool runtime is already running in this process (one per process)");
   }
+  runtime::JoinedPool joined = api::ValueOrThrow(runtime::JoinPool(options));
   std::unique_ptr<runtime::JobRuntime> rt =
-      api::ValueOrThrow(runtime::JobRuntime::Start(std::move(options)));
+      api::ValueOrThrow(runtime::JobRuntime::Start(std::move(options), std::move(joined)));
   runtime::JobRuntime* expected = nullptr;
   if (!current_runtime.compare_exchange_strong(expected, rt.get())) {
     throw Error(ErrorCode::kFailedPrecondition,
@@ -169,23 +171,6 @@ void CancelObject(ObjectHeader* object) {
   Current().Cancel(object);
 }
 
-size_t WaitObjects(ObjectHeader* const* objects, size_t count, size_t num_ready,
-                   std::chrono::steady_clock::time_point deadline, bool* ready) {
-  if (count == 0) return 0;
-  return static_cast<runtime::ObjectEntry*>(objects[0])->store->WaitMany(objects, count, num_ready,
-                                                                          deadline, ready);
-}
-
-void FreeObject(ObjectHeader* object) {
-  auto* entry = static_cast<runtime::ObjectEntry*>(object);
-  entry->store->Free(entry);
-}
-
-const ValueBox& AwaitValue(ObjectHeader* object, std::chrono::steady_clock::time_point deadline) {
-  auto* entry = static_cast<runtime::ObjectEntry*>(object);
-  return entry->store->Await(entry, deadline);
-}
-
 ObjectHeader* LookupObject(ObjectId id) {
   runtime::ObjectEntry* entry = Current().store().Lookup(id);
   if (entry == nullptr) {
@@ -217,11 +202,6 @@ ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
     if (rt.group().size() == 1) return LookupObject(id);
   }
   return rt.exchange().Import(id, decode, std::move(ticket));
-}
-
-void ThrowTypeMismatch(ObjectId id, const std::type_info& stored, const std::type_info& wanted) {
-  throw Error(ErrorCode::kInvalidArgument, absl::StrCat("object ", id, " holds a value of type ",
-                                                        stored.name(), ", read as ", wanted.name()));
 }
 
 }  // namespace detail

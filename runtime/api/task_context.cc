@@ -4,12 +4,12 @@
 #include <thread>
 
 #include "gpupool/task_context.h"
-#include "runtime/api/status_to_error.h"
+#include "runtime/tasks/status_to_error.h"
 #include "runtime/gpu/device_copy.h"
-#include "runtime/job/job_group.h"
-#include "runtime/job/job_runtime.h"
-#include "runtime/job/lease_run.h"
-#include "runtime/job/object_exchange.h"
+#include "runtime/group/job_group.h"
+#include "runtime/tasks/job_runtime.h"
+#include "runtime/tasks/lease_run.h"
+#include "runtime/objects/object_exchange.h"
 
 namespace gpupool {
 namespace {

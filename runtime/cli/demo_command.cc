@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "examples/logistic_regression/logistic_regression.h"
 #include "gpupool/gpupool.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/demo_experiment.h"
 #include "runtime/cli/text_table.h"
 
 namespace gpupool::cli {
@@ -52,15 +52,12 @@ int TrainModel(gpupool::TaskContext& ctx, double hours) {
   return steps;
 }
 
-// An experiment is examples/logistic_regression: real training, a step every 10 pool seconds,
+// An experiment is real training (runtime/cli/demo_experiment.h), a step every 10 pool seconds,
 // checkpointed. When vision reclaims a GPU nlp borrowed, the runtime snapshots the weights at the
 // next Step(), and the experiment resumes from there on whatever GPU it gets next.
-logistic_regression::Config ExperimentConfig(int id, double minutes) {
-  logistic_regression::Config c;
-  c.seed = 1000 + id;
-  c.steps = static_cast<int32_t>(minutes * 6);
-  c.pool_seconds_per_step = 10;
-  return c;
+demo_experiment::Config ExperimentConfig(int id, double minutes) {
+  return demo_experiment::Config{.seed = 1000u + id, .steps = static_cast<int32_t>(minutes * 6),
+                                 .pool_seconds_per_step = 10};
 }
 
 // One inference request on a GPU fraction: a few pool seconds, with scratch memory from the
@@ -72,7 +69,7 @@ float Infer(gpupool::TaskContext& ctx, int request) {
 }
 
 GPUPOOL_REMOTE(TrainModel);
-GPUPOOL_REMOTE(logistic_regression::Train);
+GPUPOOL_REMOTE(demo_experiment::Train);
 GPUPOOL_REMOTE(Infer);
 
 std::string Clock(double pool_s) {
@@ -122,10 +119,10 @@ void RunDemo(double clock_speed, bool quiet) {
   };
   // nlp bursts first: a sprint of 6 one-hour experiments on an idle pool borrows beyond its 2.
   std::vector<gpupool::ObjectRef<std::vector<float>>> experiments;
-  std::vector<logistic_regression::Config> configs;
+  std::vector<demo_experiment::Config> configs;
   for (int i = 0; i < 6; ++i) {
     configs.push_back(ExperimentConfig(i, 60.0));
-    experiments.push_back(gpupool::Task(logistic_regression::Train).Gpus(1).Team("nlp")
+    experiments.push_back(gpupool::Task(demo_experiment::Train).Gpus(1).Team("nlp")
                               .PriorityClass("experiment").Submit(configs.back()));
   }
   // search fans out 400 inference requests on eighths of GPUs, packed within its 2 GPUs.
@@ -142,7 +139,7 @@ void RunDemo(double clock_speed, bool quiet) {
   std::this_thread::sleep_for(real_for_pool(60 * 60));
   for (int i = 6; i < 10; ++i) {
     configs.push_back(ExperimentConfig(i, 45.0));
-    experiments.push_back(gpupool::Task(logistic_regression::Train).Gpus(1).Team("nlp")
+    experiments.push_back(gpupool::Task(demo_experiment::Train).Gpus(1).Team("nlp")
                               .PriorityClass("experiment").Submit(configs.back()));
   }
   int steps = *gpupool::Get(training);
@@ -150,7 +147,7 @@ void RunDemo(double clock_speed, bool quiet) {
   for (size_t i = 0; i < experiments.size(); ++i) {
     gpupool::View<std::vector<float>> w = gpupool::Get(experiments[i]);
     ++done;
-    identical += *w == logistic_regression::TrainUninterrupted(configs[i]);
+    identical += *w == demo_experiment::TrainUninterrupted(configs[i]);
   }
   double answered = 0;
   for (auto& a : answers) answered += *gpupool::Get(a) >= 0;

@@ -22,9 +22,9 @@
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
 #include "runtime/cli/command.h"
-#include "runtime/head/embedded_pool.h"
-#include "runtime/head/pool_server.h"
-#include "runtime/head/rpc_connection.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/rpc/rpc_connection.h"
 #include "runtime/rpc/node_codec.h"
 
 namespace gpupool::cli {
@@ -110,7 +110,7 @@ void RunHead(const HeadFlags& flags) {
   if (!driver.ok()) throw CommandFailed(std::string(driver.status().message()));
   absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->driver->Discover();
   if (!nodes.ok()) throw CommandFailed(std::string(nodes.status().message()));
-  absl::StatusOr<std::unique_ptr<runtime::EmbeddedPool>> pool = runtime::EmbeddedPool::Start(runtime::EmbeddedPoolOptions{
+  absl::StatusOr<std::unique_ptr<runtime::PoolService>> pool = runtime::PoolService::Start(runtime::PoolServiceOptions{
       .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes});
   if (!pool.ok()) throw CommandFailed(std::string(pool.status().message()));
   runtime::PoolServerOptions so;

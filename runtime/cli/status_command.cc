@@ -1,5 +1,5 @@
 // `gpupool status`, `gpupool queue` and `gpupool usage`: the operators' views of a running head,
-// like Slurm's sinfo, squeue and sacct. Both read the head's report (runtime/head/head_report.h) with a team's or
+// like Slurm's sinfo, squeue and sacct. Both read the head's report (runtime/client/head_report.h) with a team's or
 // the agents' token and print a table, or the report itself with --json.
 //
 //   gpupool status --pool 127.0.0.1:7070 --token-file team.token
@@ -18,8 +18,8 @@
 #include "nlohmann/json.hpp"
 #include "runtime/cli/command.h"
 #include "runtime/cli/text_table.h"
-#include "runtime/head/head_report.h"
-#include "runtime/head/rpc_connection.h"
+#include "runtime/client/head_report.h"
+#include "runtime/rpc/rpc_connection.h"
 
 namespace gpupool::cli {
 namespace {

@@ -1,7 +1,7 @@
 """ObjectRefs inside Python values cross the ranks of an mpirun job: rank 0 broadcasts a dict
 holding refs to a put() value and to a task result still running, and sends a list of refs to
 rank 1; the other ranks get() them (fetched from rank 0 over UCX) and pass them to their own
-tasks, as in C++ (runtime/job/object_exchange.h). Objects broadcast every step are freed once
+tasks, as in C++ (runtime/objects/object_exchange.h). Objects broadcast every step are freed once
 every rank has them."""
 import os
 import shutil

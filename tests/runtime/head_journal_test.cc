@@ -2,7 +2,7 @@
 // record kind through close and reopen, the ledger and usage arithmetic, refusals (schema version,
 // garbage, foreign databases, a second head), commit failure (an RLIMIT_FSIZE child), and a child
 // process killed with SIGKILL under load that must lose nothing it acknowledged.
-#include "runtime/head/head_journal.h"
+#include "runtime/service/journal/head_journal.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -25,7 +25,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/head/head_journal_schema.h"
+#include "runtime/service/journal/head_journal_schema.h"
 
 namespace gpupool::runtime {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/head/pool_client.h"
+#include "runtime/client/pool_client.h"
 
 namespace gpupool::runtime {
 

@@ -13,7 +13,8 @@
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
 #include "pool/devices/simulated_driver.h"
-#include "runtime/job/job_runtime.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/tasks/job_runtime.h"
 #include "tests/runtime/event_log.h"
 
 namespace {

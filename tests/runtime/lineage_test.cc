@@ -1,6 +1,6 @@
 // An object's lineage travels with refs between ranks; a reader that decodes it may run the task
 // again, so a round trip keeps every field and malformed bytes are refused, never trusted.
-#include "runtime/job/lineage.h"
+#include "runtime/objects/lineage.h"
 
 #include <string>
 

@@ -11,9 +11,9 @@
 #include "gtest/gtest.h"
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
-#include "runtime/head/embedded_pool.h"
-#include "runtime/head/pool_server.h"
-#include "runtime/head/remote_pool.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/client/remote_pool.h"
 #include "runtime/rpc/node_codec.h"
 #include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/test_head.h"
@@ -26,9 +26,9 @@ using ::testing::HasSubstr;
 class NodeAgents : public ::testing::Test {
  protected:
   void StartHead(std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(3000)) {
-    EmbeddedPoolOptions o;
+    PoolServiceOptions o;
     o.remote_nodes = {SimulatedNode("n0").nodes[0], SimulatedNode("n1").nodes[0]};
-    auto pool = EmbeddedPool::Start(o);
+    auto pool = PoolService::Start(o);
     ASSERT_TRUE(pool.ok()) << pool.status();
     PoolServerOptions so;
     so.team_tokens = {{"default", "team-token"}};

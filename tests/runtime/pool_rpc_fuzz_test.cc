@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/agent/node_agent.h"
-#include "runtime/head/remote_pool.h"
+#include "runtime/client/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/tcp_proxy.h"
 #include "tests/runtime/test_head.h"
@@ -236,7 +236,7 @@ TEST(PoolRpcFuzz, DamagedSessionsNeverCrashOrWedgeTheHead) {
 // heartbeats) replayed damaged, while node n0's agent and a job leasing on n0 carry on. After
 // it, n1's agent registers and n1's GPUs are leased as if nothing happened.
 TEST(PoolRpcFuzz, DamagedAgentSessionsNeverCrashOrWedgeTheHead) {
-  EmbeddedPoolOptions po;
+  PoolServiceOptions po;
   po.remote_nodes = {SimulatedNode("n0").nodes[0], SimulatedNode("n1").nodes[0]};
   PoolServerOptions so;
   so.team_tokens = {{"default", "team-token-0123"}};

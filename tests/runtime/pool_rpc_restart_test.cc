@@ -15,11 +15,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/head/embedded_pool.h"
-#include "runtime/head/head_journal.h"
-#include "runtime/head/pool_ids.h"
-#include "runtime/head/pool_server.h"
-#include "runtime/head/remote_pool.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/service/journal/head_journal.h"
+#include "runtime/service/pool_ids.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/client/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/owner_borrower_config.h"
 #include "tests/runtime/tcp_proxy.h"
@@ -45,7 +45,7 @@ bool Eventually(Done done, milliseconds timeout = seconds(20)) {
 
 // A head with one GPU of team owner, on 127.0.0.1:`port` (0: any); durable with a journal path.
 std::unique_ptr<PoolServer> StartOwnerHead(const std::string& journal, uint16_t port, milliseconds reclaim_window) {
-  EmbeddedPoolOptions po;
+  PoolServiceOptions po;
   po.simulate = "1xH100-80GB";
   po.config_text = kOwnerBorrowerConfig;
   PoolServerOptions so;

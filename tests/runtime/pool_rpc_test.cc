@@ -17,10 +17,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/head/embedded_pool.h"
-#include "runtime/head/head_journal.h"
-#include "runtime/head/pool_server.h"
-#include "runtime/head/remote_pool.h"
+#include "runtime/service/pool_service.h"
+#include "runtime/service/journal/head_journal.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/client/remote_pool.h"
 #include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/test_head.h"
 
@@ -245,7 +245,7 @@ namespace {
 TEST(PoolRpcCheckpoints, ACommittedSnapshotResetsTheLeasesWorkAtRiskAndIsIndexed) {
   const std::string journal = ::testing::TempDir() + "/checkpoint-index-" + std::to_string(::getpid()) + ".db";
   std::remove(journal.c_str());
-  EmbeddedPoolOptions po;
+  PoolServiceOptions po;
   po.simulate = "1xH100-80GB";
   po.config_text = kOwnerBorrowerConfig;
   po.clock_speed = 1000;  // a pool second a millisecond

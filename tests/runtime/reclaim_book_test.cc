@@ -1,5 +1,5 @@
 // ReclaimBook: what the head keeps for jobs that are away, and what it lets go of.
-#include "runtime/head/reclaim_book.h"
+#include "runtime/service/reclaim_book.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,6 +1,6 @@
 // File: tests/runtime/test_head.h
 //
-// A head for RPC tests: an EmbeddedPool over simulated GPUs of one node, served by a PoolServer on
+// A head for RPC tests: an PoolService over simulated GPUs of one node, served by a PoolServer on
 // 127.0.0.1, with the teams of `config` (kOwnerBorrowerConfig unless told otherwise).
 #ifndef GPUPOOL_TESTS_RUNTIME_TEST_HEAD_H_
 #define GPUPOOL_TESTS_RUNTIME_TEST_HEAD_H_
@@ -10,19 +10,19 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "runtime/head/embedded_pool.h"
+#include "runtime/service/pool_service.h"
 #include "pool/devices/driver_selection.h"
 #include "pool/scheduler/lease_request.h"
-#include "runtime/head/pool_server.h"
+#include "runtime/service/pool_server.h"
 #include "runtime/rpc/node_codec.h"
 #include "tests/runtime/owner_borrower_config.h"
 
 namespace gpupool::runtime {
 
 // The general form. Null (with a test failure) when the head cannot start.
-inline std::unique_ptr<PoolServer> StartHead(const EmbeddedPoolOptions& pool_options,
+inline std::unique_ptr<PoolServer> StartHead(const PoolServiceOptions& pool_options,
                                              const PoolServerOptions& server_options) {
-  auto pool = EmbeddedPool::Start(pool_options);
+  auto pool = PoolService::Start(pool_options);
   EXPECT_TRUE(pool.ok()) << pool.status();
   if (!pool.ok()) return nullptr;
   auto server = PoolServer::Start(*std::move(pool), server_options);
@@ -33,7 +33,7 @@ inline std::unique_ptr<PoolServer> StartHead(const EmbeddedPoolOptions& pool_opt
 // `gpus` as --simulate takes it ("1xH100-80GB"); `port` 0: any.
 inline std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
                                              uint16_t port = 0, const char* config = kOwnerBorrowerConfig) {
-  EmbeddedPoolOptions o;
+  PoolServiceOptions o;
   o.simulate = gpus;
   o.config_text = config;
   PoolServerOptions so;

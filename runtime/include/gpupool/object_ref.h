@@ -88,7 +88,7 @@ GPUPOOL_API ObjectHeader* LookupObject(ObjectId id);
 [[noreturn]] GPUPOOL_API void ThrowTypeMismatch(ObjectId id, const std::type_info& stored,
                                                 const std::type_info& wanted);
 
-// Objects of other ranks of an mpirun job (runtime/job/object_exchange.h). A ref encoded outside
+// Objects of other ranks of an mpirun job (runtime/objects/object_exchange.h). A ref encoded outside
 // a task's arguments is leaving the process: its object is exported (pinned and served to the
 // job's other ranks). Decoding a ref finds the local object, or imports another rank's: its bytes
 // are fetched and turned back into a value by `decode`.
@@ -101,7 +101,7 @@ std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
     throw Error(ErrorCode::kUnimplemented, "this object's type has no gpupool::Codec: it cannot cross ranks");
   }
 }
-// Fills `lineage` with how to make the object again when it has that (runtime/job/lineage.h).
+// Fills `lineage` with how to make the object again when it has that (runtime/objects/lineage.h).
 GPUPOOL_API void ExportObject(ObjectHeader* object, std::string* lineage);
 // Retained; throws kNotFound for a local id whose object was freed (or never existed).
 GPUPOOL_API ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string lineage);

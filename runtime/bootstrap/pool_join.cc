@@ -1,0 +1,299 @@
+#include "runtime/bootstrap/pool_join.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "pool/devices/device_driver.h"
+#include "pool/devices/driver_selection.h"
+#include "runtime/agent/node_agent.h"
+#include "runtime/client/fresh_token.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/client/remote_pool.h"
+#include "runtime/rpc/rpc_connection.h"
+#include "runtime/rpc/node_codec.h"
+#include "transport/mpi_bootstrap.h"
+
+namespace gpupool::runtime {
+namespace {
+
+absl::StatusOr<JoinedPool> Embedded(const RuntimeOptions& o) {
+  absl::StatusOr<std::unique_ptr<PoolService>> pool = PoolService::Start(PoolServiceOptions{
+      .driver = o.driver, .simulate = o.simulate, .node_count = o.node_count,
+      .config_path = o.config_path, .config_text = o.config_text, .clock_speed = o.clock_speed});
+  if (!pool.ok()) return pool.status();
+  JoinedPool joined;
+  joined.embedded = pool->get();
+  joined.local_nodes = rpc::DiscoveredNodes((*pool)->inventory());
+  joined.driver = (*pool)->driver_name();
+  joined.notice = (*pool)->notice();
+  joined.pool = *std::move(pool);
+  return joined;
+}
+
+absl::StatusOr<std::unique_ptr<RemotePool>> ConnectAsTeam(const std::string& host, uint16_t port,
+                                                          const RuntimeOptions& o, const std::string& token,
+                                                          double reconnect_s) {
+  return RemotePool::Connect(RemotePoolOptions{
+      .host = host, .port = port, .team = o.team, .token = token,
+      .reconnect_for = std::chrono::milliseconds(static_cast<int64_t>(reconnect_s * 1000))});
+}
+
+absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
+  std::string host;
+  uint16_t port = 0;
+  if (absl::Status st = ParseHostPort(o.pool_address, &host, &port); !st.ok()) return st;
+  absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, o.pool_token, o.pool_reconnect_s);
+  if (!pool.ok()) return pool.status();
+  std::string node = o.node_name.empty() ? pool::HostName() : o.node_name;
+  absl::StatusOr<rpc::DiscoveredPool> mine = (*pool)->DescribeNode(node);
+  if (!mine.ok()) {
+    return absl::Status(mine.status().code(),
+                        absl::StrCat(mine.status().message(), " (this process runs its tasks on its own node: set "
+                                                              "--gpupool-node or GPUPOOL_NODE to the node's name in the pool)"));
+  }
+  JoinedPool joined;
+  joined.local_nodes = std::move(mine->nodes);
+  joined.driver = mine->driver;
+  joined.node_label = node;
+  joined.pool = *std::move(pool);
+  return joined;
+}
+
+// Rank 0's head outlives its own rank's work until every other rank's agent has gone, so a
+// rank 0 that finishes first does not pull the pool from under the others.
+struct HeadHolder {
+  std::unique_ptr<PoolServer> server;
+  // Until no more than `own` agents (this rank's) are connected.
+  void WaitForOtherRanks(size_t own) {
+    auto next_note = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (server->agents_connected() > own) {
+      if (std::chrono::steady_clock::now() >= next_note) {
+        std::fprintf(stderr, "gpupool: rank 0 keeps the job's pool up until %zu other rank(s) finish\n",
+                     server->agents_connected() - own);
+        next_note += std::chrono::seconds(10);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~HeadHolder() { WaitForOtherRanks(0); }
+};
+
+// The ranks' data plane: each rank's host and rack allgathered (object fetches go to the nearest
+// copy; UCX stays on loopback when every rank is on this host), UCX worker addresses allgathered
+// and all connected (JobGroup). `object_key`: the job's, the same on every rank.
+// `joined.local_nodes` must be set (its "rack" label is this rank's).
+absl::Status ConnectRanks(transport::MpiBootstrap& b, const RuntimeOptions& o, std::string object_key,
+                          JoinedPool& joined) {
+  std::string rack;
+  if (!joined.local_nodes.empty()) {
+    auto label = joined.local_nodes[0].labels.find("rack");
+    if (label != joined.local_nodes[0].labels.end()) rack = label->second;
+  }
+  absl::StatusOr<std::vector<std::string>> where = b.AllGather(absl::StrCat(b.host(), "\n", rack));
+  if (!where.ok()) return where.status();
+  std::vector<transport::PeerPlace> places;
+  bool one_host = true;
+  for (const std::string& w : *where) {
+    std::pair<std::string, std::string> host_rack = absl::StrSplit(w, absl::MaxSplits('\n', 1));
+    one_host &= host_rack.first == b.host();
+    places.push_back({host_rack.first, host_rack.second});
+  }
+  absl::StatusOr<std::unique_ptr<JobGroup>> group = JobGroup::OverUcx(
+      b.rank(), b.size(), [&b](std::string address) { return b.AllGather(std::move(address)); },
+      JobGroupOptions{.collective_timeout = absl::Seconds(o.collective_timeout_s),
+                      .net_devices = one_host ? "lo" : "",
+                      .places = std::move(places)});
+  if (!group.ok()) return group.status();
+  joined.group = *std::move(group);
+  joined.object_access_key = std::move(object_key);
+  joined.rank = b.rank();
+  joined.ranks = b.size();
+  return absl::OkStatus();
+}
+
+// mpirun with a shared head (pool_address): every rank joins the head as a job of its team on its
+// own node (GPUPOOL_NODE, else its host), as a single process would; MPI then connects the ranks
+// for collectives and objects, as for a job that hosts its own head.
+absl::StatusOr<JoinedPool> RemoteUnderMpi(const RuntimeOptions& o) {
+  absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
+  if (!mpi.ok()) return mpi.status();
+  transport::MpiBootstrap& b = **mpi;
+  absl::StatusOr<JoinedPool> joined = Remote(o);
+  // Every rank learns whether all could join, so none waits for a peer that gave up.
+  absl::StatusOr<std::vector<std::string>> all =
+      b.AllGather(joined.ok() ? std::string("ok") : absl::StrCat("!", joined.status().message()));
+  if (!all.ok()) return all.status();
+  for (int r = 0; r < static_cast<int>(all->size()); ++r) {
+    if ((*all)[r] != "ok") {
+      if (!joined.ok() && r == b.rank()) return joined.status();
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", r, " could not join the pool at ", o.pool_address, ": ", (*all)[r].substr(1)));
+    }
+  }
+  absl::StatusOr<std::string> key = b.rank() == 0 ? FreshToken() : absl::StatusOr<std::string>("");
+  absl::StatusOr<std::string> shared_key = b.Broadcast(key.ok() ? *key : std::string("!") + std::string(key.status().message()), 0);
+  if (!shared_key.ok()) return shared_key.status();
+  if (shared_key->empty() || (*shared_key)[0] == '!') {
+    return absl::UnavailableError(absl::StrCat("rank 0 could not make the job's object key: ", shared_key->substr(1)));
+  }
+  if (absl::Status st = ConnectRanks(b, o, *shared_key, *joined); !st.ok()) return st;
+  b.Finish();
+  return joined;
+}
+
+absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
+  absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
+  if (!mpi.ok()) return mpi.status();
+  transport::MpiBootstrap& b = **mpi;
+  const int rank = b.rank();
+  JoinedPool joined;
+  joined.rank = rank;
+  joined.ranks = b.size();
+
+  // 1. This rank's node. Errors are carried through the exchange so every rank fails alike
+  //    instead of some waiting for a peer that gave up.
+  std::string failure;
+  std::shared_ptr<pool::DeviceDriver> driver;
+  rpc::DiscoveredPool mine;
+  std::string driver_node;
+  if (o.node_count != 1) failure = "under mpirun each rank is one node: --gpupool-nodes must be 1";
+  if (failure.empty()) {
+    absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(
+        pool::DriverChoice{.driver = o.driver, .simulation_spec = o.simulate, .node_count = 1, .config = nullptr});
+    if (!selected.ok()) {
+      failure = std::string(selected.status().message());
+    } else {
+      driver = std::move(selected->driver);
+      joined.notice = selected->notice;
+      absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->Discover();
+      if (!nodes.ok() || nodes->size() != 1) {
+        failure = nodes.ok() ? "the driver found no node" : std::string(nodes.status().message());
+      } else {
+        mine.driver = std::string(driver->name());
+        mine.nodes.push_back((*nodes)[0]);
+        driver_node = mine.nodes[0].name;
+        // Simulated nodes are one per rank; a real node is its host.
+        mine.nodes[0].name = mine.driver == "nvidia" ? b.host() : absl::StrCat("rank-", rank);
+      }
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> all =
+      b.AllGather(failure.empty() ? rpc::EncodeNodes(mine) : std::string("!") + failure);
+  if (!all.ok()) return all.status();
+  std::vector<pool::DiscoveredNode> nodes;
+  for (int r = 0; r < static_cast<int>(all->size()); ++r) {
+    const std::string& entry = (*all)[r];
+    if (!entry.empty() && entry[0] == '!') {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", r, " could not describe its node: ", entry.substr(1)));
+    }
+    absl::StatusOr<rpc::DiscoveredPool> theirs = rpc::DecodeNodes(entry);
+    if (!theirs.ok()) return theirs.status();
+    for (pool::DiscoveredNode& n : theirs->nodes) {
+      for (const pool::DiscoveredNode& seen : nodes) {
+        if (seen.name == n.name) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "ranks share node '", n.name, "' with real GPUs: run one rank per node"));
+        }
+      }
+      nodes.push_back(std::move(n));
+    }
+  }
+
+  // Real GPUs' nodes are their hosts: ranks on several machines need a head and a data plane
+  // the other machines can reach, not loopback.
+  bool one_host = true;
+  for (const pool::DiscoveredNode& n : nodes) one_host &= mine.driver != "nvidia" || n.name == b.host();
+
+  // 2. Rank 0 hosts the head over every rank's node and shares its address and tokens.
+  std::shared_ptr<HeadHolder> head;
+  std::string contact;  // "host:port\nagent-token\nteam-token\nobject-key", or "!why"
+  if (rank == 0) {
+    absl::StatusOr<std::string> agent_token = FreshToken();
+    absl::StatusOr<std::string> team_token = FreshToken();
+    absl::StatusOr<std::string> object_key = FreshToken();
+    absl::StatusOr<std::unique_ptr<PoolService>> pool =
+        !object_key.ok() ? absl::StatusOr<std::unique_ptr<PoolService>>(object_key.status())
+        : agent_token.ok() && team_token.ok()
+            ? PoolService::Start(PoolServiceOptions{.config_path = o.config_path, .config_text = o.config_text,
+                                                      .clock_speed = o.clock_speed, .remote_nodes = nodes,
+                                                      .remote_driver = mine.driver})
+            : absl::StatusOr<std::unique_ptr<PoolService>>(agent_token.ok() ? team_token.status() : agent_token.status());
+    if (!pool.ok()) {
+      contact = absl::StrCat("!", pool.status().message());
+    } else {
+      PoolServerOptions so;
+      std::string listen_host = !one_host && o.head_listen == "127.0.0.1" ? b.host() : o.head_listen;
+      uint16_t listen_port = 0;
+      if (listen_host.find(':') != std::string::npos && !ParseHostPort(o.head_listen, &listen_host, &listen_port).ok()) {
+        listen_host = o.head_listen;
+      }
+      so.address = listen_host;
+      so.port = listen_port;
+      // A head_listen that is not loopback was asked for (ranks on several machines).
+      so.allow_network = true;
+      so.agent_token = *agent_token;
+      // One job: every team it may submit for shares the job's token.
+      so.team_tokens[o.team] = *team_token;
+      for (const pool::Team& t : (*pool)->config().scheduling.teams) so.team_tokens[t.name] = *team_token;
+      absl::StatusOr<std::unique_ptr<PoolServer>> server = PoolServer::Start(*std::move(pool), so);
+      if (!server.ok()) {
+        contact = absl::StrCat("!", server.status().message());
+      } else {
+        head = std::make_shared<HeadHolder>();
+        head->server = *std::move(server);
+        contact = absl::StrCat(listen_host, ":", head->server->port(), "\n", *agent_token, "\n", *team_token,
+                               "\n", *object_key);
+      }
+    }
+  }
+  absl::StatusOr<std::string> shared = b.Broadcast(contact, 0);
+  if (!shared.ok()) return shared.status();
+  if (!shared->empty() && (*shared)[0] == '!') {
+    return absl::UnavailableError(absl::StrCat("rank 0 could not start the job's pool: ", shared->substr(1)));
+  }
+  std::vector<std::string> parts = absl::StrSplit(*shared, '\n');
+  if (parts.size() != 4) return absl::InternalError("malformed head contact from rank 0");
+  std::string host;
+  uint16_t port = 0;
+  if (absl::Status st = ParseHostPort(parts[0], &host, &port); !st.ok()) return st;
+
+  // 3. Every rank is its node's agent, then a job of the pool like any other.
+  if (head != nullptr) {
+    joined.companions.push_back(head);
+    // Rank 0's own agent is still connected when its runtime stops.
+    joined.before_stop = [head] { head->WaitForOtherRanks(1); };
+  }
+  joined.companions.push_back(driver);
+  absl::StatusOr<std::unique_ptr<NodeAgent>> agent = NodeAgent::Start(NodeAgentOptions{
+      .host = host, .port = port, .token = parts[1], .node = mine, .driver = driver.get(), .driver_node = driver_node});
+  if (!agent.ok()) return agent.status();
+  joined.companions.push_back(std::shared_ptr<NodeAgent>(std::move(*agent)));
+  absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, parts[2], /*reconnect_s=*/0);  // rank 0's head ends with the job
+  if (!pool.ok()) return pool.status();
+  joined.pool = *std::move(pool);
+  joined.local_nodes = mine.nodes;
+  joined.driver = mine.driver;
+  joined.node_label = mine.nodes[0].name;
+  // 4. The ranks' data plane for collectives and objects.
+  if (absl::Status st = ConnectRanks(b, o, parts[3], joined); !st.ok()) return st;
+  // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.
+  b.Finish();
+  return joined;
+}
+
+}  // namespace
+
+absl::StatusOr<JoinedPool> JoinPool(const RuntimeOptions& options) {
+  const bool mpi = options.use_mpi && transport::LaunchedByMpi();
+  if (!options.pool_address.empty()) return mpi ? RemoteUnderMpi(options) : Remote(options);
+  if (mpi) return UnderMpi(options);
+  return Embedded(options);
+}
+
+}  // namespace gpupool::runtime

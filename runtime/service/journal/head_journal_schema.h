@@ -1,0 +1,33 @@
+// File: runtime/service/journal/head_journal_schema.h
+//
+// The head journal's tables, and the one check that guards them: a journal written by another
+// schema version is refused with both versions named, never read with the wrong meaning. A new
+// file gets the current schema; an SQLite file that is not a journal is refused, not annexed.
+//
+// Schema version 1:
+//   meta(key, value)                      schema_version
+//   jobs(job_id PK, ...)                  connected sessions
+//   nodes(node PK, ...)                   agents and their inventories
+//   requests(seq PK, request_id UNIQUE)   the queue; seq keeps the order requests arrived in
+//   leases(lease_id PK, ...)              live leases with their accounting fields
+//   ledger(seq PK, ...)                   closed leases, append-only; indexed by end time
+//   checkpoints((task_key, version) PK)   every committed checkpoint version
+#ifndef GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
+#define GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
+
+#include "absl/status/status.h"
+#include "runtime/service/journal/head_journal_sqlite.h"
+
+namespace gpupool::runtime {
+
+inline constexpr int kJournalSchemaVersion = 1;
+
+// Creates the tables when the database is empty; otherwise checks that it is a journal of
+// kJournalSchemaVersion. FailedPrecondition for another version or a foreign database; DataLoss
+// (from SQLite) for a file that is not a database. Call on the write connection, before any
+// other use, while holding the journal's file lock.
+absl::Status EnsureJournalSchema(sqlite::Db& db);
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_

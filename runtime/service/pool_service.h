@@ -1,0 +1,188 @@
+// File: runtime/service/pool_service.h
+//
+// The pool service living inside the program (DESIGN §3 "embedded"): the real pool scheduler over
+// this machine's GPUs (or simulated ones), driven by a thread that runs a scheduling cycle whenever
+// something changed, watches GPU health through the driver, and tells each lease's listener what
+// happened to it. It also keeps the accounting ledger: every lease's interval in pool time.
+//
+// The pool's clock may run faster than real time (`clock_speed`), so the demo can show hours of
+// pool time in seconds. The scheduler works in whole pool seconds; the ledger keeps fractions.
+//
+//   auto pool = PoolService::Start(options);            // StatusOr
+//   (*pool)->Request(request, &listener);                 // refused now, or granted later
+//   (*pool)->Release(lease_id);                           // the job is done with it
+//
+// Thread-safe. Listeners are called from the pool's thread (or from the thread calling
+// ScheduleNow, PollHealthNow, NodeUp, NodeDown or ReportHealth), one call at a time and in the
+// order the pool decided them, never with its lock held; a listener must
+// stay valid until Withdraw/Release of its requests, or until the pool stops.
+#ifndef GPUPOOL_RUNTIME_SERVICE_POOL_SERVICE_H_
+#define GPUPOOL_RUNTIME_SERVICE_POOL_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pool/config/pool_config.h"
+#include "pool/devices/device_driver.h"
+#include "pool/inventory.h"
+#include "pool/scheduler/scheduler.h"
+#include "runtime/client/lease_book.h"
+#include "runtime/client/pool_client.h"
+
+namespace gpupool::runtime {
+
+struct PoolServiceOptions {
+  std::string driver;          // as pool::DriverChoice
+  std::string simulate;
+  int node_count = 1;
+  std::string config_path;     // empty: an open pool (no teams, no quotas)
+  std::string config_text;     // YAML given inline; used when config_path is empty
+  double clock_speed = 1.0;    // pool seconds per real second; > 0
+  std::chrono::milliseconds health_interval{1000};  // real time between health polls
+  // A head of other processes' nodes (mpirun rank 0, `gpupool head`): the pool is these nodes,
+  // not this machine's, and there is no driver here. Each node is unreachable (its GPUs lost)
+  // until its agent reports it up (NodeUp), and its GPUs' health is what the agent reports.
+  std::vector<pool::DiscoveredNode> remote_nodes;
+  std::string remote_driver = "simulated";  // what the agents' GPUs are: "nvidia" or "simulated"
+};
+
+class PoolService final : public PoolClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<PoolService>> Start(const PoolServiceOptions& options);
+  ~PoolService() override;  // stops the thread; listeners are not called afterwards
+
+  // PoolClient. Request's errors are the scheduler's.
+  absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) override;
+  absl::Status Withdraw(const std::string& request_id) override;
+  absl::Status Release(const std::string& lease_id) override;
+  void Checkpointed(const std::string& lease_id, const CheckpointNote& note) override;
+  // Takes back a lease a previous run of the pool granted (a head restarted from its journal):
+  // it holds its GPUs and quota again and `listener` hears of its revocation or loss (see
+  // pool::Scheduler::Adopt for what is refused). Its GPUs' health is not looked at: a remote
+  // node's GPUs stay unschedulable until its agent is back, without losing the lease.
+  absl::Status Adopt(const pool::Lease& lease, LeaseListener* listener);
+  // Queues a request a previous run of the pool accepted (a head restarted from its journal),
+  // at the place it had: as submitted `waited_s` real seconds ago.
+  absl::Status Requeue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
+  double Now() const override;  // pool seconds since Start
+  double clock_speed() const { return clock_speed_; }
+  const pool::PoolConfig& config() const override { return config_; }
+  double capacity_gpus() const override { return static_cast<double>(inventory_.gpu_count()); }
+  // Lease GPU-seconds per team so far, open leases counted up to now.
+  std::map<std::string, LedgerTeam> Ledger() const override;
+
+  const pool::Inventory& inventory() const { return inventory_; }
+  // This machine's driver; null for a head of remote nodes.
+  pool::DeviceDriver* driver() { return driver_.get(); }
+  const std::string& driver_name() const { return driver_name_; }
+  const std::string& notice() const { return notice_; }
+  // The configuration as YAML, for jobs in other processes ("" for the default configuration).
+  const std::string& config_text() const { return config_text_; }
+  // Reads every GPU's health now instead of waiting for the next poll (tests, operators).
+  void PollHealthNow();
+
+  // For an owner with a thread of its own that changes the pool in bursts (the pool service's
+  // event loop): from now on Request, Withdraw and Release no longer wake the pool's thread, and
+  // the owner calls ScheduleNow once after a burst of them. The scheduling cycle then runs on the
+  // owner's thread and its listener calls are made there, saving two thread wake-ups per lease
+  // round trip. The pool's thread still runs its periodic cycles (clock, deadlines, health), so
+  // a change the owner forgot is picked up within 200 ms of real time.
+  void OwnerSchedules();
+  // Runs a scheduling cycle now on this thread if anything changed since the last, and makes
+  // its listener calls before returning. Any thread that is not inside a listener call.
+  void ScheduleNow();
+  // Requests waiting for a lease now.
+  size_t pending_requests() const;
+
+  // A head of remote nodes: the node's agent is up (its GPUs take the health it reports, healthy
+  // at first) or gone (its GPUs are lost: their leases are lost and their jobs told). NotFound
+  // for a node the pool does not have.
+  absl::Status NodeUp(const std::string& node);
+  absl::Status NodeDown(const std::string& node, const std::string& why);
+  // An agent's health verdict for one of its GPUs (applied while its node is up).
+  absl::Status ReportHealth(const pool::GpuRef& gpu, pool::HealthState state);
+  // A GPU's health as the scheduler applies it now (lost while its node's agent is away).
+  pool::HealthState health(const pool::GpuRef& gpu) const;
+  // Nodes whose agent is up, for operators.
+  bool node_up(const std::string& node) const;
+  // Leases held now, for operators (`gpupool status` / `queue`).
+  std::vector<pool::Lease> Leases() const;
+  std::vector<pool::PendingInfo> Pending() const;
+
+ private:
+  PoolService() = default;
+  struct Delivery {  // a listener call, made after the lock is dropped
+    LeaseListener* listener;
+    enum Kind { kGranted, kRevoked, kLost } kind;
+    pool::Lease lease;
+    pool::RevokeCause cause = pool::RevokeCause::kReclaim;
+    double deadline_s = 0;
+    std::string why;
+  };
+  void Loop();
+  int64_t NowSeconds() const { return static_cast<int64_t>(Now()); }
+  // Request and Requeue: `waited_s` real seconds before now (0: a new request).
+  absl::Status Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
+  // `lease` (the scheduler's) is open from now, and `listener` hears of it. Holds mu_.
+  void OpenLease(const pool::Lease& lease, LeaseListener* listener);
+  // Applies a cycle's outcome to the ledger and queues the listener calls. Holds mu_.
+  void Absorb(const pool::CycleResult& result);
+  // Makes the listener calls queued in outbox_, in the order queued, whichever thread queued
+  // them. Takes mu_ (only between calls).
+  void Deliver();
+  // After a change that calls for a cycle (dirty_ set): wakes the pool's thread, unless the
+  // owner runs the cycle (OwnerSchedules).
+  void WakeForCycle();
+  void PollHealth();   // holds mu_
+  // Sets one GPU's health as the scheduler sees it, when it changed. Holds mu_.
+  void ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state);
+  // Runs `f` under mu_, then delivers what it queued and wakes the loop.
+  template <typename F>
+  absl::Status WithDeliveries(F&& f);
+
+  // Constant after Start.
+  std::unique_ptr<pool::DeviceDriver> driver_;
+  pool::Inventory inventory_;
+  pool::PoolConfig config_;
+  std::string driver_name_;
+  std::string notice_;
+  std::string config_text_;
+  double clock_speed_ = 1;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::milliseconds health_interval_{1000};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;     // guarded by mu_
+  bool dirty_ = false;    // guarded by mu_: something changed since the last cycle
+  std::atomic<bool> owner_schedules_{false};  // see OwnerSchedules
+  // Listener calls not made yet, in the order the pool decided them (guarded by mu_), and the
+  // one thread making them at a time: cycles run on several threads (the pool's, ScheduleNow's,
+  // health reports'), and a grant must never reach its listener after the lease's revocation.
+  std::vector<Delivery> outbox_;
+  bool delivering_ = false;          // guarded by mu_
+  std::thread::id deliverer_;        // guarded by mu_
+  std::condition_variable delivered_cv_;
+  std::unique_ptr<pool::Scheduler> scheduler_;             // guarded by mu_
+  std::map<std::string, LeaseListener*> request_listeners_;  // guarded by mu_: by request id
+  LeaseBook leases_;                                       // guarded by mu_
+  std::map<std::string, pool::HealthState> health_;        // guarded by mu_: "node/index", as applied
+  // Remote nodes only (guarded by mu_): whether each node's agent is up, and what it reported.
+  std::map<std::string, bool> nodes_up_;
+  std::map<std::string, pool::HealthState> reported_;      // "node/index"
+  std::thread thread_;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_SERVICE_POOL_SERVICE_H_

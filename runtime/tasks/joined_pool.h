@@ -1,0 +1,48 @@
+// File: runtime/tasks/joined_pool.h
+//
+// What a job process has once it has joined a pool (runtime/bootstrap/pool_join.h decides how):
+// the pool client it leases through, the GPUs its tasks run on, its place among the job's ranks,
+// and what it hosts for the pool. The job runtime (runtime/tasks/job_runtime.h) is started with
+// one; the bootstrap layer makes it, so the task layer never depends on how the pool was joined.
+#ifndef GPUPOOL_RUNTIME_TASKS_JOINED_POOL_H_
+#define GPUPOOL_RUNTIME_TASKS_JOINED_POOL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pool/devices/device_driver.h"
+#include "runtime/client/pool_client.h"
+#include "runtime/group/job_group.h"
+
+namespace gpupool::runtime {
+
+class PoolService;  // runtime/service/pool_service.h
+
+struct JoinedPool {
+  std::unique_ptr<PoolClient> pool;
+  // `pool`, when it is the service living in this process (tests reach its driver through it).
+  // Opaque to the task layer, which only hands it on: the service is a layer beside this one.
+  PoolService* embedded = nullptr;
+  std::vector<pool::DiscoveredNode> local_nodes;  // the GPUs this process's tasks run on
+  std::string driver;                             // how they are reached: "nvidia" | "simulated"
+  std::string notice;                             // the driver's fallback notice, if any
+  std::string node_label;                         // non-empty: leases are pinned to this node
+  int rank = 0;                                   // under mpirun
+  int ranks = 1;
+  std::unique_ptr<JobGroup> group;                // the ranks, connected for collectives
+  // The key the job's ranks present to read each other's objects (fresh per mpirun job, made by
+  // rank 0 and broadcast with the head's address); empty outside mpirun.
+  std::string object_access_key;
+  // What this process hosts for the pool (rank 0's head, a rank's agent and its driver). They
+  // must outlive `pool` and are destroyed newest first after it.
+  std::vector<std::shared_ptr<void>> companions;
+  // Run when the job's own work is done, before it stops serving its objects (rank 0: until the
+  // other ranks have finished, so the objects and copies they may still fetch stay served).
+  std::function<void()> before_stop;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_TASKS_JOINED_POOL_H_
