@@ -11,23 +11,31 @@
 
 namespace gpupool::runtime {
 
+namespace {
+
+// The configuration's text: the file's, or the inline text ("" for the default configuration).
+absl::StatusOr<std::string> ConfigText(const PoolServiceOptions& options) {
+  if (options.config_path.empty()) return options.config_text;
+  std::ifstream in(options.config_path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read the pool configuration '", options.config_path, "'"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServiceOptions& options) {
   if (!(options.clock_speed > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("clock speed must be positive (got ", options.clock_speed, ")"));
   }
   std::unique_ptr<PoolService> p(new PoolService());
-  if (!options.config_path.empty()) {
-    std::ifstream in(options.config_path);
-    if (!in) {
-      return absl::NotFoundError(absl::StrCat("cannot read the pool configuration '", options.config_path, "'"));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    p->config_text_ = text.str();
-  } else {
-    p->config_text_ = options.config_text;
-  }
+  absl::StatusOr<std::string> config_text = ConfigText(options);
+  if (!config_text.ok()) return config_text.status();
+  p->config_text_ = *std::move(config_text);
   if (!p->config_text_.empty()) {
     absl::StatusOr<pool::PoolConfig> config = pool::ParsePoolConfig(
         p->config_text_, options.config_path.empty() ? "<inline configuration>" : options.config_path);
@@ -61,19 +69,14 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   p->health_interval_ = options.health_interval;
   p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
   p->start_ = std::chrono::steady_clock::now();
+  p->liveness_ = std::make_unique<NodeLiveness>(p->inventory_, /*remote=*/p->driver_ == nullptr);
   {
     std::lock_guard<std::mutex> lock(p->mu_);
-    if (p->driver_ != nullptr) {
-      p->PollHealth();  // health as discovered, so the first poll only reports changes
-    } else {
-      // Remote nodes are unreachable until their agents say otherwise.
-      for (const pool::InventoryNode& node : p->inventory_.nodes()) p->nodes_up_[node.name] = false;
-      for (const pool::InventoryGpu& gpu : p->inventory_.gpus()) {
-        p->reported_[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)] = pool::HealthState::kHealthy;
-        p->ApplyHealth(gpu.ref, pool::HealthState::kLost);
-      }
-    }
-    p->outbox_.clear();  // nobody listens yet
+    // Health as discovered, so the first poll only reports changes; remote nodes are unreachable
+    // until their agents say otherwise.
+    p->PollHealth();
+    p->ApplyHealth(p->liveness_->InitialChanges());
+    p->outbox_.Clear();  // nobody listens yet
   }
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
@@ -171,7 +174,7 @@ void PoolService::ScheduleNow() {
     dirty_ = false;
     Absorb(scheduler_->Schedule(NowSeconds()));
   }
-  Deliver();
+  outbox_.Deliver();
 }
 
 std::map<std::string, LedgerTeam> PoolService::Ledger() const {
@@ -187,7 +190,7 @@ void PoolService::OpenLease(const pool::Lease& lease, LeaseListener* listener) {
                                           .started_s = Now()});
 }
 
-void PoolService::Absorb(const pool::CycleResult& result) {
+void PoolService::Absorb(const pool::CycleResult& result, const std::string& lost_why) {
   const auto& leases = scheduler_->leases();
   for (const std::string& lease_id : result.granted) {
     auto it = leases.find(lease_id);
@@ -196,25 +199,18 @@ void PoolService::Absorb(const pool::CycleResult& result) {
     auto listener = request_listeners_.find(lease.request.id);
     if (listener == request_listeners_.end()) continue;
     OpenLease(lease, listener->second);
-    outbox_.push_back(Delivery{listener->second, Delivery::kGranted, lease});
+    outbox_.Granted(listener->second, lease);
     request_listeners_.erase(listener);
   }
   for (const pool::Revocation& r : result.revoked) {
     const LeaseBook::Lease* held = leases_.Find(r.lease_id);
     if (held == nullptr) continue;
-    Delivery d{held->listener, Delivery::kRevoked, pool::Lease{}};
-    d.lease.id = r.lease_id;
-    d.cause = r.cause;
-    d.deadline_s = static_cast<double>(r.deadline_s);
-    outbox_.push_back(std::move(d));
+    outbox_.Revoked(held->listener, r.lease_id, r.cause, static_cast<double>(r.deadline_s));
   }
   for (const std::string& lease_id : result.expired) {
     const LeaseBook::Lease* held = leases_.Find(lease_id);
     if (held == nullptr) continue;
-    Delivery d{held->listener, Delivery::kLost, pool::Lease{}};
-    d.lease.id = lease_id;
-    d.why = "its GPU was lost or it outlived its revocation deadline";
-    outbox_.push_back(std::move(d));
+    outbox_.Lost(held->listener, lease_id, lost_why);
     leases_.Close(lease_id, Now());
   }
 }
@@ -224,20 +220,16 @@ void PoolService::PollHealth() {
   for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
     absl::StatusOr<pool::GpuHealthReading> reading = driver_->ReadHealth(gpu.ref);
     if (!reading.ok()) continue;  // unreadable this time; the next poll tries again
-    std::string key = absl::StrCat(gpu.ref.node, "/", gpu.ref.index);
-    auto known = health_.find(key);
-    pool::HealthState previous = known == health_.end() ? gpu.health : known->second;
-    ApplyHealth(gpu.ref, pool::AssessHealth(*reading, previous).state);
+    ApplyHealth({{gpu.ref, liveness_->Assess(gpu, *reading)}});
   }
 }
 
-void PoolService::ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state) {
-  std::string key = absl::StrCat(gpu.node, "/", gpu.index);
-  auto known = health_.find(key);
-  if (known != health_.end() && known->second == state) return;
-  health_[key] = state;
-  Absorb(scheduler_->SetGpuHealth(gpu, state, NowSeconds()));
-  dirty_ = true;
+void PoolService::ApplyHealth(const std::vector<NodeLiveness::Change>& changes, const std::string& lost_why) {
+  for (const NodeLiveness::Change& c : changes) {
+    if (!liveness_->Apply(c.gpu, c.state)) continue;
+    Absorb(scheduler_->SetGpuHealth(c.gpu, c.state, NowSeconds()), lost_why);
+    dirty_ = true;
+  }
 }
 
 template <typename F>
@@ -248,69 +240,45 @@ absl::Status PoolService::WithDeliveries(F&& f) {
     st = f();
   }
   cv_.notify_all();
-  Deliver();
+  outbox_.Deliver();
   return st;
 }
 
 absl::Status PoolService::NodeUp(const std::string& node) {
   return WithDeliveries([&]() -> absl::Status {
-    auto up = nodes_up_.find(node);
-    if (up == nodes_up_.end()) {
-      return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
-    }
-    up->second = true;
-    for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
-      if (gpu.ref.node != node) continue;
-      ApplyHealth(gpu.ref, reported_[absl::StrCat(node, "/", gpu.ref.index)]);
-    }
+    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Up(node);
+    if (!changes.ok()) return changes.status();
+    ApplyHealth(*changes);
     return absl::OkStatus();
   });
 }
 
 absl::Status PoolService::NodeDown(const std::string& node, const std::string& why) {
   return WithDeliveries([&]() -> absl::Status {
-    auto up = nodes_up_.find(node);
-    if (up == nodes_up_.end()) {
-      return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
-    }
-    up->second = false;
-    size_t first = outbox_.size();
-    for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
-      if (gpu.ref.node == node) ApplyHealth(gpu.ref, pool::HealthState::kLost);
-    }
-    for (size_t i = first; i < outbox_.size(); ++i) {
-      if (outbox_[i].kind == Delivery::kLost) outbox_[i].why = absl::StrCat("node '", node, "' is gone: ", why);
-    }
+    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Down(node);
+    if (!changes.ok()) return changes.status();
+    ApplyHealth(*changes, absl::StrCat("node '", node, "' is gone: ", why));
     return absl::OkStatus();
   });
 }
 
 absl::Status PoolService::ReportHealth(const pool::GpuRef& gpu, pool::HealthState state) {
   return WithDeliveries([&]() -> absl::Status {
-    std::string key = absl::StrCat(gpu.node, "/", gpu.index);
-    auto reported = reported_.find(key);
-    if (reported == reported_.end()) {
-      return absl::NotFoundError(absl::StrCat("GPU ", key, " is not a remote GPU of this pool"));
-    }
-    reported->second = state;
-    if (nodes_up_[gpu.node]) ApplyHealth(gpu, state);
+    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Report(gpu, state);
+    if (!changes.ok()) return changes.status();
+    ApplyHealth(*changes);
     return absl::OkStatus();
   });
 }
 
 pool::HealthState PoolService::health(const pool::GpuRef& gpu) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = health_.find(absl::StrCat(gpu.node, "/", gpu.index));
-  if (it != health_.end()) return it->second;
-  const pool::InventoryGpu* known = inventory_.Find(gpu);
-  return known != nullptr ? known->health : pool::HealthState::kLost;
+  return liveness_->Applied(gpu);
 }
 
 bool PoolService::node_up(const std::string& node) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (driver_ != nullptr) return inventory_.gpu_count() > 0;  // this machine's own nodes
-  auto it = nodes_up_.find(node);
-  return it != nodes_up_.end() && it->second;
+  return liveness_->up(node);
 }
 
 std::vector<pool::Lease> PoolService::Leases() const {
@@ -330,34 +298,6 @@ void PoolService::PollHealthNow() {
     PollHealth();
     return absl::OkStatus();
   });
-}
-
-void PoolService::Deliver() {
-  std::unique_lock<std::mutex> lock(mu_);
-  // A listener that calls back into a delivering method: the loop below delivers what it added.
-  if (delivering_ && deliverer_ == std::this_thread::get_id()) return;
-  // Another thread is delivering: wait for it, so that what this call queued is delivered, in
-  // order, before it returns.
-  delivered_cv_.wait(lock, [this] { return !delivering_; });
-  delivering_ = true;
-  deliverer_ = std::this_thread::get_id();
-  while (!outbox_.empty()) {
-    std::vector<Delivery> batch;
-    batch.swap(outbox_);
-    lock.unlock();
-    for (Delivery& d : batch) {
-      switch (d.kind) {
-        case Delivery::kGranted: d.listener->OnGranted(d.lease); break;
-        case Delivery::kRevoked: d.listener->OnRevoked(d.lease.id, d.cause, d.deadline_s); break;
-        case Delivery::kLost: d.listener->OnLost(d.lease.id, d.why); break;
-      }
-    }
-    lock.lock();
-  }
-  delivering_ = false;
-  deliverer_ = std::thread::id();
-  lock.unlock();
-  delivered_cv_.notify_all();
 }
 
 void PoolService::Loop() {
@@ -380,7 +320,7 @@ void PoolService::Loop() {
     Absorb(scheduler_->Schedule(NowSeconds()));
     if (outbox_.empty()) continue;
     lock.unlock();
-    Deliver();
+    outbox_.Deliver();
     lock.lock();
   }
 }

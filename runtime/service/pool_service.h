@@ -1,9 +1,16 @@
 // File: runtime/service/pool_service.h
 //
-// The pool service living inside the program (DESIGN §3 "embedded"): the real pool scheduler over
-// this machine's GPUs (or simulated ones), driven by a thread that runs a scheduling cycle whenever
-// something changed, watches GPU health through the driver, and tells each lease's listener what
-// happened to it. It also keeps the accounting ledger: every lease's interval in pool time.
+// The pool service's core (DESIGN §3): the real pool scheduler over a pool's GPUs, driven by a
+// thread that runs a scheduling cycle whenever something changed, watches GPU health, and tells
+// each lease's listener what happened to it. It also keeps the accounting ledger: every lease's
+// interval in pool time. It serves jobs in this process directly (it is their PoolClient: an
+// embedded pool, where RPC becomes direct calls) and jobs in other processes through PoolServer
+// (runtime/service/pool_server.h: mpirun's rank 0, `gpupool head`).
+//
+// Its pool is this machine's GPUs (or simulated ones), read through the driver, or other
+// processes' nodes (PoolServiceOptions::remote_nodes), whose agents report them up and down.
+// Pieces of its own: NodeLiveness (what health each GPU has, and why), ListenerOutbox (listener
+// calls in the order decided, made outside the lock), LeaseBook (the ledger).
 //
 // The pool's clock may run faster than real time (`clock_speed`), so the demo can show hours of
 // pool time in seconds. The scheduler works in whole pool seconds; the ledger keeps fractions.
@@ -38,6 +45,8 @@
 #include "pool/scheduler/scheduler.h"
 #include "runtime/client/lease_book.h"
 #include "runtime/client/pool_client.h"
+#include "runtime/service/listener_outbox.h"
+#include "runtime/service/node_liveness.h"
 
 namespace gpupool::runtime {
 
@@ -121,34 +130,26 @@ class PoolService final : public PoolClient {
 
  private:
   PoolService() = default;
-  struct Delivery {  // a listener call, made after the lock is dropped
-    LeaseListener* listener;
-    enum Kind { kGranted, kRevoked, kLost } kind;
-    pool::Lease lease;
-    pool::RevokeCause cause = pool::RevokeCause::kReclaim;
-    double deadline_s = 0;
-    std::string why;
-  };
   void Loop();
   int64_t NowSeconds() const { return static_cast<int64_t>(Now()); }
   // Request and Requeue: `waited_s` real seconds before now (0: a new request).
   absl::Status Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
   // `lease` (the scheduler's) is open from now, and `listener` hears of it. Holds mu_.
   void OpenLease(const pool::Lease& lease, LeaseListener* listener);
-  // Applies a cycle's outcome to the ledger and queues the listener calls. Holds mu_.
-  void Absorb(const pool::CycleResult& result);
-  // Makes the listener calls queued in outbox_, in the order queued, whichever thread queued
-  // them. Takes mu_ (only between calls).
-  void Deliver();
+  // Applies a cycle's outcome to the ledger and queues the listener calls; a lease lost in it is
+  // lost for `lost_why`. Holds mu_.
+  void Absorb(const pool::CycleResult& result, const std::string& lost_why = kLeaseLost);
   // After a change that calls for a cycle (dirty_ set): wakes the pool's thread, unless the
   // owner runs the cycle (OwnerSchedules).
   void WakeForCycle();
   void PollHealth();   // holds mu_
-  // Sets one GPU's health as the scheduler sees it, when it changed. Holds mu_.
-  void ApplyHealth(const pool::GpuRef& gpu, pool::HealthState state);
+  // Sets GPUs' health as the scheduler sees it, where it changed. Holds mu_.
+  void ApplyHealth(const std::vector<NodeLiveness::Change>& changes, const std::string& lost_why = kLeaseLost);
   // Runs `f` under mu_, then delivers what it queued and wakes the loop.
   template <typename F>
   absl::Status WithDeliveries(F&& f);
+
+  static constexpr char kLeaseLost[] = "its GPU was lost or it outlived its revocation deadline";
 
   // Constant after Start.
   std::unique_ptr<pool::DeviceDriver> driver_;
@@ -166,20 +167,12 @@ class PoolService final : public PoolClient {
   bool stop_ = false;     // guarded by mu_
   bool dirty_ = false;    // guarded by mu_: something changed since the last cycle
   std::atomic<bool> owner_schedules_{false};  // see OwnerSchedules
-  // Listener calls not made yet, in the order the pool decided them (guarded by mu_), and the
-  // one thread making them at a time: cycles run on several threads (the pool's, ScheduleNow's,
-  // health reports'), and a grant must never reach its listener after the lease's revocation.
-  std::vector<Delivery> outbox_;
-  bool delivering_ = false;          // guarded by mu_
-  std::thread::id deliverer_;        // guarded by mu_
-  std::condition_variable delivered_cv_;
+  // Listener calls not made yet, in the order the pool decided them (queued with mu_ held).
+  ListenerOutbox outbox_;
   std::unique_ptr<pool::Scheduler> scheduler_;             // guarded by mu_
   std::map<std::string, LeaseListener*> request_listeners_;  // guarded by mu_: by request id
   LeaseBook leases_;                                       // guarded by mu_
-  std::map<std::string, pool::HealthState> health_;        // guarded by mu_: "node/index", as applied
-  // Remote nodes only (guarded by mu_): whether each node's agent is up, and what it reported.
-  std::map<std::string, bool> nodes_up_;
-  std::map<std::string, pool::HealthState> reported_;      // "node/index"
+  std::unique_ptr<NodeLiveness> liveness_;                 // guarded by mu_ (over inventory_)
   std::thread thread_;
 };
 
