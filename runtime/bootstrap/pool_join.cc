@@ -147,44 +147,49 @@ absl::StatusOr<JoinedPool> RemoteUnderMpi(const RuntimeOptions& o) {
   return joined;
 }
 
-absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
-  absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
-  if (!mpi.ok()) return mpi.status();
-  transport::MpiBootstrap& b = **mpi;
-  const int rank = b.rank();
-  JoinedPool joined;
-  joined.rank = rank;
-  joined.ranks = b.size();
-
-  // 1. This rank's node. Errors are carried through the exchange so every rank fails alike
-  //    instead of some waiting for a peer that gave up.
-  std::string failure;
+// What one rank found on its node: the node, described for the others, or why it could not.
+struct RankNode {
+  std::string failure;  // non-empty: this rank cannot take part
   std::shared_ptr<pool::DeviceDriver> driver;
   rpc::DiscoveredPool mine;
-  std::string driver_node;
-  if (o.node_count != 1) failure = "under mpirun each rank is one node: --gpupool-nodes must be 1";
-  if (failure.empty()) {
-    absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(
-        pool::DriverChoice{.driver = o.driver, .simulation_spec = o.simulate, .node_count = 1, .config = nullptr});
-    if (!selected.ok()) {
-      failure = std::string(selected.status().message());
-    } else {
-      driver = std::move(selected->driver);
-      joined.notice = selected->notice;
-      absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->Discover();
-      if (!nodes.ok() || nodes->size() != 1) {
-        failure = nodes.ok() ? "the driver found no node" : std::string(nodes.status().message());
-      } else {
-        mine.driver = std::string(driver->name());
-        mine.nodes.push_back((*nodes)[0]);
-        driver_node = mine.nodes[0].name;
-        // Simulated nodes are one per rank; a real node is its host.
-        mine.nodes[0].name = mine.driver == "nvidia" ? b.host() : absl::StrCat("rank-", rank);
-      }
-    }
+  std::string driver_node;  // the node's name as the driver knows it
+  std::string notice;       // the driver's fallback notice, if any
+};
+
+// Step 1 of joining under mpirun: this rank's node. Errors are carried through the exchange so
+// every rank fails alike instead of some waiting for a peer that gave up.
+RankNode DescribeOwnNode(const RuntimeOptions& o, const transport::MpiBootstrap& b) {
+  RankNode out;
+  if (o.node_count != 1) {
+    out.failure = "under mpirun each rank is one node: --gpupool-nodes must be 1";
+    return out;
   }
+  absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(
+      pool::DriverChoice{.driver = o.driver, .simulation_spec = o.simulate, .node_count = 1, .config = nullptr});
+  if (!selected.ok()) {
+    out.failure = std::string(selected.status().message());
+    return out;
+  }
+  out.driver = std::move(selected->driver);
+  out.notice = selected->notice;
+  absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = out.driver->Discover();
+  if (!nodes.ok() || nodes->size() != 1) {
+    out.failure = nodes.ok() ? "the driver found no node" : std::string(nodes.status().message());
+    return out;
+  }
+  out.mine.driver = std::string(out.driver->name());
+  out.mine.nodes.push_back((*nodes)[0]);
+  out.driver_node = out.mine.nodes[0].name;
+  // Simulated nodes are one per rank; a real node is its host.
+  out.mine.nodes[0].name = out.mine.driver == "nvidia" ? b.host() : absl::StrCat("rank-", b.rank());
+  return out;
+}
+
+// Every rank's node, gathered from every rank; the first rank that could not describe its own
+// fails them all, as does a real node two ranks share.
+absl::StatusOr<std::vector<pool::DiscoveredNode>> GatherNodes(transport::MpiBootstrap& b, const RankNode& own) {
   absl::StatusOr<std::vector<std::string>> all =
-      b.AllGather(failure.empty() ? rpc::EncodeNodes(mine) : std::string("!") + failure);
+      b.AllGather(own.failure.empty() ? rpc::EncodeNodes(own.mine) : std::string("!") + own.failure);
   if (!all.ok()) return all.status();
   std::vector<pool::DiscoveredNode> nodes;
   for (int r = 0; r < static_cast<int>(all->size()); ++r) {
@@ -204,54 +209,68 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
       nodes.push_back(std::move(n));
     }
   }
+  return nodes;
+}
 
+// Step 2, on rank 0: the job's head over every rank's node. Returns what the other ranks need,
+// "host:port\nagent-token\nteam-token\nobject-key", or "!why"; `head` is set when it started.
+std::string StartJobHead(const RuntimeOptions& o, const transport::MpiBootstrap& b,
+                         const std::vector<pool::DiscoveredNode>& nodes, const std::string& driver,
+                         std::shared_ptr<HeadHolder>& head) {
+  absl::StatusOr<std::string> agent_token = FreshToken();
+  absl::StatusOr<std::string> team_token = FreshToken();
+  absl::StatusOr<std::string> object_key = FreshToken();
+  for (const absl::StatusOr<std::string>* token : {&agent_token, &team_token, &object_key}) {
+    if (!token->ok()) return absl::StrCat("!", token->status().message());
+  }
+  absl::StatusOr<std::unique_ptr<PoolService>> pool =
+      PoolService::Start(PoolServiceOptions{.config_path = o.config_path, .config_text = o.config_text,
+                                            .clock_speed = o.clock_speed, .remote_nodes = nodes,
+                                            .remote_driver = driver});
+  if (!pool.ok()) return absl::StrCat("!", pool.status().message());
   // Real GPUs' nodes are their hosts: ranks on several machines need a head and a data plane
   // the other machines can reach, not loopback.
   bool one_host = true;
-  for (const pool::DiscoveredNode& n : nodes) one_host &= mine.driver != "nvidia" || n.name == b.host();
+  for (const pool::DiscoveredNode& n : nodes) one_host &= driver != "nvidia" || n.name == b.host();
+  PoolServerOptions so;
+  std::string listen_host = !one_host && o.head_listen == "127.0.0.1" ? b.host() : o.head_listen;
+  uint16_t listen_port = 0;
+  if (listen_host.find(':') != std::string::npos && !ParseHostPort(o.head_listen, &listen_host, &listen_port).ok()) {
+    listen_host = o.head_listen;
+  }
+  so.address = listen_host;
+  so.port = listen_port;
+  // A head_listen that is not loopback was asked for (ranks on several machines).
+  so.allow_network = true;
+  so.agent_token = *agent_token;
+  // One job: every team it may submit for shares the job's token.
+  so.team_tokens[o.team] = *team_token;
+  for (const pool::Team& t : (*pool)->config().scheduling.teams) so.team_tokens[t.name] = *team_token;
+  absl::StatusOr<std::unique_ptr<PoolServer>> server = PoolServer::Start(*std::move(pool), so);
+  if (!server.ok()) return absl::StrCat("!", server.status().message());
+  head = std::make_shared<HeadHolder>();
+  head->server = *std::move(server);
+  return absl::StrCat(listen_host, ":", head->server->port(), "\n", *agent_token, "\n", *team_token, "\n",
+                      *object_key);
+}
+
+absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
+  absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
+  if (!mpi.ok()) return mpi.status();
+  transport::MpiBootstrap& b = **mpi;
+  JoinedPool joined;
+  joined.rank = b.rank();
+  joined.ranks = b.size();
+
+  // 1. Every rank's node.
+  RankNode own = DescribeOwnNode(o, b);
+  joined.notice = own.notice;
+  absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = GatherNodes(b, own);
+  if (!nodes.ok()) return nodes.status();
 
   // 2. Rank 0 hosts the head over every rank's node and shares its address and tokens.
   std::shared_ptr<HeadHolder> head;
-  std::string contact;  // "host:port\nagent-token\nteam-token\nobject-key", or "!why"
-  if (rank == 0) {
-    absl::StatusOr<std::string> agent_token = FreshToken();
-    absl::StatusOr<std::string> team_token = FreshToken();
-    absl::StatusOr<std::string> object_key = FreshToken();
-    absl::StatusOr<std::unique_ptr<PoolService>> pool =
-        !object_key.ok() ? absl::StatusOr<std::unique_ptr<PoolService>>(object_key.status())
-        : agent_token.ok() && team_token.ok()
-            ? PoolService::Start(PoolServiceOptions{.config_path = o.config_path, .config_text = o.config_text,
-                                                      .clock_speed = o.clock_speed, .remote_nodes = nodes,
-                                                      .remote_driver = mine.driver})
-            : absl::StatusOr<std::unique_ptr<PoolService>>(agent_token.ok() ? team_token.status() : agent_token.status());
-    if (!pool.ok()) {
-      contact = absl::StrCat("!", pool.status().message());
-    } else {
-      PoolServerOptions so;
-      std::string listen_host = !one_host && o.head_listen == "127.0.0.1" ? b.host() : o.head_listen;
-      uint16_t listen_port = 0;
-      if (listen_host.find(':') != std::string::npos && !ParseHostPort(o.head_listen, &listen_host, &listen_port).ok()) {
-        listen_host = o.head_listen;
-      }
-      so.address = listen_host;
-      so.port = listen_port;
-      // A head_listen that is not loopback was asked for (ranks on several machines).
-      so.allow_network = true;
-      so.agent_token = *agent_token;
-      // One job: every team it may submit for shares the job's token.
-      so.team_tokens[o.team] = *team_token;
-      for (const pool::Team& t : (*pool)->config().scheduling.teams) so.team_tokens[t.name] = *team_token;
-      absl::StatusOr<std::unique_ptr<PoolServer>> server = PoolServer::Start(*std::move(pool), so);
-      if (!server.ok()) {
-        contact = absl::StrCat("!", server.status().message());
-      } else {
-        head = std::make_shared<HeadHolder>();
-        head->server = *std::move(server);
-        contact = absl::StrCat(listen_host, ":", head->server->port(), "\n", *agent_token, "\n", *team_token,
-                               "\n", *object_key);
-      }
-    }
-  }
+  std::string contact = b.rank() == 0 ? StartJobHead(o, b, *nodes, own.mine.driver, head) : std::string();
   absl::StatusOr<std::string> shared = b.Broadcast(contact, 0);
   if (!shared.ok()) return shared.status();
   if (!shared->empty() && (*shared)[0] == '!') {
@@ -269,17 +288,18 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
     // Rank 0's own agent is still connected when its runtime stops.
     joined.before_stop = [head] { head->WaitForOtherRanks(1); };
   }
-  joined.companions.push_back(driver);
+  joined.companions.push_back(own.driver);
   absl::StatusOr<std::unique_ptr<NodeAgent>> agent = NodeAgent::Start(NodeAgentOptions{
-      .host = host, .port = port, .token = parts[1], .node = mine, .driver = driver.get(), .driver_node = driver_node});
+      .host = host, .port = port, .token = parts[1], .node = own.mine, .driver = own.driver.get(),
+      .driver_node = own.driver_node});
   if (!agent.ok()) return agent.status();
   joined.companions.push_back(std::shared_ptr<NodeAgent>(std::move(*agent)));
   absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, parts[2], /*reconnect_s=*/0);  // rank 0's head ends with the job
   if (!pool.ok()) return pool.status();
   joined.pool = *std::move(pool);
-  joined.local_nodes = mine.nodes;
-  joined.driver = mine.driver;
-  joined.node_label = mine.nodes[0].name;
+  joined.local_nodes = own.mine.nodes;
+  joined.driver = own.mine.driver;
+  joined.node_label = own.mine.nodes[0].name;
   // 4. The ranks' data plane for collectives and objects.
   if (absl::Status st = ConnectRanks(b, o, parts[3], joined); !st.ok()) return st;
   // Bootstrap is over: from here a rank's death must not take the others down, so MPI is done.

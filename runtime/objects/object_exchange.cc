@@ -365,6 +365,16 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
     return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an object id (and a rank of this job)"));
   }
   std::unique_lock<std::mutex> lock(mu_);
+  absl::StatusOr<std::shared_ptr<const std::string>> bytes = ServedBytes(lock, id, requester);
+  if (!bytes.ok()) return bytes.status();
+  // The transfer holds the bytes: the object may be unpinned while they are on their way.
+  return transport::ServedObject{
+      absl::MakeConstSpan(reinterpret_cast<const std::byte*>((*bytes)->data()), (*bytes)->size()),
+      [held = *bytes]() {}};
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> ObjectExchange::ServedBytes(std::unique_lock<std::mutex>& lock,
+                                                                               ObjectId id, int requester) {
   auto it = exported_.find(id);
   if (it == exported_.end()) {
     return absl::NotFoundError(
@@ -385,57 +395,54 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
     default:
       break;
   }
-  std::shared_ptr<const std::string> bytes = e.bytes;
-  if (bytes != nullptr && requester >= 0) {
+  if (e.bytes != nullptr) {
     // Encoded for an earlier fetcher: this one owes receipts for the refs inside too.
-    for (ObjectId nested : e.nested) {
-      auto n = exported_.find(nested);
-      if (n == exported_.end()) {
-        // Unpinned since; alive still, as the value holds a ref to it. Lookup retains: the pin.
-        ObjectEntry* live = store_.Lookup(nested);
-        if (live == nullptr) continue;
-        n = exported_.emplace(nested, Exported{live, nullptr, {}, false}).first;
-      }
-      OweLocked(n->second, requester);
-    }
-  }
-  if (bytes == nullptr) {
-    // Encoded without mu_: refs inside the value are exported as it encodes (Export takes mu_),
-    // owed receipts by the fetcher, as if it had been sent them.
-    ObjectEntry* entry = e.entry;
-    detail::Retain(entry);
-    lock.unlock();
-    auto encoded = std::make_shared<std::string>();
-    std::vector<ObjectId> nested;
-    absl::Status st;
-    {
-      std::optional<SendScope> scope;
-      if (requester >= 0) scope.emplace(*this, std::vector<int>{requester});
-      try {
-        entry->value->EncodeTo(*encoded);
-        if (scope.has_value()) {
-          scope->Leaving();
-          nested = scope->counted_;
+    if (requester >= 0) {
+      for (ObjectId nested : e.nested) {
+        auto n = exported_.find(nested);
+        if (n == exported_.end()) {
+          // Unpinned since; alive still, as the value holds a ref to it. Lookup retains: the pin.
+          ObjectEntry* live = store_.Lookup(nested);
+          if (live == nullptr) continue;
+          n = exported_.emplace(nested, Exported{live, nullptr, {}, false}).first;
         }
-      } catch (const std::exception& ex) {
-        st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
-      } catch (...) {  // never into the UCX loop
-        st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: a non-standard exception"));
+        OweLocked(n->second, requester);
       }
     }
-    lock.lock();
-    to_release_.push_back(entry);  // dropped off this (the loop) thread
-    cv_.notify_all();
-    if (!st.ok()) return st;
-    if (auto again = exported_.find(id); again != exported_.end() && again->second.bytes == nullptr) {
-      again->second.bytes = encoded;
-      again->second.nested = std::move(nested);
-    }
-    bytes = std::move(encoded);
+    return e.bytes;
   }
-  // The transfer holds the bytes: the object may be unpinned while they are on their way.
-  return transport::ServedObject{
-      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(bytes->data()), bytes->size()), [bytes]() {}};
+  // Encoded without mu_: refs inside the value are exported as it encodes (Export takes mu_),
+  // owed receipts by the fetcher, as if it had been sent them.
+  ObjectEntry* entry = e.entry;
+  detail::Retain(entry);
+  lock.unlock();
+  auto encoded = std::make_shared<std::string>();
+  std::vector<ObjectId> nested;
+  absl::Status st;
+  {
+    std::optional<SendScope> scope;
+    if (requester >= 0) scope.emplace(*this, std::vector<int>{requester});
+    try {
+      entry->value->EncodeTo(*encoded);
+      if (scope.has_value()) {
+        scope->Leaving();
+        nested = scope->counted_;
+      }
+    } catch (const std::exception& ex) {
+      st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: ", ex.what()));
+    } catch (...) {  // never into the UCX loop
+      st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: a non-standard exception"));
+    }
+  }
+  lock.lock();
+  to_release_.push_back(entry);  // dropped off this (the loop) thread
+  cv_.notify_all();
+  if (!st.ok()) return st;
+  if (auto again = exported_.find(id); again != exported_.end() && again->second.bytes == nullptr) {
+    again->second.bytes = encoded;
+    again->second.nested = std::move(nested);
+  }
+  return std::shared_ptr<const std::string>(std::move(encoded));
 }
 
 void ObjectExchange::FetchLoop() {

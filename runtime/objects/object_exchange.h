@@ -167,6 +167,10 @@ class ObjectExchange {
 
   ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, Options options);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
+  // The bytes of exported object `id` for a fetch by `requester` (-1: one that sends no
+  // receipts), encoded once and kept; `lock` holds mu_, and is dropped while encoding.
+  absl::StatusOr<std::shared_ptr<const std::string>> ServedBytes(std::unique_lock<std::mutex>& lock, ObjectId id,
+                                                                 int requester);
   // Serves `entry` from now on and keeps it for the receivers of the current SendScope (or for
   // good without one). Holds mu_.
   void ServeLocked(ObjectEntry* entry);
