@@ -1,0 +1,51 @@
+// File: runtime/client/callback_thread.h
+//
+// One thread that runs closures one at a time, in the order they were posted: how RemotePool
+// calls its job's listeners, so that a listener hears about a lease in the order things happened
+// to it and may call back into RemotePool (which takes locks of its own) from its callback.
+//
+//   CallbackThread callbacks;
+//   callbacks.Post([listener, id] { listener->OnLost(id, why); });
+//   callbacks.Stop();   // drops what is queued, waits for the closure running now
+//
+// Thread-safe: Post from any thread, including from a posted closure; a closure posted after
+// another one from the same thread (or after it, ordered by a lock) runs after it. Post takes this
+// class's own lock and nothing else, so it must be called without holding a lock a closure takes.
+// Stop (and the destructor) not from a posted closure.
+#ifndef GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
+#define GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace gpupool::runtime {
+
+class CallbackThread {
+ public:
+  CallbackThread();   // starts the thread
+  ~CallbackThread();  // Stop
+  CallbackThread(const CallbackThread&) = delete;
+  CallbackThread& operator=(const CallbackThread&) = delete;
+
+  // Queues `f` to run on the thread after everything posted before it; dropped after Stop.
+  void Post(std::function<void()> f);
+  // Drops the closures not run yet and joins the thread (after the one running now returns).
+  // Idempotent; nothing runs after it.
+  void Stop();
+
+ private:
+  void Loop();  // the thread
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
+  std::thread thread_;                       // last: started once the fields above exist
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
