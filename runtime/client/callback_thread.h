@@ -9,9 +9,10 @@
 //   callbacks.Stop();   // drops what is queued, waits for the closure running now
 //
 // Thread-safe: Post from any thread, including from a posted closure; a closure posted after
-// another one from the same thread (or after it, ordered by a lock) runs after it. Post takes this
-// class's own lock and nothing else, so it must be called without holding a lock a closure takes.
-// Stop (and the destructor) not from a posted closure.
+// another one (from the same thread, or ordered after it by a lock) runs after it. Post takes only
+// this class's lock, never waits for a closure, and closures run without it. Stop (and the
+// destructor) not from a posted closure. (Before RemotePool was split, this queue shared
+// RemotePool's lock; nothing posts while holding that lock, so the order is the same.)
 #ifndef GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
 #define GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
 

@@ -2,16 +2,17 @@
 //
 // One authenticated Cap'n Proto session of a job with the head (runtime/service/pool_server.h):
 // the connection (runtime/rpc/rpc_connection.h), the Session capability it authenticated, the
-// job's listener capabilities, and the calls a job makes, as absl::Status. RemotePool makes one
-// at connect and one more after each loss (runtime/client/reconnector.h); it knows nothing of
-// leases held or requests pending, which are RemotePool's (runtime/client/remote_session_state.h).
+// job's listener capabilities, and the calls a job makes, as absl::Status. RemotePool dials one
+// at connect and one per reconnection (runtime/client/reconnector.h). A link knows nothing of
+// leases held or requests pending: those are RemotePool's (runtime/client/remote_session_state.h).
 //
 //   absl::StatusOr<std::unique_ptr<PoolLink>> link = PoolLink::Dial(options, &head);
 //   absl::Status st = (*link)->Request(request, listener);   // waits for the head's answer
 //   (*link)->PostRelease(lease_id);                           // in order, without waiting
 //
-// Client-internal: with remote_pool.cc, pool_link.cc and rpc_connection.h, the only place KJ and
-// Cap'n Proto types appear in the client layer. Not to be included above it.
+// Client-internal: KJ and Cap'n Proto types appear in the client layer only here, in
+// pool_link.cc and in head_report.cc (RemotePool's other parts use none). Included by
+// remote_pool.cc and reconnector.cc; never above the client layer.
 //
 // Threads: the waiting calls (Request, Withdraw, Release, DescribeNode, Reclaim) from any thread
 // but the link's own loop thread; the Post... calls from any thread, the loop's included. Every
