@@ -1,17 +1,15 @@
-// The pool service's durable side (pool_server_impl.h): what a restarted head takes back from its
-// journal, what it keeps for jobs that are away and gives back when they do not return, and the
-// records it writes.
-#include <algorithm>
+#include "runtime/service/head_durability.h"
+
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/service/pool_ids.h"
-#include "runtime/service/pool_server_impl.h"
 #include "runtime/rpc/lease_codec.h"
 
 namespace gpupool::runtime {
 
-kj::Promise<void> PoolServer::Impl::GiveBackExpired(kj::Timer& timer) {
+kj::Promise<void> HeadDurability::GiveBackExpired(kj::Timer& timer) {
   return timer.afterDelay(250 * kj::MILLISECONDS).then([this, &timer] {
     ReclaimBook::Dropped expired = kept_.TakeExpired(ReclaimBook::Clock::now());
     if (!expired.empty()) {
@@ -25,24 +23,20 @@ kj::Promise<void> PoolServer::Impl::GiveBackExpired(kj::Timer& timer) {
   });
 }
 
-void PoolServer::Impl::GiveBack(const ReclaimBook::Dropped& dropped, const std::string& why) {
+void HeadDurability::GiveBack(const ReclaimBook::Dropped& dropped, const std::string& why) {
   for (const std::string& id : dropped.leases) {
-    (void)pool_->Release(id);
+    (void)deps_.pool.Release(id);
     JournalClose(id, why);
   }
   for (const std::string& id : dropped.requests) {
-    (void)pool_->Withdraw(id);
+    (void)deps_.pool.Withdraw(id);
     if (journal_ != nullptr) journal_->RemoveRequest(id);
   }
-  if (!dropped.empty()) ScheduleSoon();
+  if (!dropped.empty()) deps_.pump.ScheduleSoon();
 }
 
-void PoolServer::Impl::NumberSessionsPast(const std::string& id) {
-  if (std::optional<uint64_t> n = SessionNumberOf(id)) next_session_ = std::max(next_session_, *n + 1);
-}
-
-void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>& requests,
-                                                 ReclaimBook::Clock::time_point until) {
+void HeadDurability::RequeueJournaledRequests(const std::vector<RequestRecord>& requests,
+                                              ReclaimBook::Clock::time_point until) {
   // In the journal's order, which was the queue's: equals stay in the order they came.
   const double now = WallSeconds();
   size_t dropped = 0;
@@ -58,14 +52,14 @@ void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>
       st = request.ok() && request->id != r.request_id
                ? absl::InvalidArgumentError("its bytes name another request")
                : request.status();
-      if (st.ok()) st = pool_->Requeue(*std::move(request), now - r.submitted_s, this);
+      if (st.ok()) st = deps_.pool.Requeue(*std::move(request), now - r.submitted_s, &deps_.pump);
     }
     if (st.ok()) {
       kept_.KeepRequest(r.request_id, ReclaimBook::KeptRequest{.job_key = r.job_id,
                                                                .client_id = std::string(*client_id),
                                                                .team = r.team,
                                                                .until = until});
-      NumberSessionsPast(r.request_id);
+      deps_.sessions.NumberSessionsPast(r.request_id);
       continue;
     }
     ++dropped;
@@ -81,9 +75,9 @@ void PoolServer::Impl::RequeueJournaledRequests(const std::vector<RequestRecord>
   }
 }
 
-absl::Status PoolServer::Impl::OpenJournal() {
-  if (options_.journal_path.empty()) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(options_.journal_path);
+absl::Status HeadDurability::Open() {
+  if (journal_path_.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(journal_path_);
   if (!journal.ok()) return journal.status();
   journal_ = *std::move(journal);
   absl::StatusOr<HeadState> previous = journal_->Load();
@@ -99,12 +93,12 @@ absl::Status PoolServer::Impl::OpenJournal() {
     absl::StatusOr<pool::Lease> lease =
         l.lease.empty() ? absl::InvalidArgumentError("its record has no lease (an older journal)")
                         : rpc::LeaseFromBytes(l.lease);
-    absl::Status adopted = lease.ok() ? pool_->Adopt(*lease, this) : lease.status();
+    absl::Status adopted = lease.ok() ? deps_.pool.Adopt(*lease, &deps_.pump) : lease.status();
     if (adopted.ok()) {
       // Also as its request's grant: one granted while its job was away, then this restart,
       // leaves a job that still waits on the request and names it, not the lease.
       kept_.KeepGranted(*lease, l.job_id, l.account.team, until);
-      NumberSessionsPast(l.lease_id);
+      deps_.sessions.NumberSessionsPast(l.lease_id);
       continue;
     }
     std::fprintf(stderr, "gpupool head: lease %s of the previous run is not taken back: %s\n", l.lease_id.c_str(),
@@ -116,14 +110,14 @@ absl::Status PoolServer::Impl::OpenJournal() {
     std::fprintf(stderr,
                  "gpupool head: journal %s: %zu lease(s) of the previous run kept for %lld s for their jobs to "
                  "reclaim, %zu closed\n",
-                 options_.journal_path.c_str(), kept_.lease_count(),
-                 static_cast<long long>(options_.reclaim_window.count() / 1000), closed);
+                 journal_path_.c_str(), kept_.lease_count(),
+                 static_cast<long long>(reclaim_window_.count() / 1000), closed);
   }
   RequeueJournaledRequests(previous->requests, until);
   return journal_->Flush();
 }
 
-kj::Promise<absl::Status> PoolServer::Impl::Durable(JournalTicket ticket) {
+kj::Promise<absl::Status> HeadDurability::Durable(JournalTicket ticket) {
   if (journal_ == nullptr) return absl::OkStatus();
   auto paf = kj::newPromiseAndCrossThreadFulfiller<absl::Status>();
   // OnDurable wants a copyable callback; the fulfiller is move-only.
@@ -132,7 +126,7 @@ kj::Promise<absl::Status> PoolServer::Impl::Durable(JournalTicket ticket) {
   return kj::mv(paf.promise);
 }
 
-void PoolServer::Impl::JournalLease(const pool::Lease& lease, const std::string& job) {
+void HeadDurability::JournalLease(const pool::Lease& lease, const std::string& job) {
   if (journal_ == nullptr) return;
   LeaseRecord record;
   record.lease_id = lease.id;
@@ -144,7 +138,7 @@ void PoolServer::Impl::JournalLease(const pool::Lease& lease, const std::string&
   record.account.workload_class = lease.request.workload_class;
   record.account.priority_class = lease.request.priority_class;
   if (!lease.gpus.empty()) {
-    const pool::InventoryGpu* gpu = pool_->inventory().Find(lease.gpus.front());
+    const pool::InventoryGpu* gpu = deps_.pool.inventory().Find(lease.gpus.front());
     if (gpu != nullptr) record.account.gpu_model = gpu->device.model;
   }
   record.account.gpus = static_cast<double>(lease.milli) / 1000.0;
@@ -153,7 +147,7 @@ void PoolServer::Impl::JournalLease(const pool::Lease& lease, const std::string&
   journal_->RecordLease(std::move(record));
 }
 
-void PoolServer::Impl::JournalClose(const std::string& lease_id, const std::string& cause) {
+void HeadDurability::JournalClose(const std::string& lease_id, const std::string& cause) {
   if (journal_ == nullptr) return;
   journal_->CloseLease(lease_id, WallSeconds(), cause);
 }

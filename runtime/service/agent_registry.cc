@@ -1,0 +1,117 @@
+#include "runtime/service/agent_registry.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/rpc/lease_codec.h"
+#include "runtime/rpc/node_codec.h"
+
+namespace gpupool::runtime {
+
+AgentSession::~AgentSession() {
+  if (!node_.empty()) registry_.Gone(node_, this, "its agent disconnected");
+}
+
+kj::Promise<void> AgentSession::heartbeat(HeartbeatContext) {
+  registry_.Heartbeat(node_, this);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> AgentSession::reportHealth(ReportHealthContext context) {
+  auto p = context.getParams();
+  auto wire = static_cast<uint16_t>(p.getHealth());
+  absl::Status st;
+  if (wire > static_cast<uint16_t>(pool::HealthState::kLost)) {
+    st = absl::InvalidArgumentError(absl::StrCat("unknown health value ", wire));
+  } else {
+    st = registry_.pool().ReportHealth(pool::GpuRef{node_, p.getGpuIndex()}, static_cast<pool::HealthState>(wire));
+  }
+  rpc::EncodeStatus(st, context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+absl::Status AgentRegistry::CheckNode(const pool::DiscoveredNode& node) const {
+  const pool::InventoryNode* known = nullptr;
+  for (const pool::InventoryNode& n : pool_.inventory().nodes()) {
+    if (n.name == node.name) known = &n;
+  }
+  if (known == nullptr) {
+    return absl::NotFoundError(absl::StrCat("node '", node.name, "' is not in this pool's configuration"));
+  }
+  // The node must be what the head was configured with, or leases would promise GPUs that are
+  // not there (as Slurm drains a node whose registration disagrees with slurm.conf).
+  if (known->gpu_positions.size() != node.gpus.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("node '", node.name, "' reports ", node.gpus.size(),
+                                                      " GPUs; the pool has ", known->gpu_positions.size()));
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const pool::DiscoveredGpu& have = pool_.inventory().gpus()[known->gpu_positions[i]].device;
+    if (have.index != node.gpus[i].index || have.model != node.gpus[i].model) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node '", node.name, "' reports GPU ", node.gpus[i].index, " as '", node.gpus[i].model,
+          "'; the pool has GPU ", have.index, " as '", have.model, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> AgentRegistry::Register(capnp::Data::Reader inventory, AgentSession* agent) {
+  absl::StatusOr<rpc::DiscoveredPool> sent = rpc::DecodeNodes(
+      absl::string_view(reinterpret_cast<const char*>(inventory.begin()), inventory.size()));
+  if (!sent.ok()) return sent.status();
+  if (sent->nodes.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("an agent registers exactly one node, not ", sent->nodes.size()));
+  }
+  const pool::DiscoveredNode& node = sent->nodes[0];
+  if (absl::Status matches = CheckNode(node); !matches.ok()) return matches;
+  // One agent per node. A second one waits (Unavailable: `gpupool agent` retries) until the first
+  // has gone or fallen silent; taking over from a live agent would leave the node down for good
+  // once the newcomer left, with the first one still heartbeating unheard.
+  if (auto current = agents_.find(node.name); current != agents_.end() && !current->second.silent) {
+    return absl::UnavailableError(absl::StrCat("node '", node.name,
+                                               "' already has a live agent; a second one is taken once the "
+                                               "first has gone or missed its heartbeats"));
+  }
+  agents_[node.name] = Agent{agent, std::chrono::steady_clock::now(), false};
+  absl::Status up = pool_.NodeUp(node.name);
+  if (!up.ok()) return up;
+  return node.name;
+}
+
+void AgentRegistry::Gone(const std::string& node, AgentSession* agent, const std::string& why) {
+  auto it = agents_.find(node);
+  if (it == agents_.end() || it->second.session != agent) return;  // replaced by a newer agent
+  agents_.erase(it);
+  (void)pool_.NodeDown(node, why);
+}
+
+void AgentRegistry::Heartbeat(const std::string& node, AgentSession* agent) {
+  auto it = agents_.find(node);
+  if (it == agents_.end() || it->second.session != agent) return;
+  it->second.last_heartbeat = std::chrono::steady_clock::now();
+  if (it->second.silent) {
+    it->second.silent = false;
+    (void)pool_.NodeUp(node);
+  }
+}
+
+kj::Promise<void> AgentRegistry::WatchHeartbeats(kj::Timer& timer) {
+  auto period = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(10), heartbeat_timeout_ / 4);
+  return timer.afterDelay(period.count() * kj::MILLISECONDS).then([this, &timer] {
+    auto now = std::chrono::steady_clock::now();
+    for (auto& [node, agent] : agents_) {
+      if (agent.silent || now - agent.last_heartbeat < heartbeat_timeout_) continue;
+      agent.silent = true;
+      (void)pool_.NodeDown(node, absl::StrCat("no heartbeat from its agent for ", heartbeat_timeout_.count(), " ms"));
+    }
+    return WatchHeartbeats(timer);
+  });
+}
+
+absl::string_view AgentRegistry::StateOf(const std::string& node) const {
+  auto agent = agents_.find(node);
+  return agent == agents_.end() ? "down" : agent->second.silent ? "silent" : "up";
+}
+
+}  // namespace gpupool::runtime

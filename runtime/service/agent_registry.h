@@ -1,0 +1,97 @@
+// File: runtime/service/agent_registry.h
+//
+// The node agents of a pool of remote nodes (PoolServiceOptions::remote_nodes): which agent
+// speaks for each node, and whether it still heartbeats. A node is up in the pool while its
+// agent's connection is open and heartbeats arrive; when the connection closes (AgentSession's
+// destructor) or heartbeats stop for the heartbeat timeout, the node goes down, and the pool
+// tells the holders of its leases. Internal to the service's RPC server.
+//
+//   AgentRegistry agents(pool, options.heartbeat_timeout);
+//   auto agent = kj::heap<AgentSession>(agents);
+//   absl::StatusOr<std::string> node = agents.Register(inventory, agent.get());
+//   if (node.ok()) agent->set_node(*node);           // the agent's connection holds it now
+//   tasks.add(agents.WatchHeartbeats(timer));
+//
+// Threads: the server's loop thread only.
+#ifndef GPUPOOL_RUNTIME_SERVICE_AGENT_REGISTRY_H_
+#define GPUPOOL_RUNTIME_SERVICE_AGENT_REGISTRY_H_
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include <capnp/blob.h>
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "pool/devices/device_driver.h"
+#include "runtime/rpc/pool_service.capnp.h"
+#include "runtime/service/pool_service.h"
+
+namespace gpupool::runtime {
+
+class AgentRegistry;
+
+// A node agent's connection (rpc::AgentSession). Its node is up while it lives (and heartbeats).
+// Owned by the connection's RPC system; the registry must outlive it.
+class AgentSession final : public rpc::AgentSession::Server {
+ public:
+  explicit AgentSession(AgentRegistry& registry) : registry_(registry) {}
+  ~AgentSession();
+  // Once registered: the node it speaks for.
+  void set_node(std::string node) { node_ = std::move(node); }
+
+  kj::Promise<void> heartbeat(HeartbeatContext) override;
+  kj::Promise<void> reportHealth(ReportHealthContext context) override;
+
+ private:
+  AgentRegistry& registry_;
+  std::string node_;  // empty until registered
+};
+
+class AgentRegistry {
+ public:
+  // `pool` outlives the registry; a node is taken down when its agent misses heartbeats for
+  // `heartbeat_timeout`.
+  AgentRegistry(PoolService& pool, std::chrono::milliseconds heartbeat_timeout)
+      : pool_(pool), heartbeat_timeout_(heartbeat_timeout) {}
+
+  // Checks an agent's node against the pool's and takes it up; returns the node's name. A node
+  // has one agent: a second one is refused (Unavailable, the agent retries) until the first has
+  // gone or fallen silent, and then replaces it.
+  absl::StatusOr<std::string> Register(capnp::Data::Reader inventory, AgentSession* agent);
+  // `agent`'s connection closed: its node goes down, unless a newer agent speaks for it.
+  void Gone(const std::string& node, AgentSession* agent, const std::string& why);
+  // `agent` is alive: a node taken down for its silence comes back up.
+  void Heartbeat(const std::string& node, AgentSession* agent);
+  // Takes down the nodes whose agents fell silent, checking four times per timeout, for as long
+  // as the loop runs (add it to the loop's task set; it never resolves).
+  kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
+
+  // Node agents registered now (silent ones included).
+  size_t size() const { return agents_.size(); }
+  // For the report: "up", "silent" (taken down for missing heartbeats) or "down" (no agent).
+  absl::string_view StateOf(const std::string& node) const;
+  // Forgets every agent without taking nodes down (the server is stopping).
+  void Clear() { agents_.clear(); }
+  PoolService& pool() { return pool_; }
+
+ private:
+  struct Agent {
+    AgentSession* session = nullptr;
+    std::chrono::steady_clock::time_point last_heartbeat;
+    bool silent = false;  // its node was taken down for missing heartbeats
+  };
+  // Whether the node an agent registers is the one the head was configured with.
+  absl::Status CheckNode(const pool::DiscoveredNode& node) const;
+
+  PoolService& pool_;
+  const std::chrono::milliseconds heartbeat_timeout_;
+  std::map<std::string, Agent> agents_;  // the live agent of each node
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_SERVICE_AGENT_REGISTRY_H_

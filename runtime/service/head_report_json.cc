@@ -1,0 +1,101 @@
+#include "runtime/service/head_report_json.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "pool/scheduler/wait_reason.h"
+#include "runtime/service/job_session.h"
+
+namespace gpupool::runtime {
+namespace {
+
+// The team of a pending request: its session's, or, for a request kept for a job that is away,
+// the one it was kept with.
+std::string TeamOfRequest(const HeadView& view, const std::string& request_id) {
+  const auto& by_request = view.sessions.by_request();
+  if (auto it = by_request.find(request_id); it != by_request.end()) return it->second->team();
+  const ReclaimBook::KeptRequest* kept = view.kept.FindRequest(request_id);
+  return kept == nullptr ? std::string() : kept->team;
+}
+
+nlohmann::json NodesJson(const HeadView& view, const std::vector<pool::Lease>& leases) {
+  using nlohmann::json;
+  PoolService& pool = view.pool;
+  std::map<std::string, std::vector<const pool::Lease*>> on_gpu;
+  for (const pool::Lease& l : leases) {
+    for (const pool::GpuRef& g : l.gpus) on_gpu[absl::StrCat(g.node, "/", g.index)].push_back(&l);
+  }
+  json nodes = json::array();
+  for (const pool::InventoryNode& node : pool.inventory().nodes()) {
+    json gpus = json::array();
+    for (size_t position : node.gpu_positions) {
+      const pool::InventoryGpu& gpu = pool.inventory().gpus()[position];
+      json held = json::array();
+      for (const pool::Lease* l : on_gpu[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)]) held.push_back(l->id);
+      gpus.push_back({{"index", gpu.ref.index}, {"model", gpu.device.model}, {"memory_mib", gpu.device.memory_mib},
+                      {"health", std::string(pool::HealthStateName(pool.health(gpu.ref)))}, {"leases", held}});
+    }
+    bool remote = pool.driver() == nullptr;
+    std::string state = !remote ? "local" : std::string(view.agents.StateOf(node.name));
+    nodes.push_back({{"name", node.name}, {"agent", state}, {"up", pool.node_up(node.name)}, {"gpus", gpus}});
+  }
+  return nodes;
+}
+
+}  // namespace
+
+std::string HeadReportJson(const HeadView& view) {
+  using nlohmann::json;
+  PoolService& pool = view.pool;
+  std::vector<pool::Lease> leases = pool.Leases();
+  json nodes = NodesJson(view, leases);
+  json held = json::array();
+  for (const pool::Lease& l : leases) {
+    json where = json::array();
+    for (const pool::GpuRef& g : l.gpus) where.push_back(absl::StrCat(g.node, "/", g.index));
+    held.push_back({{"lease", l.id}, {"team", l.request.team}, {"project", l.request.project},
+                    {"priority_class", l.request.priority_class}, {"gpus", where},
+                    {"gpu_share", static_cast<double>(l.milli) / 1000.0}, {"borrowing", l.borrowing},
+                    {"started_s", l.started_s}, {"last_checkpoint_s", l.last_checkpoint_s},
+                    {"revoking", l.revoke_deadline_s.has_value()}, {"job_away", view.kept.KeepsLease(l.id)}});
+  }
+  json pending = json::array();
+  for (const pool::PendingInfo& p : pool.Pending()) {
+    pending.push_back({{"request", p.request_id}, {"team", TeamOfRequest(view, p.request_id)},
+                       {"reason", std::string(pool::WaitReasonName(p.reason))}, {"submitted_s", p.submitted_s},
+                       {"job_away", view.kept.FindRequest(p.request_id) != nullptr}});
+  }
+  json report = {{"pool_time_s", pool.Now()}, {"driver", pool.driver_name()}, {"capacity_gpus", pool.capacity_gpus()},
+                 {"nodes", nodes}, {"leases", held}, {"pending", pending}};
+  return report.dump();
+}
+
+absl::StatusOr<std::string> UsageJson(HeadJournal* journal, double from_s, double to_s, const std::string& group_by) {
+  if (journal == nullptr) {
+    return absl::FailedPreconditionError("this head keeps no journal (start it with --journal PATH)");
+  }
+  const std::pair<const char*, UsageGroup> groups[] = {{"team", UsageGroup::kTeam},
+                                                       {"project", UsageGroup::kProject},
+                                                       {"class", UsageGroup::kPriorityClass},
+                                                       {"workload", UsageGroup::kWorkloadClass},
+                                                       {"model", UsageGroup::kGpuModel}};
+  const UsageGroup* group = nullptr;
+  for (const auto& [name, g] : groups) {
+    if (group_by == name) group = &g;
+  }
+  if (group == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot group usage by '", group_by,
+                                                   "' (team, project, class, workload or model)"));
+  }
+  if (absl::Status flushed = journal->Flush(); !flushed.ok()) return flushed;
+  absl::StatusOr<std::vector<UsageRow>> rows = journal->Usage(from_s, to_s, *group);
+  if (!rows.ok()) return rows.status();
+  nlohmann::json out = nlohmann::json::array();
+  for (const UsageRow& r : *rows) out.push_back({{"group", r.group}, {"gpu_hours", r.gpu_hours}, {"leases", r.leases}});
+  return out.dump();
+}
+
+}  // namespace gpupool::runtime
