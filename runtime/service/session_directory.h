@@ -10,7 +10,7 @@
 //   sessions.by_lease()[lease_id] = session;    // until released, lost or the session ends
 //
 // Threads: the server's loop thread only (and the thread that starts the server, before the loop
-// runs). It holds no session: a session enters and leaves its own entries.
+// runs). It owns no session: each session enters and removes its own entries.
 #ifndef GPUPOOL_RUNTIME_SERVICE_SESSION_DIRECTORY_H_
 #define GPUPOOL_RUNTIME_SERVICE_SESSION_DIRECTORY_H_
 
