@@ -12,44 +12,58 @@
 //   - A revoked or lost lease stops its worker: the running task sees cancellation, and is
 //     requeued (attempt + 1) up to its max_retries, then fails with kUnavailable.
 //
-// Owns the embedded pool, the object store (until it is orphaned at shutdown: refs may outlive
-// the runtime) and the per-GPU memory pools. Thread-safe.
+// JobRuntime is the facade the API layer (runtime/api) uses; the work is done by its parts, one
+// idea each, which it builds in Start, wires together and shuts down in order:
+//
+//   TaskShapes             task_shapes.h             shapes and their queues of runnable tasks
+//   LeaseManager           lease_manager.h           lease requests, grants, revocations, lease threads
+//   Executor               executor.h                dependencies, CPU workers, running and finishing tasks
+//   CheckpointCoordinator  checkpoint_coordinator.h  safe points, snapshots, the checkpoint store
+//   LocalGpus              local_gpus.h              this process's GPUs and their memory pools
+//   RuntimeEvents          runtime_events.h          RuntimeOptions::on_event
+//
+// The parts reach each other through references JobRuntime passes them (it owns them all, with
+// std::unique_ptr). Their mutexes, all leaves but for one queue's mutex under them: TaskShapes'
+// shapes_mu_ and LeaseManager's leases_mu_ (never held together), each ShapeQueue's, and
+// CheckpointCoordinator's checkpointable_mu_.
+//
+// Owns the pool client, the object store (until it is orphaned at shutdown: refs may outlive the
+// runtime) and the per-GPU memory pools. Thread-safe.
 #ifndef GPUPOOL_RUNTIME_TASKS_JOB_RUNTIME_H_
 #define GPUPOOL_RUNTIME_TASKS_JOB_RUNTIME_H_
 
 #include <atomic>
-#include <chrono>
 #include <functional>
-#include <list>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "gpupool/runtime.h"
 #include "runtime/gpu/memory_pool.h"
-#include "runtime/tasks/joined_pool.h"
-#include "runtime/tasks/checkpoint_service.h"
-#include "runtime/tasks/lease_run.h"
 #include "runtime/objects/object_exchange.h"
 #include "runtime/objects/object_store.h"
-#include "runtime/tasks/shape_queue.h"
+#include "runtime/tasks/checkpoint_coordinator.h"
+#include "runtime/tasks/executor.h"
+#include "runtime/tasks/joined_pool.h"
+#include "runtime/tasks/lease_manager.h"
+#include "runtime/tasks/lease_run.h"
+#include "runtime/tasks/local_gpus.h"
+#include "runtime/tasks/runtime_events.h"
 #include "runtime/tasks/task.h"
+#include "runtime/tasks/task_shapes.h"
 
 namespace gpupool::runtime {
 
-class JobRuntime final : public LeaseListener {
+class JobRuntime final {
  public:
   // Starts on the pool the process joined (runtime/bootstrap/pool_join.h: embedded, a head's
   // address, or mpirun's rank 0).
   static absl::StatusOr<std::unique_ptr<JobRuntime>> Start(RuntimeOptions options, JoinedPool joined);
-  ~JobRuntime() override;
+  // Stops the workers (running tasks finish or stop at a safe point), fails what is still queued,
+  // gives the leases back, then lets go of the pool.
+  ~JobRuntime();
 
   // Throws gpupool::Error for what the caller got wrong; a task the pool refuses fails its result.
   // `resume_from`: another process's checkpoint key for the same work (Task::resume_from).
@@ -72,86 +86,44 @@ class JobRuntime final : public LeaseListener {
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }
   double clock_speed() const { return options_.clock_speed; }
-  GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu);
+  GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu) { return gpus_->MemoryPoolFor(gpu); }
 
-  // TaskContext's checkpoint calls (runtime/tasks/safe_points.cc).
-  int64_t MakeCheckpointable(detail::TaskState& state);
-  void SafePoint(detail::TaskState& state);
-  // Loads the newest snapshot committed under `key` into the task's registered state; nullopt
-  // when there is none.
-  std::optional<checkpoint::SnapshotInfo> RestoreState(detail::TaskState& state, const std::string& key);
-  void EndCheckpointableRun(detail::TaskState& state);  // the run is over (Execute)
-  std::vector<OverdueTask> OverdueTasks() const;
-
-  // LeaseListener (called by the pool's thread).
-  void OnGranted(const pool::Lease& lease) override;
-  void OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) override;
-  void OnLost(const std::string& lease_id, const std::string& why) override;
-  void OnRequestFailed(const std::string& request_id, const absl::Status& why) override;
+  // TaskContext's checkpoint calls (CheckpointCoordinator), on the task's thread.
+  int64_t MakeCheckpointable(detail::TaskState& state) { return checkpoints_->MakeCheckpointable(state); }
+  void SafePoint(detail::TaskState& state) { checkpoints_->SafePoint(state); }
 
  private:
-  explicit JobRuntime(RuntimeOptions options) : options_(std::move(options)) {}
-  TaskShape* ShapeFor(const TaskOptions* options);
-  absl::Status ResolveShape(TaskShape& shape) const;
-  void MakeRunnable(Task* task);   // its dependencies are all resolved
-  void Enqueue(Task* task);
-  void DependencyResolved(Task* task, ObjectEntry* dependency);
-  // Resolves the task's result and frees the task; schedules whoever waited for the result.
-  void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
-  void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
-                const std::string& cause = {});
-  void Execute(Task* task, LeaseRun* lease);
-  // Accounts for a run stopped by its lease going away: preemptions, GPU-seconds of lost work.
-  // Returns whether it counts as a system failure (against max_retries): a lost lease, unless
-  // the task had already stopped with its snapshot before the grace period ran out.
-  bool Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state);
-  void CpuWorker();
-  void LeaseWorker(LeaseRun* run);
-  void MaybeRequestLeases(TaskShape* shape);
-  void RefuseShape(TaskShape* shape, const absl::Status& why);
-  void Emit(const std::string& kind, const std::string& team, const std::string& lease,
-            const std::string& detail);
-  // Marks the run of `lease_id` stopped (`flag` says why) and wakes its worker; returns its team,
-  // or nothing when the lease is not this job's (any more).
-  std::optional<std::string> StopRun(const std::string& lease_id, std::atomic<bool> LeaseRun::*flag);
+  explicit JobRuntime(RuntimeOptions options) : options_(std::move(options)), events_(options_.on_event, pool_) {}
+  // Start's second half: the object exchange, the checkpoints, the memory pools and the engine.
+  absl::Status StartParts(JoinedPool& joined);
+  // The engine's parts (shapes, leases, executor), wired together; starts the CPU workers.
+  void StartEngine();
 
+  // Constant after Start.
   RuntimeOptions options_;
   std::string job_id_;
   std::unique_ptr<PoolClient> pool_;
   PoolService* embedded_ = nullptr;      // pool_, when it is embedded
-  pool::Inventory local_;                 // the GPUs this process runs tasks on
   std::string node_label_;                // see node()
   int rank_ = 0, ranks_ = 1;              // under mpirun
   std::string notice_;
   std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
   std::function<void()> before_stop_;              // see JoinedPool
+  RuntimeEvents events_;                           // reads options_.on_event and pool_
   std::unique_ptr<JobGroup> group_;
   std::unique_ptr<ObjectExchange> exchange_;  // refs crossing ranks; before group_ goes
-  std::unique_ptr<ObjectStore> store_;  // orphaned, not destroyed, at shutdown
-  std::unique_ptr<CheckpointService> checkpoints_;
-  std::map<std::string, std::unique_ptr<GpuMemoryPool>> memory_pools_;  // "node/index"; fixed
+  std::unique_ptr<ObjectStore> store_;        // orphaned, not destroyed, at shutdown
+  std::unique_ptr<LocalGpus> gpus_;           // the GPUs this process runs tasks on
+
+  std::unique_ptr<CheckpointCoordinator> checkpoints_;  // reset before pool_ (see the destructor)
   std::atomic<uint64_t> next_task_id_{1};
-  std::atomic<int64_t> waiting_for_dependencies_{0};  // submitted, inputs not all there yet
-  // Running checkpointable tasks, for the overdue-safe-point report. Only tasks that called
-  // Checkpointable pay for the lock.
-  mutable std::mutex checkpointable_mu_;
-  std::set<detail::TaskState*> checkpointable_runs_;  // guarded by checkpointable_mu_
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> granting_{0};  // OnGranted calls under way (the destructor waits for them)
-  std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
+  std::atomic<bool> stopping_{false};  // set once, first thing in the destructor; the parts read it
 
-  mutable std::mutex shapes_mu_;
-  TaskShape* default_shape_ = nullptr;
-  std::vector<std::unique_ptr<TaskShape>> shapes_;             // guarded by shapes_mu_
-  std::vector<std::unique_ptr<ShapeQueue>> queues_;            // guarded by shapes_mu_
-  std::map<std::string, TaskShape*> shape_index_;              // guarded by shapes_mu_
-  ShapeQueue cpu_queue_;
-  std::vector<std::thread> cpu_threads_;
-
-  std::mutex leases_mu_;
-  std::map<std::string, TaskShape*> pending_requests_;          // guarded by leases_mu_
-  std::map<std::string, std::unique_ptr<LeaseRun>> runs_;       // guarded by leases_mu_
-  std::list<std::unique_ptr<LeaseRun>> finished_runs_;          // guarded by leases_mu_
+  // The engine: declared after gpus_ so the lease runs (holding memory budgets) go before the
+  // memory pools; null when Start failed before it got to them.
+  std::unique_ptr<TaskShapes> shapes_;
+  std::unique_ptr<LeaseManager> leases_;
+  std::unique_ptr<Executor> executor_;
 };
 
 }  // namespace gpupool::runtime

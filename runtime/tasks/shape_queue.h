@@ -29,7 +29,7 @@ class ShapeQueue {
   // Drains everything queued (shutdown, refusal).
   std::vector<Task*> TakeAll();
 
-  // Lease bookkeeping for GPU shapes, guarded by the runtime's lease mutex.
+  // Lease bookkeeping for GPU shapes, guarded by LeaseManager::leases_mu_ (lease_manager.h).
   int leases_held = 0;
   int leases_requested = 0;
   uint64_t next_request = 0;

@@ -1,15 +1,8 @@
-// The checkpoint protocol at a task's safe points (DESIGN §5), as JobRuntime members:
+// File: runtime/tasks/checkpoint_coordinator.cc
 //
-//   - Checkpointable registers the task's state for this run and, when an earlier run of the same
-//     task left a snapshot, loads it into that state and returns its step.
-//   - Step (SafePoint) counts a step, then in this order: a lost lease stops the task with no
-//     snapshot (the GPU is gone, or the grace period ran out: the task resumes from its previous
-//     snapshot); a revoked lease snapshots synchronously, within the grace period, and stops; a
-//     cancelled task stops; otherwise a snapshot is staged when the priority class's interval has
-//     passed since the last one, and written in the background while the task goes on.
-//
-// Execute (job_runtime.cc) sees the stopped run, accounts for the work lost since the last snapshot
-// and queues the task again.
+// The checkpoint protocol at safe points: see checkpoint_coordinator.h.
+#include "runtime/tasks/checkpoint_coordinator.h"
+
 #include <algorithm>
 #include <span>
 #include <string>
@@ -18,9 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "runtime/tasks/status_to_error.h"
 #include "runtime/gpu/device_copy.h"
-#include "runtime/tasks/job_runtime.h"
+#include "runtime/tasks/status_to_error.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -49,9 +41,16 @@ std::vector<std::span<const std::byte>> StatePieces(detail::TaskState& state) {
 
 }  // namespace
 
-std::optional<checkpoint::SnapshotInfo> JobRuntime::RestoreState(detail::TaskState& state, const std::string& key) {
+CheckpointCoordinator::CheckpointCoordinator(Deps deps)
+    : pool_(*deps.pool),
+      events_(*deps.events),
+      job_id_(std::move(deps.job_id)),
+      clock_speed_(deps.clock_speed),
+      store_(std::make_unique<CheckpointService>(std::move(deps.store))) {}
+
+std::optional<checkpoint::SnapshotInfo> CheckpointCoordinator::RestoreState(detail::TaskState& state, const std::string& key) {
   if (state.load) {
-    std::optional<checkpoint::LoadedSnapshot> loaded = api::ValueOrThrow(checkpoints_->Restore(key));
+    std::optional<checkpoint::LoadedSnapshot> loaded = api::ValueOrThrow(store_->Restore(key));
     if (!loaded) return std::nullopt;
     state.load(std::string_view(reinterpret_cast<const char*>(loaded->payload.data()), loaded->payload.size()));
     return loaded->result.info;
@@ -67,7 +66,7 @@ std::optional<checkpoint::SnapshotInfo> JobRuntime::RestoreState(detail::TaskSta
       buffers.emplace_back(static_cast<std::byte*>(r.data), r.bytes);
     }
   }
-  std::optional<checkpoint::LoadResult> loaded = api::ValueOrThrow(checkpoints_->RestoreInto(key, buffers));
+  std::optional<checkpoint::LoadResult> loaded = api::ValueOrThrow(store_->RestoreInto(key, buffers));
   if (!loaded) return std::nullopt;
   for (size_t i = 0; i < state.regions.size(); ++i) {
     const StateRegion& r = state.regions[i];
@@ -78,14 +77,14 @@ std::optional<checkpoint::SnapshotInfo> JobRuntime::RestoreState(detail::TaskSta
   return loaded->info;
 }
 
-int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
+int64_t CheckpointCoordinator::MakeCheckpointable(detail::TaskState& state) {
   Task* task = state.task;
   if (state.checkpointable) {
     throw Error(ErrorCode::kFailedPrecondition,
                 absl::StrCat("task '", task->name(), "' called Checkpointable twice in one run"));
   }
   state.checkpointable = true;
-  state.last_safe_point_pool_s.store(pool_->Now(), std::memory_order_relaxed);
+  state.last_safe_point_pool_s.store(pool_.Now(), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(checkpointable_mu_);
     checkpointable_runs_.insert(&state);
@@ -110,7 +109,7 @@ int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
   }
   if (!info) return 0;  // stopped before its first snapshot committed: a fresh start
   if (loaded_from == task->resume_from) {
-    Emit("task-resumed", task->shape->team, state.lease != nullptr ? state.lease->lease.id : "",
+    events_.Emit("task-resumed", task->shape->team, state.lease != nullptr ? state.lease->lease.id : "",
          absl::StrCat("task '", task->name(), "' resumes at step ", info->step, " from snapshot ",
                       loaded_from, " of the process that ran it first"));
   }
@@ -119,9 +118,9 @@ int64_t JobRuntime::MakeCheckpointable(detail::TaskState& state) {
   return info->step;
 }
 
-void JobRuntime::SafePoint(detail::TaskState& state) {
+void CheckpointCoordinator::SafePoint(detail::TaskState& state) {
   ++state.step;
-  if (state.checkpointable) state.last_safe_point_pool_s.store(pool_->Now(), std::memory_order_relaxed);
+  if (state.checkpointable) state.last_safe_point_pool_s.store(pool_.Now(), std::memory_order_relaxed);
   Task* task = state.task;
   LeaseRun* lease = state.lease;
   if (lease != nullptr && lease->lost.load(std::memory_order_relaxed)) {
@@ -132,16 +131,16 @@ void JobRuntime::SafePoint(detail::TaskState& state) {
     if (state.checkpointable && !task->cancelled.load()) {
       // The snapshot must be durable before the lease goes back: the next run, maybe on another
       // GPU at once, loads it. Staging may wait for memory, but not past the grace period.
-      double left_pool_s = lease->revoke_deadline_s.load() - pool_->Now();
-      absl::Time deadline = absl::Now() + absl::Seconds(std::max(0.0, left_pool_s / options_.clock_speed));
+      double left_pool_s = lease->revoke_deadline_s.load() - pool_.Now();
+      absl::Time deadline = absl::Now() + absl::Seconds(std::max(0.0, left_pool_s / clock_speed_));
       absl::StatusOr<checkpoint::SnapshotInfo> s =
-          checkpoints_->SnapshotNow(*task->checkpoint_key, state.step, StatePieces(state), deadline);
+          store_->SnapshotNow(*task->checkpoint_key, state.step, StatePieces(state), deadline);
       if (s.ok()) {
         state.snapshot_at_stop = true;
         task->shape->counters.snapshots.fetch_add(1, std::memory_order_relaxed);
-        pool_->Checkpointed(lease->lease.id, CheckpointNote{*task->checkpoint_key, s->version, s->step, s->path});
+        pool_.Checkpointed(lease->lease.id, CheckpointNote{*task->checkpoint_key, s->version, s->step, s->path});
       } else {
-        Emit("checkpoint-failed", task->shape->team, lease->lease.id,
+        events_.Emit("checkpoint-failed", task->shape->team, lease->lease.id,
              absl::StrCat("task '", task->name(), "' step ", state.step, ": ", s.status().message()));
       }
     }
@@ -153,36 +152,37 @@ void JobRuntime::SafePoint(detail::TaskState& state) {
   }
   double interval = task->shape->checkpoint_interval_s;
   if (!state.checkpointable || interval <= 0) return;
-  double now = pool_->Now();
+  double now = pool_.Now();
   double since = state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s : state.started_pool_s;
   if (now - since < interval) return;
   ShapeCounters* counters = &task->shape->counters;
   // The pool learns of the commit (its victim choice counts work at risk since then). The writer
-  // runs this callback; the destructor drains the writer before the pool goes.
+  // runs this callback; store_ is destroyed first, draining the writer, and JobRuntime destroys
+  // this coordinator before the pool client.
   std::string lease_id = lease != nullptr ? lease->lease.id : "";
-  absl::Status s = checkpoints_->SnapshotAsync(
+  absl::Status s = store_->SnapshotAsync(
       *task->checkpoint_key, state.step, StatePieces(state),
       [this, counters, lease_id, key = *task->checkpoint_key](const checkpoint::SnapshotInfo& info) {
         counters->snapshots.fetch_add(1, std::memory_order_relaxed);
-        if (!lease_id.empty()) pool_->Checkpointed(lease_id, CheckpointNote{key, info.version, info.step, info.path});
+        if (!lease_id.empty()) pool_.Checkpointed(lease_id, CheckpointNote{key, info.version, info.step, info.path});
       });
   if (s.ok()) {
     state.last_snapshot_pool_s = now;
   } else if (!absl::IsResourceExhausted(s)) {  // no staging room: still due at the next safe point
     state.last_snapshot_pool_s = now;           // a failing disk: warn once per interval, not per step
-    Emit("checkpoint-failed", task->shape->team, lease != nullptr ? lease->lease.id : "",
+    events_.Emit("checkpoint-failed", task->shape->team, lease != nullptr ? lease->lease.id : "",
          absl::StrCat("task '", task->name(), "' step ", state.step, ": ", s.message()));
   }
 }
 
-void JobRuntime::EndCheckpointableRun(detail::TaskState& state) {
+void CheckpointCoordinator::EndCheckpointableRun(detail::TaskState& state) {
   std::lock_guard<std::mutex> lock(checkpointable_mu_);
   checkpointable_runs_.erase(&state);
 }
 
-std::vector<OverdueTask> JobRuntime::OverdueTasks() const {
+std::vector<OverdueTask> CheckpointCoordinator::OverdueTasks() const {
   std::vector<OverdueTask> overdue;
-  double now = pool_->Now();
+  double now = pool_.Now();
   std::lock_guard<std::mutex> lock(checkpointable_mu_);
   for (const detail::TaskState* s : checkpointable_runs_) {
     double interval = s->task->shape->checkpoint_interval_s;
@@ -194,23 +194,9 @@ std::vector<OverdueTask> JobRuntime::OverdueTasks() const {
   return overdue;
 }
 
-bool JobRuntime::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {
-  const bool failed = lease->lost.load() && !state.snapshot_at_stop;
-  double now = pool_->Now();
-  double since = state.snapshot_at_stop ? now
-                 : state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s
-                                                   : state.started_pool_s;
-  double lost_gpu_s = std::max(0.0, now - since) * lease->gpus;
-  ShapeCounters& c = task->shape->counters;
-  c.preemptions.fetch_add(1, std::memory_order_relaxed);
-  c.lost_gpu_micros.fetch_add(static_cast<int64_t>(lost_gpu_s * 1e6), std::memory_order_relaxed);
-  std::string how = state.snapshot_at_stop ? absl::StrCat("snapshot at step ", state.step, ", resumes there")
-                    : state.checkpointable ? "resumes from its previous snapshot"
-                                           : "not checkpointable: restarts";
-  Emit("task-preempted", task->shape->team, lease->lease.id,
-       absl::StrCat("task '", task->name(), "' (", failed ? "lease lost" : "revoked", "): ", how,
-                    "; lost ", absl::StrFormat("%.0f", lost_gpu_s), " GPU-s"));
-  return failed;
+void CheckpointCoordinator::Forget(const std::string& checkpoint_key) {
+  store_->Forget(checkpoint_key);
+  pool_.ForgetCheckpoints(checkpoint_key);
 }
 
 }  // namespace gpupool::runtime

@@ -1,0 +1,237 @@
+// File: runtime/tasks/executor.cc
+#include "runtime/tasks/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gpupool/task_context.h"
+#include "runtime/tasks/shape_queue.h"
+
+namespace gpupool::runtime {
+
+std::exception_ptr MakeTaskError(ErrorCode code, const std::string& task_name, uint64_t task_id,
+                                 int attempt, const std::string& location,
+                                 const std::string& message, const std::string& cause) {
+  std::string what = absl::StrCat("task '", task_name, "' (task ", task_id, ", attempt ",
+                                  attempt + 1, ") on ", location, ": ", message);
+  return std::make_exception_ptr(TaskError(code, what, task_name, location, message, cause));
+}
+
+Executor::Executor(Deps deps)
+    : runtime_(deps.runtime),
+      pool_(*deps.pool),
+      store_(*deps.store),
+      shapes_(*deps.shapes),
+      leases_(*deps.leases),
+      checkpoints_(*deps.checkpoints),
+      events_(*deps.events),
+      stopping_(*deps.stopping),
+      clock_speed_(deps.clock_speed),
+      lease_linger_ms_(deps.lease_linger_ms) {}
+
+void Executor::StartCpuWorkers(int workers) {
+  cpu_workers_ = workers > 0 ? static_cast<size_t>(workers) : 1;
+  for (int i = 0; i < workers; ++i) cpu_threads_.emplace_back([this] { CpuWorker(); });
+}
+
+void Executor::JoinCpuWorkers() {
+  for (std::thread& t : cpu_threads_) t.join();
+}
+
+void Executor::Admit(Task* t) {
+  if (stopping_.load(std::memory_order_relaxed)) {
+    FailTask(t, ErrorCode::kCancelled, "submit", "the runtime is shutting down");
+    return;
+  }
+  if (!t->shape->refused.ok()) {
+    const absl::Status& why = t->shape->refused;
+    FailTask(t, static_cast<ErrorCode>(why.code()), "submit", std::string(why.message()));
+    return;
+  }
+  t->unresolved.store(static_cast<int>(t->deps.size()) + 1, std::memory_order_relaxed);
+  if (!t->deps.empty()) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
+  for (detail::ObjectHeader* h : t->deps) {
+    auto* dep = static_cast<ObjectEntry*>(h);
+    if (!store_.AddDependent(dep, t)) DependencyResolved(t, dep);
+  }
+  if (t->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(t);
+}
+
+void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
+  if (dependency->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+    bool expected = false;
+    if (task->dependency_failed.compare_exchange_strong(expected, true)) {
+      task->dependency_failure = dependency->failure;
+    }
+  }
+  if (task->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(task);
+}
+
+void Executor::MakeRunnable(Task* task) {
+  if (!task->deps.empty()) waiting_for_dependencies_.fetch_sub(1, std::memory_order_relaxed);
+  if (task->dependency_failed.load(std::memory_order_acquire)) {
+    std::string why = "a dependency failed";
+    std::string cause;  // the original exception travels on, as Ray's dependants re-raise it
+    try {
+      std::rethrow_exception(task->dependency_failure);
+    } catch (const TaskError& e) {
+      why = absl::StrCat("a dependency failed: ", e.what());
+      cause = e.cause();
+    } catch (const std::exception& e) {
+      why = absl::StrCat("a dependency failed: ", e.what());
+    } catch (...) {
+    }
+    FailTask(task, ErrorCode::kAborted, "submit", why, cause);
+    return;
+  }
+  Enqueue(task);
+}
+
+void Executor::Enqueue(Task* task) {
+  if (drained_.load(std::memory_order_acquire)) {
+    FailTask(task, ErrorCode::kCancelled, "queue", "the runtime shut down");
+    return;
+  }
+  TaskShape* shape = task->shape;
+  shape->queue->Push(task);
+  if (!shape->cpu) leases_.MaybeRequestLeases(shape);
+}
+
+void Executor::CpuWorker() {
+  constexpr size_t kMaxBatch = 32;
+  Task* batch[kMaxBatch];
+  ShapeQueue& queue = shapes_.cpu_queue();
+  while (true) {
+    // Take a share of the backlog at a time: fewer lock round trips under load, and still every
+    // worker busy when tasks are long.
+    size_t want = std::clamp<size_t>(queue.size() / (2 * cpu_workers_), 1, kMaxBatch);
+    size_t n = queue.PopBatch(batch, want, std::chrono::steady_clock::time_point::max(), stopping_);
+    if (n == 0) return;
+    for (size_t i = 0; i < n; ++i) Execute(batch[i], nullptr);
+  }
+}
+
+void Executor::RunLeaseTasks(LeaseRun* run) {
+  ShapeQueue* q = run->shape->queue;
+  const auto linger = std::chrono::milliseconds(lease_linger_ms_);
+  while (!run->stop.load()) {
+    Task* task = nullptr;
+    if (q->PopBatch(&task, 1, std::chrono::steady_clock::now() + linger, run->stop) == 0) break;
+    Execute(task, run);
+  }
+}
+
+void Executor::Execute(Task* task, LeaseRun* lease) {
+  std::string location = lease != nullptr ? lease->location : "cpu";
+  if (task->cancelled.load()) {
+    FailTask(task, ErrorCode::kCancelled, location, "cancelled before it ran");
+    return;
+  }
+  detail::TaskState state{runtime_, task, lease};
+  state.started_pool_s = pool_.Now();
+  TaskContext context(&state);
+  detail::TaskCall call;
+  call.args = task->args;
+  call.deps = task->deps.data();
+  call.dep_count = task->deps.size();
+  call.context = &context;
+  ErrorCode code = ErrorCode::kUnknown;
+  std::string message;
+  std::string cause;
+  auto started = std::chrono::steady_clock::now();
+  try {
+    task->function->invoke(call);
+  } catch (const ErrorWithCause& e) {
+    code = e.code();
+    message = e.what();
+    cause = e.cause();
+  } catch (const TaskError& e) {
+    code = e.code();
+    message = e.what();  // a nested Get failed: keep the whole chain
+  } catch (const Error& e) {
+    code = e.code();
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "a non-standard exception";
+  }
+  if (state.checkpointable) checkpoints_.EndCheckpointableRun(state);
+  bool threw = call.result == nullptr;
+  if (lease != nullptr) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    task->shape->counters.busy_gpu_micros.fetch_add(
+        static_cast<int64_t>(took.count() * clock_speed_ * lease->gpus * 1e6), std::memory_order_relaxed);
+  }
+  // A lease taken away mid-task: the task runs again on another lease, resuming from its last
+  // snapshot. A revocation (preemption) is not a failure; a lost lease counts against max_retries.
+  if (lease != nullptr && (lease->lost.load() || lease->revoked.load()) && !task->cancelled.load()) {
+    bool failed = Preempted(task, lease, state);
+    if (!failed || ++task->system_failures <= task->shape->options.max_retries) {
+      ++task->attempt;
+      Enqueue(task);
+      return;
+    }
+    FailTask(task, ErrorCode::kUnavailable, location,
+             absl::StrCat("its lease ", lease->lease.id, " was lost and its ",
+                          task->shape->options.max_retries, " retries are used up"));
+    return;
+  }
+  if (task->cancelled.load()) {
+    FailTask(task, ErrorCode::kCancelled, location, "cancelled while running");
+  } else if (threw) {
+    FailTask(task, code, location, message, cause);
+  } else {
+    task->shape->counters.tasks_run.fetch_add(1, std::memory_order_relaxed);
+    Finish(task, std::move(call.result), nullptr);
+  }
+}
+
+bool Executor::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {
+  const bool failed = lease->lost.load() && !state.snapshot_at_stop;
+  double now = pool_.Now();
+  double since = state.snapshot_at_stop ? now
+                 : state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s
+                                                   : state.started_pool_s;
+  double lost_gpu_s = std::max(0.0, now - since) * lease->gpus;
+  ShapeCounters& c = task->shape->counters;
+  c.preemptions.fetch_add(1, std::memory_order_relaxed);
+  c.lost_gpu_micros.fetch_add(static_cast<int64_t>(lost_gpu_s * 1e6), std::memory_order_relaxed);
+  std::string how = state.snapshot_at_stop ? absl::StrCat("snapshot at step ", state.step, ", resumes there")
+                    : state.checkpointable ? "resumes from its previous snapshot"
+                                           : "not checkpointable: restarts";
+  events_.Emit("task-preempted", task->shape->team, lease->lease.id,
+               absl::StrCat("task '", task->name(), "' (", failed ? "lease lost" : "revoked", "): ", how,
+                            "; lost ", absl::StrFormat("%.0f", lost_gpu_s), " GPU-s"));
+  return failed;
+}
+
+void Executor::FailTask(Task* task, ErrorCode code, const std::string& location,
+                        const std::string& message, const std::string& cause) {
+  if (code != ErrorCode::kCancelled) task->shape->counters.tasks_failed.fetch_add(1, std::memory_order_relaxed);
+  Finish(task, nullptr,
+         MakeTaskError(code, task->name(), task->id, task->attempt, location, message, cause));
+}
+
+void Executor::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {
+  if (task->checkpoint_key != nullptr) checkpoints_.Forget(*task->checkpoint_key);  // done with them
+  std::vector<Task*> waiting = failure ? store_.Fail(task->result, std::move(failure))
+                                       : store_.Complete(task->result, std::move(value));
+  ObjectEntry* result = task->result;
+  for (detail::ObjectHeader* h : task->deps) detail::Release(h);
+  for (detail::ObjectHeader* h : task->nested) detail::Release(h);
+  delete task;
+  for (Task* t : waiting) DependencyResolved(t, result);
+  detail::Release(result);
+}
+
+void Executor::Drain() {
+  drained_.store(true, std::memory_order_release);
+  // Whatever is still queued will never run.
+  for (Task* t : shapes_.TakeAll()) FailTask(t, ErrorCode::kCancelled, "queue", "the runtime shut down");
+}
+
+}  // namespace gpupool::runtime

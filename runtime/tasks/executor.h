@@ -1,0 +1,124 @@
+// File: runtime/tasks/executor.h
+//
+// Runs the job's tasks: takes a submitted task (Admit), waits for its dependencies, queues it on
+// its shape's queue (asking the LeaseManager for leases when it needs a GPU), runs it on a CPU
+// worker or on a lease's worker, and resolves its result (Finish), which may make tasks that
+// waited for it runnable. A run stopped by its lease going away is accounted (Preempted) and the
+// task queued again, up to max_retries for lost leases; a failure becomes a TaskError.
+//
+//   - CPU tasks (Gpus(0)) run on the CPU workers (StartCpuWorkers), in batches from the CPU queue.
+//   - Each lease's thread (started by the LeaseManager) runs RunLeaseTasks: its shape's tasks one
+//     after another, until the lease stops or has idled for lease_linger_ms.
+//
+// Owned by JobRuntime; the other parts it uses (Deps) are JobRuntime's and outlive it.
+//
+// Thread-safety: thread-safe; it holds no lock of its own. Dependency counting is lock-free
+// (Task::unresolved with acq_rel, dependency_failed/dependency_failure published by a
+// compare-exchange and read after the acquire); queues and the store lock inside themselves.
+// Called by JobRuntime (Admit, DependencyResolved from Cancel and the object exchange, shutdown),
+// the LeaseManager's lease threads (RunLeaseTasks) and its refusals (FailTask).
+#ifndef GPUPOOL_RUNTIME_TASKS_EXECUTOR_H_
+#define GPUPOOL_RUNTIME_TASKS_EXECUTOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpupool/error.h"
+#include "runtime/client/pool_client.h"
+#include "runtime/objects/object_store.h"
+#include "runtime/tasks/checkpoint_coordinator.h"
+#include "runtime/tasks/lease_manager.h"
+#include "runtime/tasks/lease_run.h"
+#include "runtime/tasks/runtime_events.h"
+#include "runtime/tasks/task.h"
+#include "runtime/tasks/task_shapes.h"
+
+namespace gpupool::runtime {
+
+class JobRuntime;
+
+// The exception a task's result fails with: "task '<name>' (task <id>, attempt <n>) on
+// <location>: <message>", as a TaskError carrying `cause` (the original exception's description).
+std::exception_ptr MakeTaskError(ErrorCode code, const std::string& task_name, uint64_t task_id,
+                                 int attempt, const std::string& location,
+                                 const std::string& message, const std::string& cause = {});
+
+class Executor {
+ public:
+  // Not owned; all outlive the Executor.
+  struct Deps {
+    JobRuntime* runtime = nullptr;  // what a running task's TaskContext reaches (TaskState::runtime)
+    PoolClient* pool = nullptr;     // pool time
+    ObjectStore* store = nullptr;   // task results
+    TaskShapes* shapes = nullptr;   // the queues
+    LeaseManager* leases = nullptr;
+    CheckpointCoordinator* checkpoints = nullptr;
+    const RuntimeEvents* events = nullptr;
+    const std::atomic<bool>* stopping = nullptr;  // JobRuntime's: set once, when it shuts down
+    double clock_speed = 1;       // pool seconds per real second (busy GPU time)
+    int64_t lease_linger_ms = 0;  // how long an idle lease waits for its shape's next task
+  };
+  explicit Executor(Deps deps);
+
+  // Starts `workers` CPU worker threads; called once, by JobRuntime::Start.
+  void StartCpuWorkers(int workers);
+
+  // Takes over a task Submit made (its result entry and shape set): it fails at once when the
+  // runtime is stopping or its shape was refused, else runs once its dependencies resolve.
+  void Admit(Task* task);
+  // One of the task's dependencies resolved (completed or failed); may make it runnable.
+  void DependencyResolved(Task* task, ObjectEntry* dependency);
+  // Resolves the task's result with the error (counted as a failure unless kCancelled).
+  void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
+                const std::string& cause = {});
+  // A lease thread's work (LeaseManager::Deps::run_tasks).
+  void RunLeaseTasks(LeaseRun* run);
+  // Submitted tasks still waiting for an input (Stats).
+  int64_t waiting_for_dependencies() const { return waiting_for_dependencies_.load(std::memory_order_relaxed); }
+
+  // Shutdown, once `stopping` is set and the queues woken: JoinCpuWorkers, then (after the lease
+  // workers are joined too) Drain, which fails every queued task and, from then on, every task
+  // that becomes runnable.
+  void JoinCpuWorkers();
+  void Drain();
+
+ private:
+  void MakeRunnable(Task* task);  // its dependencies are all resolved
+  void Enqueue(Task* task);
+  void CpuWorker();
+  void Execute(Task* task, LeaseRun* lease);
+  // Accounts for a run stopped by its lease going away: preemptions, GPU-seconds of lost work.
+  // Returns whether it counts as a system failure (against max_retries): a lost lease, unless
+  // the task had already stopped with its snapshot before the grace period ran out.
+  bool Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state);
+  // Resolves the task's result and frees the task; schedules whoever waited for the result.
+  void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
+
+  // Constant after construction.
+  JobRuntime* const runtime_;
+  PoolClient& pool_;
+  ObjectStore& store_;
+  TaskShapes& shapes_;
+  LeaseManager& leases_;
+  CheckpointCoordinator& checkpoints_;
+  const RuntimeEvents& events_;
+  const std::atomic<bool>& stopping_;
+  const double clock_speed_;
+  const int64_t lease_linger_ms_;
+
+  // Set by StartCpuWorkers before the first worker starts; joined by JoinCpuWorkers.
+  size_t cpu_workers_ = 1;
+  std::vector<std::thread> cpu_threads_;
+
+  std::atomic<int64_t> waiting_for_dependencies_{0};  // submitted, inputs not all there yet
+  std::atomic<bool> drained_{false};  // workers are gone: new runnable tasks fail at once
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_TASKS_EXECUTOR_H_
