@@ -23,9 +23,9 @@
 //   RuntimeEvents          runtime_events.h          RuntimeOptions::on_event
 //
 // The parts reach each other through references JobRuntime passes them (it owns them all, with
-// std::unique_ptr). Their mutexes, all leaves but for one queue's mutex under them: TaskShapes'
-// shapes_mu_ and LeaseManager's leases_mu_ (never held together), each ShapeQueue's, and
-// CheckpointCoordinator's checkpointable_mu_.
+// std::unique_ptr). Lock order across them: TaskShapes' shapes_mu_ and LeaseManager's leases_mu_
+// are never held together; either may be held while taking a ShapeQueue's mutex, and leases_mu_
+// while calling PoolClient::Withdraw; CheckpointCoordinator's checkpointable_mu_ is a leaf.
 //
 // Owns the pool client, the object store (until it is orphaned at shutdown: refs may outlive the
 // runtime) and the per-GPU memory pools. Thread-safe.
