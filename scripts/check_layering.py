@@ -4,8 +4,10 @@
   scripts/check_layering.py [REPO_ROOT]
 
 A file's layer is its top-level folder, or runtime/<folder> for files under runtime/. An include
-is the project's when its first path component is one of the layers' top-level folders, or
-"gpupool/" (the public headers, runtime/include). Generated headers (runtime/rpc/*.capnp.h) count
+("..." or <...>) is the project's when its first path component is one of the layers' top-level
+folders, or "gpupool/" (the public headers, runtime/include). Every top-level folder that holds
+sources (build folders and hidden ones aside) must have a rule, so a new folder is never
+silently unchecked. Generated headers (runtime/rpc/*.capnp.h) count
 by their path like any other. Exits 1 with one line per offending include (file:line: what, why),
 or when the allowed edges form a cycle or a layer the files live in has no rule.
 """
@@ -13,7 +15,7 @@ import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([^">]+)[">]')
 SOURCE_SUFFIXES = ('.h', '.hpp', '.cc', '.cpp', '.cu', '.cuh')
 
 
@@ -75,6 +77,12 @@ def main():
     if cycle:
         problems.append('docs/layers.txt: the allowed edges form a cycle: ' + ' -> '.join(cycle))
     top_folders = {name.split('/')[0] for name in rules}
+    for entry in sorted(os.listdir(root)):
+        folder = os.path.join(root, entry)
+        if entry in top_folders or entry.startswith(('.', 'build')) or not os.path.isdir(folder):
+            continue
+        if any(f.endswith(SOURCE_SUFFIXES) for _, _, files in os.walk(folder) for f in files):
+            problems.append(f'{entry}/: holds sources but has no rule in docs/layers.txt')
     checked = 0
     for top in sorted(top_folders):
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):

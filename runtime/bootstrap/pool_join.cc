@@ -220,7 +220,7 @@ std::string StartJobHead(const RuntimeOptions& o, const transport::MpiBootstrap&
   absl::StatusOr<std::string> agent_token = FreshToken();
   absl::StatusOr<std::string> team_token = FreshToken();
   absl::StatusOr<std::string> object_key = FreshToken();
-  for (const absl::StatusOr<std::string>* token : {&agent_token, &team_token, &object_key}) {
+  for (const absl::StatusOr<std::string>* token : {&object_key, &agent_token, &team_token}) {
     if (!token->ok()) return absl::StrCat("!", token->status().message());
   }
   absl::StatusOr<std::unique_ptr<PoolService>> pool =
