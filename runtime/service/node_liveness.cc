@@ -39,30 +39,13 @@ pool::HealthState NodeLiveness::Assess(const pool::InventoryGpu& gpu, const pool
   return pool::AssessHealth(reading, previous).state;
 }
 
-absl::StatusOr<std::map<std::string, bool>::iterator> NodeLiveness::FindNode(const std::string& node) {
+absl::StatusOr<std::vector<NodeLiveness::Change>> NodeLiveness::SetUp(const std::string& node, bool up) {
   auto it = up_.find(node);
   if (it == up_.end()) return absl::NotFoundError(absl::StrCat("node '", node, "' is not in this pool"));
-  return it;
-}
-
-absl::StatusOr<std::vector<NodeLiveness::Change>> NodeLiveness::Up(const std::string& node) {
-  absl::StatusOr<std::map<std::string, bool>::iterator> it = FindNode(node);
-  if (!it.ok()) return it.status();
-  (*it)->second = true;
+  it->second = up;
   std::vector<Change> out;
   for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
-    if (gpu.ref.node == node) out.push_back({gpu.ref, reported_[Key(gpu.ref)]});
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<NodeLiveness::Change>> NodeLiveness::Down(const std::string& node) {
-  absl::StatusOr<std::map<std::string, bool>::iterator> it = FindNode(node);
-  if (!it.ok()) return it.status();
-  (*it)->second = false;
-  std::vector<Change> out;
-  for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
-    if (gpu.ref.node == node) out.push_back({gpu.ref, pool::HealthState::kLost});
+    if (gpu.ref.node == node) out.push_back({gpu.ref, up ? reported_[Key(gpu.ref)] : pool::HealthState::kLost});
   }
   return out;
 }

@@ -7,7 +7,7 @@
 //
 // This class decides; the service applies what it decides to the scheduler:
 //
-//   absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness.Up("node-1");
+//   absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness.SetUp("node-1", true);
 //   for (const auto& c : *changes) ApplyToScheduler(c.gpu, c.state);
 //
 // Not thread-safe: the service's lock guards it.
@@ -46,8 +46,8 @@ class NodeLiveness {
   pool::HealthState Assess(const pool::InventoryGpu& gpu, const pool::GpuHealthReading& reading) const;
 
   // Remote nodes. NotFound for a node (or GPU) the pool does not have.
-  absl::StatusOr<std::vector<Change>> Up(const std::string& node);    // its GPUs take their reports
-  absl::StatusOr<std::vector<Change>> Down(const std::string& node);  // its GPUs are lost
+  // Up: its GPUs take their reports; down: they are lost.
+  absl::StatusOr<std::vector<Change>> SetUp(const std::string& node, bool up);
   // An agent's verdict for one GPU: applied at once while its node is up (one change), kept for
   // when it comes up otherwise (none).
   absl::StatusOr<std::vector<Change>> Report(const pool::GpuRef& gpu, pool::HealthState state);
@@ -56,7 +56,6 @@ class NodeLiveness {
 
  private:
   static std::string Key(const pool::GpuRef& gpu);
-  absl::StatusOr<std::map<std::string, bool>::iterator> FindNode(const std::string& node);
 
   const pool::Inventory& inventory_;
   const bool remote_;

@@ -246,7 +246,7 @@ absl::Status PoolService::WithDeliveries(F&& f) {
 
 absl::Status PoolService::NodeUp(const std::string& node) {
   return WithDeliveries([&]() -> absl::Status {
-    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Up(node);
+    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->SetUp(node, /*up=*/true);
     if (!changes.ok()) return changes.status();
     ApplyHealth(*changes);
     return absl::OkStatus();
@@ -255,7 +255,7 @@ absl::Status PoolService::NodeUp(const std::string& node) {
 
 absl::Status PoolService::NodeDown(const std::string& node, const std::string& why) {
   return WithDeliveries([&]() -> absl::Status {
-    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Down(node);
+    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->SetUp(node, /*up=*/false);
     if (!changes.ok()) return changes.status();
     ApplyHealth(*changes, absl::StrCat("node '", node, "' is gone: ", why));
     return absl::OkStatus();
