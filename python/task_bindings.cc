@@ -25,6 +25,9 @@
 #include <vector>
 
 #include "gpupool/gpupool.h"
+#include "gpupool/internal/object_header.h"
+#include "gpupool/internal/remote_function.h"
+#include "gpupool/internal/task_submission.h"
 #include "python/bindings.h"
 
 namespace gpupool::python {
@@ -35,6 +38,11 @@ struct PyValue {
   std::vector<ObjectRef<PyValue>> refs;  // refs pickled inside it, kept alive with it
 };
 using PyRef = ObjectRef<PyValue>;
+
+// The binding is a client of the runtime's internals (gpupool/internal/): it adopts the headers
+// the library returns and hands refs' headers to it, as the C++ templates do.
+inline PyRef AdoptRef(detail::ObjectHeader* h) { return detail::ObjectRefAccess::Adopt<PyValue>(h); }
+inline detail::ObjectHeader* HeaderOf(const PyRef& r) { return detail::ObjectRefAccess::Header(r); }
 
 }  // namespace gpupool::python
 
@@ -110,7 +118,7 @@ PyValue MakeValue(py::handle obj) {
     throw;
   }
   value.refs.reserve(refs.size());
-  for (detail::ObjectHeader* h : refs) value.refs.push_back(PyRef::Adopt(h));
+  for (detail::ObjectHeader* h : refs) value.refs.push_back(AdoptRef(h));
   return value;
 }
 
@@ -222,7 +230,7 @@ detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py:
     bool args_changed = false;
     for (size_t i = 0; i < args.size(); ++i) {
       if (py::isinstance<PyRef>(args[i])) {
-        detail::ObjectHeader* header = args[i].cast<const PyRef&>().header();
+        detail::ObjectHeader* header = HeaderOf(args[i].cast<const PyRef&>());
         if (header == nullptr) throw Error(ErrorCode::kInvalidArgument, "an empty ObjectRef was passed as an argument");
         detail::Retain(header);
         out.deps.push_back(header);
@@ -240,7 +248,7 @@ detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py:
     bool kwargs_changed = false;
     for (auto [name, value] : kwargs) {
       if (!py::isinstance<PyRef>(value)) continue;
-      detail::ObjectHeader* header = value.cast<const PyRef&>().header();
+      detail::ObjectHeader* header = HeaderOf(value.cast<const PyRef&>());
       if (header == nullptr) throw Error(ErrorCode::kInvalidArgument, "an empty ObjectRef was passed as an argument");
       detail::Retain(header);
       out.deps.push_back(header);
@@ -414,49 +422,55 @@ void BindTasks(py::module_& m) {
       .def("ready", &PyRef::ready, "Whether the value (or its failure) is there, without waiting")
       .def("__repr__", [](const PyRef& r) { return "ObjectRef(" + std::to_string(r.id()) + ")"; })
       .def("__eq__", [](const PyRef& a, py::object b) {
-        return py::isinstance<PyRef>(b) && a.header() == b.cast<const PyRef&>().header();
+        return py::isinstance<PyRef>(b) && HeaderOf(a) == HeaderOf(b.cast<const PyRef&>());
       })
       .def("__hash__", [](const PyRef& r) { return std::hash<uint64_t>()(r.id()); })
       .def("__reduce__", [](const PyRef& r) {
         if (r.empty()) throw Error(ErrorCode::kInvalidArgument, "an empty ObjectRef cannot be pickled");
         if (!state->ref_from_id) state->ref_from_id = py::module_::import("gpupool._tasks").attr("_ref_from_id");
-        detail::NoteNestedRef(r.header());  // keeps it alive with whatever it is pickled into
+        detail::NoteNestedRef(HeaderOf(r));  // keeps it alive with whatever it is pickled into
         return py::make_tuple(state->ref_from_id, py::make_tuple(r.id()));
       });
-  m.def("_ref_from_id", [](uint64_t id) { return PyRef::Adopt(detail::LookupObject(id)); });
+  m.def("_ref_from_id", [](uint64_t id) { return AdoptRef(detail::LookupObject(id)); });
 
   py::class_<TaskOptions>(m, "_TaskOptions");
-  m.def(
-      "_make_options",
-      [](double gpus, int64_t gpu_memory_mib, std::vector<std::string> models,
-         std::map<std::string, std::string> labels, std::map<std::string, std::string> avoid_labels,
-         bool isolation, std::string team, std::string project, std::string workload_class,
-         std::string priority_class, int max_retries, std::string name) {
-        if (!(gpus >= 0)) throw Error(ErrorCode::kInvalidArgument, "gpus must be 0 (CPU), a fraction below 1, or a whole number; got " + std::to_string(gpus));
-        if (gpu_memory_mib < 0) throw Error(ErrorCode::kInvalidArgument, "gpu_memory_mib must not be negative");
-        if (max_retries < 0) throw Error(ErrorCode::kInvalidArgument, "max_retries must not be negative");
-        TaskOptions o;
-        o.gpus = gpus;
-        o.gpu_memory_mib = gpu_memory_mib;
-        o.models = std::move(models);
-        o.labels = std::move(labels);
-        o.avoid_labels = std::move(avoid_labels);
-        o.hardware_isolation = isolation;
-        o.team = std::move(team);
-        o.project = std::move(project);
-        o.workload_class = std::move(workload_class);
-        o.priority_class = std::move(priority_class);
-        o.max_retries = max_retries;
-        o.name = std::move(name);
-        return o;
-      },
-      py::arg("gpus"), py::arg("gpu_memory_mib"), py::arg("models"), py::arg("labels"),
-      py::arg("avoid_labels"), py::arg("isolation"), py::arg("team"), py::arg("project"),
-      py::arg("workload_class"), py::arg("priority_class"), py::arg("max_retries"), py::arg("name"));
+  // The task options' Python keywords and C++ defaults, from GPUPOOL_TASK_OPTIONS
+  // (gpupool/task_option_list.h): {keyword: (default, doc)}, in the list's order.
+  py::dict option_table;
+#define GPUPOOL_PY_OPTION_ENTRY(Type, field, Setter, KIND, py_name, default_value, doc) \
+  option_table[py_name] = py::make_tuple(py::cast(TaskOptions().field), doc);
+  GPUPOOL_TASK_OPTIONS(GPUPOOL_PY_OPTION_ENTRY)
+#undef GPUPOOL_PY_OPTION_ENTRY
+  m.attr("_TASK_OPTIONS") = option_table;
+  // Keyword arguments only; one per row of the list, each optional (absent or None: the default).
+  m.def("_make_options", [](py::kwargs settings) {
+    TaskOptions o;
+    size_t used = 0;
+#define GPUPOOL_PY_OPTION_READ(Type, field, Setter, KIND, py_name, default_value, doc)              \
+  if (settings.contains(py_name)) {                                                              \
+    ++used;                                                                                      \
+    py::object value = settings[py_name];                                                        \
+    if (!value.is_none()) {                                                                      \
+      try {                                                                                      \
+        o.field = value.cast<Type>();                                                            \
+      } catch (const py::cast_error&) {                                                          \
+        throw py::type_error(std::string("task option ") + py_name + " cannot be " +             \
+                             std::string(py::str(value.get_type().attr("__name__"))));          \
+      }                                                                                          \
+    }                                                                                            \
+  }
+    GPUPOOL_TASK_OPTIONS(GPUPOOL_PY_OPTION_READ)
+#undef GPUPOOL_PY_OPTION_READ
+    if (used != settings.size()) throw py::type_error("unknown task option(s) given to _make_options");
+    if (!(o.gpus >= 0)) throw Error(ErrorCode::kInvalidArgument, "gpus must be 0 (CPU), a fraction below 1, or a whole number; got " + std::to_string(o.gpus));
+    if (o.gpu_memory_mib < 0) throw Error(ErrorCode::kInvalidArgument, "gpu_memory_mib must not be negative");
+    if (o.max_retries < 0) throw Error(ErrorCode::kInvalidArgument, "max_retries must not be negative");
+    return o;
+  });
 
   m.def("_register", [](const std::string& key, py::object fn) { state->functions[py::str(key)] = fn; });
   m.def("_submit", [](const std::string& key, py::tuple args, py::dict kwargs, const TaskOptions& options) {
-    return PyRef::Adopt(detail::SubmitTask(python_function, EncodePythonCall(key, args, kwargs), &options));
+    return AdoptRef(detail::SubmitTask(python_function, EncodePythonCall(key, args, kwargs), &options));
   });
   m.def("_get", [](const PyRef& ref, std::optional<double> timeout_s) {
     if (ref.empty()) throw Error(ErrorCode::kFailedPrecondition, "get on an empty ObjectRef");
@@ -471,7 +485,7 @@ void BindTasks(py::module_& m) {
     std::vector<detail::ObjectHeader*> headers;
     for (const PyRef& r : refs) {
       if (r.empty()) throw Error(ErrorCode::kFailedPrecondition, "wait on an empty ObjectRef");
-      headers.push_back(r.header());
+      headers.push_back(HeaderOf(r));
     }
     std::unique_ptr<bool[]> ready(new bool[refs.size() + 1]());
     {
@@ -481,7 +495,7 @@ void BindTasks(py::module_& m) {
     return std::vector<bool>(ready.get(), ready.get() + refs.size());
   });
   m.def("_put", [](py::object value) {
-    return PyRef::Adopt(detail::PutValue(std::make_unique<detail::TypedBox<PyValue>>(MakeValue(value))));
+    return AdoptRef(detail::PutValue(std::make_unique<detail::TypedBox<PyValue>>(MakeValue(value))));
   });
   m.def("_cancel", [](const PyRef& ref) { Cancel(ref); });
 

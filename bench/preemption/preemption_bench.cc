@@ -30,6 +30,7 @@
 
 #include "gpupool/gpupool.h"
 #include "pool/devices/simulated_driver.h"
+#include "runtime/api/testing_seam.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/tasks/job_runtime.h"
 
@@ -132,12 +133,12 @@ int main(int argc, char** argv) {
     }
     size_t slash = detail.find("/GPU ");
     gpupool::pool::GpuRef gpu{detail.substr(0, slash), std::stoi(detail.substr(slash + 5))};
-    auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(*rt.internals().embedded_pool()->driver());
+    auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(*gpupool::InternalsForTesting(rt).embedded_pool()->driver());
     if (!driver.InjectEccError(gpu, gpupool::pool::EccErrorKind::kDoubleBit).ok()) {
       std::fprintf(stderr, "preemption_bench: could not inject the ECC error\n");
       return 1;
     }
-    rt.internals().embedded_pool()->PollHealthNow();
+    gpupool::InternalsForTesting(rt).embedded_pool()->PollHealthNow();
     auto deadline = Clock::now() + std::chrono::seconds(120);
     while (resumed_at_ns.load() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(200));
     if (resumed_at_ns.load() == 0) {

@@ -61,22 +61,17 @@ def _with_runtime(call, *args):
     return call(*args)
 
 
-_OPTION_DEFAULTS = dict(gpus=0.0, gpu_memory_mib=0, models=(), labels=None, avoid_labels=None,
-                        isolation=False, team="", project="", workload_class="",
-                        priority_class="", max_retries=3, name="")
+# The task options' keywords, from the one C++ declaration of them (gpupool/task_option_list.h):
+# {keyword: (default, doc)}. A keyword given as None takes the default.
+_TASK_OPTIONS = _core._TASK_OPTIONS
 
 
 def _make_options(settings):
-    unknown = set(settings) - set(_OPTION_DEFAULTS)
+    unknown = set(settings) - set(_TASK_OPTIONS)
     if unknown:
         raise TypeError("unknown task option(s) %s; known: %s"
-                        % (", ".join(sorted(unknown)), ", ".join(_OPTION_DEFAULTS)))
-    merged = dict(_OPTION_DEFAULTS)
-    merged.update(settings)
-    merged["models"] = list(merged["models"] or ())
-    merged["labels"] = dict(merged["labels"] or {})
-    merged["avoid_labels"] = dict(merged["avoid_labels"] or {})
-    return _core._make_options(**merged)
+                        % (", ".join(sorted(unknown)), ", ".join(_TASK_OPTIONS)))
+    return _core._make_options(**settings)
 
 
 class RemoteFunction:

@@ -8,11 +8,20 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/runtime.h"
+#include "runtime/api/testing_seam.h"
 #include "runtime/tasks/status_to_error.h"
 #include "runtime/bootstrap/pool_join.h"
 #include "runtime/tasks/job_runtime.h"
 
 namespace gpupool {
+
+// Runtime's friend: the only code that makes a Runtime from a JobRuntime or reaches inside one.
+struct detail::RuntimeAccess {
+  static Runtime Make(std::unique_ptr<runtime::JobRuntime> impl) { return Runtime(std::move(impl)); }
+  static runtime::JobRuntime& Internals(Runtime& rt) { return *rt.impl_; }
+};
+
+runtime::JobRuntime& InternalsForTesting(Runtime& rt) { return detail::RuntimeAccess::Internals(rt); }
 namespace {
 
 // The runtime the free functions use. One per process at a time (see runtime.h for why).
@@ -104,7 +113,7 @@ Runtime Init(RuntimeOptions options) {
     throw Error(ErrorCode::kFailedPrecondition,
                 "a gpupool runtime is already running in this process (one per process)");
   }
-  return Runtime(std::move(rt));
+  return detail::RuntimeAccess::Make(std::move(rt));
 }
 
 RuntimeOptions OptionsFromFlags(int& argc, char** argv) {

@@ -6,21 +6,20 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "gpupool/codec.h"
+#include "gpupool/internal/task_options_codec.h"
 
 namespace gpupool::runtime {
 namespace {
 
-// The options that decide which lease a task needs, as one key. Tasks with equal keys share
-// leases and a queue.
-std::string ShapeKey(const TaskOptions& o, const std::string& team) {
-  std::string key = absl::StrCat(o.gpus, "|", o.gpu_memory_mib, "|", absl::StrJoin(o.models, ","),
-                                 "|", o.hardware_isolation, "|", team, "|", o.project, "|",
-                                 o.workload_class, "|", o.priority_class, "|", o.max_retries, "|",
-                                 o.name, "|");
-  for (const auto& [k, v] : o.labels) absl::StrAppend(&key, k, "=", v, ",");
-  absl::StrAppend(&key, "|");
-  for (const auto& [k, v] : o.avoid_labels) absl::StrAppend(&key, k, "=", v, ",");
+// The options that decide which lease a task needs, as one key: all of them (every row of
+// GPUPOOL_TASK_OPTIONS, so a new option separates shapes without being named here), with the team
+// resolved. Tasks with equal keys share leases and a queue.
+std::string ShapeKey(TaskOptions o, const std::string& team) {
+  o.team = team;
+  std::string key;
+  Writer w(key);
+  Encode(w, o);
   return key;
 }
 

@@ -13,6 +13,7 @@
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
 #include "pool/devices/simulated_driver.h"
+#include "runtime/api/testing_seam.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/tasks/job_runtime.h"
 #include "tests/runtime/event_log.h"
@@ -91,9 +92,9 @@ gpupool::pool::GpuRef FailTheGpuUnderTheTask(gpupool::Runtime& rt, EventLog& log
   std::string detail = log.LeaseDetail(team);  // "node-0/GPU 1 whole"
   size_t slash = detail.find("/GPU ");
   gpupool::pool::GpuRef failed{detail.substr(0, slash), std::stoi(detail.substr(slash + 5))};
-  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(*rt.internals().embedded_pool()->driver());
+  auto& driver = dynamic_cast<gpupool::pool::SimulatedDriver&>(*gpupool::InternalsForTesting(rt).embedded_pool()->driver());
   EXPECT_TRUE(driver.FallOffBus(failed).ok());
-  rt.internals().embedded_pool()->PollHealthNow();
+  gpupool::InternalsForTesting(rt).embedded_pool()->PollHealthNow();
   return failed;
 }
 

@@ -5,9 +5,14 @@
 //   find_package(gpupool REQUIRED)
 //   target_link_libraries(my_program PRIVATE gpupool::runtime)
 //
-// runtime.h is the task API (Init, Submit, Get, Wait, Put, Cancel); remote.h registers functions;
-// task_context.h is what a running task sees; codec.h makes your types travel; pool_description.h
-// describes the pool's GPUs.
+// runtime.h is the task API (Init, Submit, Get, Wait, Put, Cancel) and says which calls are
+// thread-safe and which a task may make; remote.h registers functions; task_options.h says what a
+// task needs (the options themselves are listed in task_option_list.h); task_context.h is what a
+// running task sees; object_ref.h is the refs and views of stored values; codec.h makes your types
+// travel; pool_description.h describes the pool's GPUs.
+//
+// Headers under gpupool/internal/ are installed because the templates above expand to them; they
+// are not supported API and change without notice.
 #ifndef GPUPOOL_GPUPOOL_H_
 #define GPUPOOL_GPUPOOL_H_
 

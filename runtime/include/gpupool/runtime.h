@@ -23,6 +23,28 @@
 // where it ran and the original message. System failures (a lease lost to a failed or draining GPU)
 // are retried up to TaskOptions::max_retries times. Requests the pool can never satisfy fail the
 // task with the pool's reason (kFailedPrecondition or kInvalidArgument).
+//
+// Threads and tasks:
+//   - Submit, Task(f)...Submit, Get, Wait, Put and Cancel are thread-safe: call them from any
+//     thread, and from inside a running task (a task may submit tasks, Put values and Get or Wait
+//     for results). A task that waits in Get or Wait keeps its worker (a CPU worker thread, or its
+//     lease's one thread, and so the lease) while it waits, and no other worker is started in its
+//     place: if every worker that could run the awaited task is itself waiting, the job stops
+//     making progress. Passing the ObjectRef as an argument instead makes it a dependency, which
+//     holds no worker until it is ready.
+//   - Runtime::Stats, notice, rank, ranks and node are thread-safe, inside tasks too, for as long
+//     as the Runtime lives.
+//   - Init and the Runtime's destruction (or move-assignment over it) are not for tasks: call them
+//     from the program's own thread (main's, typically). Init inside a task throws
+//     kFailedPrecondition (a runtime is running). The destructor waits for running tasks, so a task
+//     that destroyed it would wait for itself; other threads must have stopped calling into the
+//     runtime first. Afterwards Submit, Put and Cancel throw kFailedPrecondition, and refs still
+//     read their values (tasks still pending then failed with kCancelled).
+//   - OptionsFromFlags touches no runtime: call it any time.
+//   - A TaskContext is its task's, on the task's thread (task_context.h); ObjectRefs and Views may
+//     be copied and dropped on any thread (object_ref.h); RuntimeOptions::on_event runs on the
+//     runtime's threads, among them the one that receives lease grants, so it must not block or
+//     wait for tasks.
 #ifndef GPUPOOL_RUNTIME_H_
 #define GPUPOOL_RUNTIME_H_
 
@@ -37,6 +59,8 @@
 
 #include "gpupool/error.h"
 #include "gpupool/export.h"
+#include "gpupool/internal/task_option_expansion.h"  // not supported API: TaskBuilder's setters
+#include "gpupool/internal/task_submission.h"  // not supported API: what the templates expand to
 #include "gpupool/object_ref.h"
 #include "gpupool/remote.h"
 #include "gpupool/task_context.h"
@@ -136,8 +160,12 @@ struct RuntimeStats {
 
 namespace runtime {
 class JobRuntime;
-}
+}  // namespace runtime
+namespace detail {
+struct RuntimeAccess;  // runtime/api/runtime.cc: Init, and the tests' seam (runtime/api/testing_seam.h)
+}  // namespace detail
 
+// The process's runtime, from Init. Move-only; destroying it stops the runtime (see above).
 class GPUPOOL_API Runtime {
  public:
   Runtime(Runtime&&) noexcept;
@@ -154,11 +182,10 @@ class GPUPOOL_API Runtime {
   // simulated GPUs, the host for real ones); empty when the pool is embedded.
   const std::string& node() const;
 
-  explicit Runtime(std::unique_ptr<runtime::JobRuntime> impl);
-  // The implementation, for gpupool's own tools and tests (fault injection, the demo's pool view).
-  runtime::JobRuntime& internals() const { return *impl_; }
-
  private:
+  friend struct detail::RuntimeAccess;
+  explicit Runtime(std::unique_ptr<runtime::JobRuntime> impl);
+
   std::unique_ptr<runtime::JobRuntime> impl_;
 };
 
@@ -176,45 +203,18 @@ GPUPOOL_API Runtime Init(RuntimeOptions options = {});
 // callers that adjust them first, as the Python binding does with init()'s keywords.
 GPUPOOL_API RuntimeOptions OptionsFromFlags(int& argc, char** argv);
 
-namespace detail {
-GPUPOOL_API ObjectHeader* SubmitTask(const FunctionInfo* function, EncodedArgs args,
-                                     const TaskOptions* options);
-GPUPOOL_API ObjectHeader* PutValue(std::unique_ptr<ValueBox> value);
-GPUPOOL_API void CancelObject(ObjectHeader* object);
-// Marks ready[i] for the objects that are ready or failed; returns when at least `num_ready` are,
-// or at the deadline. Returns how many are.
-GPUPOOL_API size_t WaitObjects(ObjectHeader* const* objects, size_t count, size_t num_ready,
-                               std::chrono::steady_clock::time_point deadline, bool* ready);
-
-template <typename F, typename... Args>
-auto SubmitWith(F function, const TaskOptions* options, Args&&... args) {
-  static_assert(std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>,
-                "gpupool: Submit takes a registered function (see GPUPOOL_REMOTE)");
-  using R = StoredResult<typename FunctionTraits<F>::Result>;
-  const FunctionInfo* info = FunctionFor(reinterpret_cast<const void*>(function));
-  return ObjectRef<R>::Adopt(
-      SubmitTask(info, EncodeArgs<F>(std::forward<Args>(args)...), options));
-}
-}  // namespace detail
-
-// A task with options, submitted by Submit(args...). Options chain as in TaskOptions.
+// A task with options, submitted by Submit(args...). Options chain as in TaskOptions:
+//
+//   gpupool::Task(Score).Gpus(0.25).GpuMemoryMib(8192).Team("search").Submit(batch);
+//
+// A builder may be kept and submitted many times; its options are copied into each submission.
 template <typename F>
 class TaskBuilder {
  public:
   explicit TaskBuilder(F function) : function_(function) {}
   TaskBuilder& Options(TaskOptions o) { options_ = std::move(o); return *this; }
-  TaskBuilder& Gpus(double n) { options_.Gpus(n); return *this; }
-  TaskBuilder& GpuMemoryMib(int64_t mib) { options_.GpuMemoryMib(mib); return *this; }
-  TaskBuilder& Models(std::vector<std::string> m) { options_.Models(std::move(m)); return *this; }
-  TaskBuilder& Label(std::string k, std::string v) { options_.Label(std::move(k), std::move(v)); return *this; }
-  TaskBuilder& AvoidLabel(std::string k, std::string v) { options_.AvoidLabel(std::move(k), std::move(v)); return *this; }
-  TaskBuilder& HardwareIsolation(bool on = true) { options_.HardwareIsolation(on); return *this; }
-  TaskBuilder& Team(std::string t) { options_.Team(std::move(t)); return *this; }
-  TaskBuilder& Project(std::string p) { options_.Project(std::move(p)); return *this; }
-  TaskBuilder& WorkloadClass(std::string c) { options_.WorkloadClass(std::move(c)); return *this; }
-  TaskBuilder& PriorityClass(std::string c) { options_.PriorityClass(std::move(c)); return *this; }
-  TaskBuilder& MaxRetries(int n) { options_.MaxRetries(n); return *this; }
-  TaskBuilder& Name(std::string n) { options_.Name(std::move(n)); return *this; }
+  // One setter per task option, as TaskOptions has (gpupool/task_option_list.h).
+  GPUPOOL_TASK_OPTIONS(GPUPOOL_INTERNAL_TASK_BUILDER_SETTER)
 
   template <typename... Args>
   auto Submit(Args&&... args) const {
@@ -270,7 +270,7 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, size_t num_ready,
   headers.reserve(refs.size());
   for (const ObjectRef<T>& r : refs) {
     if (r.empty()) throw Error(ErrorCode::kFailedPrecondition, "Wait on an empty ObjectRef");
-    headers.push_back(r.header());
+    headers.push_back(detail::ObjectRefAccess::Header(r));
   }
   std::unique_ptr<bool[]> ready(new bool[refs.size()]());
   detail::WaitObjects(headers.data(), headers.size(), num_ready,
@@ -284,7 +284,7 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, size_t num_ready,
 template <typename T>
 ObjectRef<std::remove_cvref_t<T>> Put(T&& value) {
   using V = std::remove_cvref_t<T>;
-  return ObjectRef<V>::Adopt(
+  return detail::ObjectRefAccess::Adopt<V>(
       detail::PutValue(std::make_unique<detail::TypedBox<V>>(std::forward<T>(value))));
 }
 
@@ -293,7 +293,7 @@ ObjectRef<std::remove_cvref_t<T>> Put(T&& value) {
 // a finished one or a Put value.
 template <typename T>
 void Cancel(const ObjectRef<T>& ref) {
-  if (!ref.empty()) detail::CancelObject(ref.header());
+  if (!ref.empty()) detail::CancelObject(detail::ObjectRefAccess::Header(ref));
 }
 
 }  // namespace gpupool

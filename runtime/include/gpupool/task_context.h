@@ -40,6 +40,7 @@
 
 #include "gpupool/codec.h"
 #include "gpupool/export.h"
+#include "gpupool/internal/reduce_element.h"  // not supported API: AllReduce's element codes
 
 namespace gpupool {
 
@@ -48,6 +49,7 @@ struct TaskState;
 }  // namespace detail
 namespace runtime {
 struct MemoryBlock;
+class Executor;
 }  // namespace runtime
 
 // One slot of the task's lease.
@@ -79,9 +81,10 @@ class GPUPOOL_API DeviceBuffer {
   int cuda_device() const;  // -1 when simulated (data() is then host memory)
   bool empty() const { return block_ == nullptr; }
 
+ private:
+  friend class TaskContext;  // Allocate makes them
   explicit DeviceBuffer(runtime::MemoryBlock* block) : block_(block) {}
 
- private:
   runtime::MemoryBlock* block_ = nullptr;
 };
 
@@ -110,21 +113,8 @@ struct StateRegion {
 // How AllReduce combines the ranks' values, element by element.
 enum class ReduceOp { kSum, kMax, kMin };
 
-namespace detail {
-template <typename T>
-struct ElementCode {
-  static_assert(sizeof(T) == 0, "gpupool: AllReduce takes float, double, int32_t or int64_t");
-};
-template <> struct ElementCode<float> { static constexpr int value = 0; };
-template <> struct ElementCode<double> { static constexpr int value = 1; };
-template <> struct ElementCode<int32_t> { static constexpr int value = 2; };
-template <> struct ElementCode<int64_t> { static constexpr int value = 3; };
-}  // namespace detail
-
 class GPUPOOL_API TaskContext {
  public:
-  explicit TaskContext(detail::TaskState* state) : state_(state) {}
-
   const std::string& task_name() const;
   uint64_t task_id() const;
   const std::string& team() const;
@@ -251,6 +241,9 @@ class GPUPOOL_API TaskContext {
   }
 
  private:
+  friend class runtime::Executor;  // makes one for each run of a task
+  explicit TaskContext(detail::TaskState* state) : state_(state) {}
+
   // While one lives, refs encoded on this thread leave for `to` (a rank, kEveryOtherRank or
   // kNobody): each receiver sends a receipt once it has fetched them, and this rank keeps their
   // objects until then. Leaving() once encoded, before sending; without it (encoding threw),

@@ -13,43 +13,30 @@
 //   - Gpus(n), n = 1, 2, ...: n whole GPUs, granted together (a gang) on one node.
 // Tasks with the same options share leases: the runtime asks the pool for leases of that shape
 // while it has backlog, runs many tasks on each, and hands them back after a short linger.
+//
+// Placement: Models({...}) limits the GPU models; Label(k, v) requires node labels and
+// AvoidLabel(k, v) excludes them; HardwareIsolation() asks for MIG instances or whole GPUs.
+// Accounting: Team (whose quota pays), Project and WorkloadClass (free-form), PriorityClass (one of
+// the pool's classes: it decides preemption and checkpoint intervals). MaxRetries counts system
+// failures (lost leases), not preemptions; Name is what errors show.
+//
+// The options, their defaults and their setters are declared once, in gpupool/task_option_list.h
+// (the same list drives TaskBuilder and the Python keywords). TaskOptions is a plain struct:
+// fields may be set directly too (`o.gpus = 0.5; o.labels["zone"] = "a";`).
 #ifndef GPUPOOL_TASK_OPTIONS_H_
 #define GPUPOOL_TASK_OPTIONS_H_
 
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-#include <vector>
+#include "gpupool/internal/task_option_expansion.h"  // not supported API: the row expansions
+#include "gpupool/task_option_list.h"
 
 namespace gpupool {
 
 struct TaskOptions {
-  double gpus = 0;
-  int64_t gpu_memory_mib = 0;                  // 0: whole GPU, or proportional for fractions
-  std::vector<std::string> models;             // catalogue names; empty = any
-  std::map<std::string, std::string> labels;   // every one must match (affinity)
-  std::map<std::string, std::string> avoid_labels;  // none may match (anti-affinity)
-  bool hardware_isolation = false;             // MIG or whole GPUs only
-  std::string team;                            // empty: the runtime's default team
-  std::string project;
-  std::string workload_class;
-  std::string priority_class;                  // empty: "training"
-  int max_retries = 3;                         // retries after system failures (lost leases)
-  std::string name;                            // shown in errors; default: the function's name
+  // Fields: `Type field = default;` per row of GPUPOOL_TASK_OPTIONS.
+  GPUPOOL_TASK_OPTIONS(GPUPOOL_INTERNAL_TASK_OPTION_FIELD)
 
-  TaskOptions& Gpus(double n) { gpus = n; return *this; }
-  TaskOptions& GpuMemoryMib(int64_t mib) { gpu_memory_mib = mib; return *this; }
-  TaskOptions& Models(std::vector<std::string> m) { models = std::move(m); return *this; }
-  TaskOptions& Label(std::string k, std::string v) { labels[std::move(k)] = std::move(v); return *this; }
-  TaskOptions& AvoidLabel(std::string k, std::string v) { avoid_labels[std::move(k)] = std::move(v); return *this; }
-  TaskOptions& HardwareIsolation(bool on = true) { hardware_isolation = on; return *this; }
-  TaskOptions& Team(std::string t) { team = std::move(t); return *this; }
-  TaskOptions& Project(std::string p) { project = std::move(p); return *this; }
-  TaskOptions& WorkloadClass(std::string c) { workload_class = std::move(c); return *this; }
-  TaskOptions& PriorityClass(std::string c) { priority_class = std::move(c); return *this; }
-  TaskOptions& MaxRetries(int n) { max_retries = n; return *this; }
-  TaskOptions& Name(std::string n) { name = std::move(n); return *this; }
+  // Chained setters (`Gpus(1).Team("vision")`), named as in the list.
+  GPUPOOL_TASK_OPTIONS(GPUPOOL_INTERNAL_TASK_OPTION_SETTER)
 };
 
 }  // namespace gpupool
