@@ -15,7 +15,9 @@ struct NodeAgent::Capabilities {
 };
 
 NodeAgent::NodeAgent(NodeAgentOptions options)
-    : options_(std::move(options)), caps_(std::make_unique<Capabilities>()) {}
+    : options_(std::move(options)), caps_(std::make_unique<Capabilities>()) {
+  for (const pool::DiscoveredGpu& gpu : options_.node.nodes[0].gpus) health_[gpu.index] = gpu.health;
+}
 
 absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
   if (options.node.nodes.size() != 1) {
@@ -23,7 +25,7 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
   }
   std::unique_ptr<NodeAgent> agent(new NodeAgent(std::move(options)));
   std::string bytes = rpc::EncodeNodes(agent->options_.node);
-  Capabilities* caps = agent->caps_.get();
+  Capabilities* caps = agent->caps_.get();  // the loop thread's: used by `setup`, which runs there
   absl::StatusOr<std::unique_ptr<RpcConnection>> c = RpcConnection::Connect(
       RpcConnectionOptions{.host = agent->options_.host, .port = agent->options_.port,
                            .on_disconnected = agent->options_.on_disconnected},
@@ -38,20 +40,22 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
       });
   if (!c.ok()) return c.status();
   agent->connection_ = *std::move(c);
-  for (const pool::DiscoveredGpu& gpu : agent->options_.node.nodes[0].gpus) agent->health_[gpu.index] = gpu.health;
   agent->thread_ = std::thread([raw = agent.get()] { raw->Loop(); });
   return agent;
 }
 
 NodeAgent::~NodeAgent() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   if (connection_ != nullptr) {
-    connection_->Sync([this] { caps_->session.reset(); });
+    connection_->Sync([this] {
+      loop_.AssertOnThread();
+      caps_->session.reset();
+    });
     connection_.reset();
   }
 }
@@ -59,16 +63,18 @@ NodeAgent::~NodeAgent() {
 bool NodeAgent::connected() const { return connection_ != nullptr && connection_->connected(); }
 
 uint64_t NodeAgent::heartbeats_sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return heartbeats_;
 }
 
 void NodeAgent::Loop() {
+  heartbeat_.AssertOnThread();
   auto next_health = std::chrono::steady_clock::now() + options_.health_interval;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, options_.heartbeat_interval, [this] { return stop_; })) {
-    lock.unlock();
+  MutexLock lock(&mu_);
+  while (!cv_.WaitFor(&mu_, options_.heartbeat_interval, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
+    lock.Unlock();
     absl::Status st = connection_->Call([this]() -> kj::Promise<absl::Status> {
+      loop_.AssertOnThread();
       return caps_->session->heartbeatRequest().send().then(
           [](capnp::Response<rpc::AgentSession::HeartbeatResults>&&) { return absl::OkStatus(); });
     });
@@ -76,7 +82,7 @@ void NodeAgent::Loop() {
       PollHealth();
       next_health = std::chrono::steady_clock::now() + options_.health_interval;
     }
-    lock.lock();
+    lock.Lock();
     if (st.ok()) ++heartbeats_;
   }
 }
@@ -88,6 +94,7 @@ void NodeAgent::PollHealth() {
                                                : pool::HealthVerdict{pool::HealthState::kLost, {}};
     if (verdict.state == previous) continue;
     absl::Status st = connection_->Call([this, index = index, state = verdict.state]() -> kj::Promise<absl::Status> {
+      loop_.AssertOnThread();
       auto req = caps_->session->reportHealthRequest();
       req.setGpuIndex(index);
       req.setHealth(static_cast<rpc::Health>(static_cast<uint16_t>(state)));

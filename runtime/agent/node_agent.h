@@ -17,12 +17,10 @@
 #define GPUPOOL_RUNTIME_AGENT_NODE_AGENT_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -30,6 +28,7 @@
 #include "pool/devices/device_driver.h"
 #include "pool/health.h"
 #include "runtime/rpc/node_codec.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -62,19 +61,24 @@ class NodeAgent {
 
  private:
   explicit NodeAgent(NodeAgentOptions options);
-  void Loop();
-  void PollHealth();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);  // the heartbeat thread
+  void PollHealth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(heartbeat_);
 
   NodeAgentOptions options_;
   std::unique_ptr<RpcConnection> connection_;
   struct Capabilities;
-  std::unique_ptr<Capabilities> caps_;  // loop thread of connection_
-  std::map<int, pool::HealthState> health_;  // heartbeat thread: last verdict per GPU index
+  // Each thread's own state says so: the connection's loop thread (what runs in its Call/Sync
+  // closures asserts loop_) and the heartbeat thread (Loop asserts heartbeat_).
+  ThreadConfined loop_;
+  ThreadConfined heartbeat_;
+  std::unique_ptr<Capabilities> caps_ ABSL_PT_GUARDED_BY(loop_);
+  // Last verdict per GPU index (set by the constructor, before the thread starts).
+  std::map<int, pool::HealthState> health_ ABSL_GUARDED_BY(heartbeat_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;        // guarded by mu_
-  uint64_t heartbeats_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "runtime/cli/command.h"
 #include "runtime/cli/demo_experiment.h"
 #include "runtime/cli/text_table.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::cli {
 namespace {
@@ -78,7 +78,7 @@ std::string Clock(double pool_s) {
 }
 
 void RunDemo(double clock_speed, bool quiet) {
-  std::mutex print_mu;
+  runtime::Mutex print_mu;
   gpupool::RuntimeOptions options;
   options.config_text = kDemoConfig;
   options.simulate = "4xH100-80GB";
@@ -87,7 +87,7 @@ void RunDemo(double clock_speed, bool quiet) {
   options.lease_linger_ms = 100;
   options.on_event = [&](const gpupool::RuntimeEvent& e) {
     if (quiet) return;
-    std::lock_guard<std::mutex> lock(print_mu);
+    runtime::MutexLock lock(&print_mu);
     std::printf("[%s] %-7s %-15s %s\n", Clock(e.pool_time_s).c_str(), e.team.c_str(),
                 e.kind.c_str(), e.detail.c_str());
     std::fflush(stdout);

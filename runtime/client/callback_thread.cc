@@ -10,32 +10,32 @@ CallbackThread::~CallbackThread() { Stop(); }
 
 void CallbackThread::Post(std::function<void()> f) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return;
     queue_.push_back(std::move(f));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void CallbackThread::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void CallbackThread::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    cv_.Wait(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); });
     if (stop_) return;
     std::function<void()> f = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     f();
-    lock.lock();
+    lock.Lock();
   }
 }
 

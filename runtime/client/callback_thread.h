@@ -16,11 +16,12 @@
 #ifndef GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
 #define GPUPOOL_RUNTIME_CLIENT_CALLBACK_THREAD_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -40,11 +41,11 @@ class CallbackThread {
  private:
   void Loop();  // the thread
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stop_ = false;                        // guarded by mu_
-  std::thread thread_;                       // last: started once the fields above exist
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once the fields above exist
 };
 
 }  // namespace gpupool::runtime

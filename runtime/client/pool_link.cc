@@ -66,6 +66,7 @@ absl::StatusOr<std::unique_ptr<PoolLink>> PoolLink::Dial(const Options& options,
         head->capacity_gpus = info.getCapacityGpus();
         link->reclaim_window_ = std::chrono::milliseconds(static_cast<int64_t>(info.getReclaimWindowS() * 1000));
         head->config_yaml = info.getConfigYaml();
+        link->loop_.AssertOnThread();  // `setup` runs on the connection's loop thread
         link->session_ = kj::mv(session);  // only once nothing can fail: it must die on this loop
         return absl::OkStatus();
       });
@@ -77,6 +78,7 @@ absl::StatusOr<std::unique_ptr<PoolLink>> PoolLink::Dial(const Options& options,
 PoolLink::~PoolLink() {
   if (connection_ != nullptr) {
     connection_->Sync([this] {
+      loop_.AssertOnThread();
       session_.reset();
       listeners_.clear();
     });
@@ -126,7 +128,10 @@ absl::Status PoolLink::Answered(const capnp::Response<rpc::Session::RequestResul
 }
 
 absl::Status PoolLink::Request(const pool::LeaseRequest& r, LeaseListener* listener) {
-  return connection_->Call([&] { return RequestOn(r, listener); });
+  return connection_->Call([&] {
+    loop_.AssertOnThread();
+    return RequestOn(r, listener);
+  });
 }
 
 void PoolLink::PostRequest(const pool::LeaseRequest& r, LeaseListener* listener,
@@ -134,6 +139,7 @@ void PoolLink::PostRequest(const pool::LeaseRequest& r, LeaseListener* listener,
   // The closures hold the link by pointer: they run on its loop, which ~PoolLink stops before the
   // link is freed, and find the session already dropped if ~PoolLink got there first.
   connection_->Post([this, r, listener, answered = std::move(answered)] {
+    loop_.AssertOnThread();
     // A connection that fails under the call is not an answer (an exception, not a status).
     if (!session_.has_value()) return;
     RequestOn(r, listener)
@@ -143,15 +149,22 @@ void PoolLink::PostRequest(const pool::LeaseRequest& r, LeaseListener* listener,
 }
 
 absl::Status PoolLink::Withdraw(const std::string& request_id) {
-  return connection_->Call([&] { return WithdrawOn(request_id); });
+  return connection_->Call([&] {
+    loop_.AssertOnThread();
+    return WithdrawOn(request_id);
+  });
 }
 
 absl::Status PoolLink::Release(const std::string& lease_id) {
-  return connection_->Call([&] { return ReleaseOn(lease_id); });
+  return connection_->Call([&] {
+    loop_.AssertOnThread();
+    return ReleaseOn(lease_id);
+  });
 }
 
 void PoolLink::PostWithdraw(const std::string& request_id) {
   connection_->Post([this, request_id] {
+    loop_.AssertOnThread();
     if (session_.has_value()) WithdrawOn(request_id).detach([](kj::Exception&&) {});
   });
 }
@@ -159,12 +172,14 @@ void PoolLink::PostWithdraw(const std::string& request_id) {
 void PoolLink::PostRelease(const std::string& lease_id) {
   // The connection keeps the request alive until it is answered.
   connection_->Post([this, lease_id] {
+    loop_.AssertOnThread();
     if (session_.has_value()) ReleaseOn(lease_id).detach([](kj::Exception&&) {});
   });
 }
 
 void PoolLink::PostCheckpointed(const std::string& lease_id, const CheckpointNote& note) {
   connection_->Post([this, lease_id, note] {
+    loop_.AssertOnThread();
     if (!session_.has_value()) return;
     auto req = session_->checkpointedRequest();
     req.setLeaseId(lease_id);
@@ -178,6 +193,7 @@ void PoolLink::PostCheckpointed(const std::string& lease_id, const CheckpointNot
 
 void PoolLink::PostForgetCheckpoints(const std::string& task_key) {
   connection_->Post([this, task_key] {
+    loop_.AssertOnThread();
     if (!session_.has_value()) return;
     auto req = session_->forgetCheckpointsRequest();
     req.setTaskKey(task_key);
@@ -188,6 +204,7 @@ void PoolLink::PostForgetCheckpoints(const std::string& task_key) {
 absl::StatusOr<rpc::DiscoveredPool> PoolLink::DescribeNode(const std::string& name) {
   std::string bytes;
   absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
+    loop_.AssertOnThread();
     auto req = session_->describeNodeRequest();
     req.setName(name);
     return req.send().then([&bytes](capnp::Response<rpc::Session::DescribeNodeResults>&& resp) {
@@ -204,6 +221,7 @@ absl::StatusOr<PoolLink::Reclaimed> PoolLink::Reclaim(const Holders& held, const
                                                       const Holders& waiting) {
   Reclaimed result;
   absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
+    loop_.AssertOnThread();
     auto req = session_->reclaimRequest();
     auto list = req.initLeases(held.size() + given_back.size());
     size_t i = 0;
@@ -233,6 +251,7 @@ absl::StatusOr<PoolLink::Reclaimed> PoolLink::Reclaim(const Holders& held, const
 void PoolLink::Leave(std::chrono::milliseconds timeout) {
   (void)connection_->CallFor(
       [this]() -> kj::Promise<absl::Status> {
+        loop_.AssertOnThread();
         if (!session_.has_value()) return absl::OkStatus();
         return session_->leaveRequest().send().then([](auto&&) { return absl::OkStatus(); });
       },

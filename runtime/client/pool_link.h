@@ -41,6 +41,7 @@
 #include "runtime/rpc/node_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 #include "runtime/rpc/rpc_connection.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -123,10 +124,11 @@ class PoolLink {
  private:
   explicit PoolLink(Events& events) : events_(events) {}
   // Loop thread, while session_ is there.
-  rpc::LeaseListener::Client ListenerFor(LeaseListener* user);
-  kj::Promise<absl::Status> RequestOn(const pool::LeaseRequest& r, LeaseListener* listener);
-  kj::Promise<absl::Status> WithdrawOn(const std::string& request_id);
-  kj::Promise<absl::Status> ReleaseOn(const std::string& lease_id);
+  rpc::LeaseListener::Client ListenerFor(LeaseListener* user) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  kj::Promise<absl::Status> RequestOn(const pool::LeaseRequest& r, LeaseListener* listener)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  kj::Promise<absl::Status> WithdrawOn(const std::string& request_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  kj::Promise<absl::Status> ReleaseOn(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // A request's answer: its status, and the grant when it carries one.
   absl::Status Answered(const capnp::Response<rpc::Session::RequestResults>& resp, LeaseListener* listener);
 
@@ -134,13 +136,15 @@ class PoolLink {
   // Constant once Dial returns. Declared first: the connection outlives the capabilities below.
   std::unique_ptr<RpcConnection> connection_;
   std::chrono::milliseconds reclaim_window_{0};
-  // The connection's loop thread only. The session is a capability of the connection's loop, so
+  // The connection's loop thread only: every closure sent there (Call, Post, Sync, and Dial's
+  // setup) asserts loop_ first. The session is a capability of the connection's loop, so
   // ~PoolLink drops it there before the connection closes; a Post that runs later finds it gone.
-  std::optional<rpc::Session::Client> session_;
+  ThreadConfined loop_;
+  std::optional<rpc::Session::Client> session_ ABSL_GUARDED_BY(loop_);
   // One capability per job listener, sent with each of its requests: the head then holds one
   // import for it instead of one per request, and does not send a Release message each time a
   // lease ends.
-  std::map<LeaseListener*, rpc::LeaseListener::Client> listeners_;
+  std::map<LeaseListener*, rpc::LeaseListener::Client> listeners_ ABSL_GUARDED_BY(loop_);
 };
 
 }  // namespace gpupool::runtime

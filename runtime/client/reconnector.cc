@@ -18,7 +18,7 @@ void Reconnector::Start() {
 }
 
 void Reconnector::Stop() {
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -29,7 +29,7 @@ void Reconnector::LinkLost(const absl::Status& why) {
   // Kept no longer than the head keeps them: past its window they may be someone else's.
   bool keep;
   {
-    std::lock_guard<std::mutex> lock(*deps_.mu);
+    MutexLock lock(deps_.mu);
     const std::shared_ptr<PoolLink>& link = deps_.state->link();
     keep = reconnects() && link != nullptr && link->reclaim_window().count() > 0;
     if (reconnects()) {
@@ -43,19 +43,19 @@ void Reconnector::LinkLost(const absl::Status& why) {
     GiveUp(why);
     return;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Reconnector::LoseHeldLeases(const std::string& why, const std::set<std::string>* only,
                                  const std::set<std::string>& except) {
   RemoteSessionState::Holders lost;
   {
-    std::lock_guard<std::mutex> lock(*deps_.mu);
+    MutexLock lock(deps_.mu);
     lost = deps_.state->HeldLeases(only, except);
   }
   for (auto& [id, user] : lost) {
     {
-      std::lock_guard<std::mutex> lock(*deps_.mu);
+      MutexLock lock(deps_.mu);
       deps_.state->Close(id);
     }
     deps_.callbacks->Post([user = user, id = id, why] { user->OnLost(id, why); });
@@ -66,7 +66,7 @@ void Reconnector::GiveUp(const absl::Status& why) {
   LoseHeldLeases(RpcConnection::kConnectionLost);  // kept while reconnecting; gone for good now
   RemoteSessionState::Holders failed;
   {
-    std::lock_guard<std::mutex> lock(*deps_.mu);
+    MutexLock lock(deps_.mu);
     failed = deps_.state->GiveUp();
   }
   absl::Status status = absl::UnavailableError(absl::StrCat("the pool service is unreachable: ", why.message()));
@@ -79,29 +79,31 @@ void Reconnector::GiveUp(const absl::Status& why) {
 }
 
 void Reconnector::Run() {
-  std::unique_lock<std::mutex> lock(*deps_.mu);
+  MutexLock lock(deps_.mu);
   while (true) {
-    cv_.wait(lock, [this] { return deps_.state->stopping() || deps_.state->link_lost(); });
+    cv_.Wait(deps_.mu, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(deps_.mu) {
+      return deps_.state->stopping() || deps_.state->link_lost();
+    });
     if (deps_.state->stopping()) return;
     absl::Status why;
-    std::shared_ptr<PoolLink> fresh = Redial(lock, &why);
+    std::shared_ptr<PoolLink> fresh = Redial(&why);
     if (deps_.state->stopping()) return;
     if (fresh == nullptr) {
       std::shared_ptr<PoolLink> old = deps_.state->Abandon();
-      lock.unlock();
+      lock.Unlock();
       old.reset();
       GiveUp(why);
       return;
     }
     RemoteSessionState::Resumption taken = deps_.state->Reconnected(fresh);
-    lock.unlock();
+    lock.Unlock();
     taken.old.reset();  // closes the dead connection's loop
     Resume(*fresh, taken);
-    lock.lock();
+    lock.Lock();
   }
 }
 
-std::shared_ptr<PoolLink> Reconnector::Redial(std::unique_lock<std::mutex>& lock, absl::Status* why) {
+std::shared_ptr<PoolLink> Reconnector::Redial(absl::Status* why) {
   const auto deadline = std::chrono::steady_clock::now() + deps_.reconnect_for;
   auto backoff = std::chrono::milliseconds(50);
   *why = deps_.state->loss().why;
@@ -110,17 +112,17 @@ std::shared_ptr<PoolLink> Reconnector::Redial(std::unique_lock<std::mutex>& lock
     if (!leases_dropped && std::chrono::steady_clock::now() >= deps_.state->loss().keep_leases_until) {
       // The head no longer keeps them: their GPUs may be someone else's by now.
       leases_dropped = true;
-      lock.unlock();
+      deps_.mu->Unlock();
       LoseHeldLeases(RpcConnection::kConnectionLost);
-      lock.lock();
+      deps_.mu->Lock();
       continue;
     }
-    lock.unlock();
+    deps_.mu->Unlock();
     absl::StatusOr<std::shared_ptr<PoolLink>> link = deps_.dial();
-    lock.lock();
+    deps_.mu->Lock();
     if (link.ok()) return *std::move(link);
     *why = link.status();
-    cv_.wait_for(lock, backoff, [this] { return deps_.state->stopping(); });
+    cv_.WaitFor(deps_.mu, backoff, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(deps_.mu) { return deps_.state->stopping(); });
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   return nullptr;
@@ -136,7 +138,7 @@ void Reconnector::Resume(PoolLink& fresh, RemoteSessionState::Resumption& taken)
   // no longer pending at the head either, which answers NotFound.)
   std::vector<std::string> withdrawn_meanwhile;
   {
-    std::lock_guard<std::mutex> lock(*deps_.mu);
+    MutexLock lock(deps_.mu);
     for (const std::string& id : reclaimed.queued) {
       if (!deps_.state->IsPending(id)) withdrawn_meanwhile.push_back(id);
     }
@@ -159,7 +161,7 @@ Reconnector::Reclaimed Reconnector::Reclaim(PoolLink& link, const RemoteSessionS
   if (!answer.ok()) {
     // Nothing is known to be kept: the held leases are lost (the caller says so) and the
     // requests are sent again; those given back meanwhile wait for the next connection.
-    std::lock_guard<std::mutex> lock(*deps_.mu);
+    MutexLock lock(deps_.mu);
     deps_.state->ReleaseLater(given_back);
     return result;
   }
@@ -169,7 +171,7 @@ Reconnector::Reclaimed Reconnector::Reclaim(PoolLink& link, const RemoteSessionS
   // the head before the lease was this session's): give it back now.
   std::vector<std::string> to_release = given_back;
   {
-    std::lock_guard<std::mutex> lock(*deps_.mu);
+    MutexLock lock(deps_.mu);
     for (const auto& [id, user] : held) {
       if (!deps_.state->Holds(id)) to_release.push_back(id);
     }
@@ -188,14 +190,14 @@ void Reconnector::Resend(PoolLink& fresh, const std::vector<RemoteSessionState::
   for (const RemoteSessionState::Pending& p : resend) {
     if (queued.count(p.request.id) != 0) continue;
     {
-      std::lock_guard<std::mutex> lock(*deps_.mu);
+      MutexLock lock(deps_.mu);
       if (!deps_.state->IsPending(p.request.id)) continue;
     }
     absl::Status st = fresh.Request(p.request, p.listener);
     if (st.ok() || absl::IsAlreadyExists(st)) continue;
     bool still_pending;
     {
-      std::lock_guard<std::mutex> lock(*deps_.mu);
+      MutexLock lock(deps_.mu);
       still_pending = deps_.state->ForgetPending(p.request.id);
     }
     if (still_pending) {

@@ -27,7 +27,6 @@
 #define GPUPOOL_RUNTIME_CLIENT_RECONNECTOR_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/client/callback_thread.h"
 #include "runtime/client/remote_session_state.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -48,8 +48,8 @@ class PoolLink;
 class Reconnector {
  public:
   struct Deps {
-    std::mutex* mu = nullptr;                 // the owner's lock; guards *state
-    RemoteSessionState* state = nullptr;      // guarded by *mu
+    Mutex* mu = nullptr;  // the owner's lock; guards *state
+    RemoteSessionState* state ABSL_PT_GUARDED_BY(mu) = nullptr;
     CallbackThread* callbacks = nullptr;      // the job's listeners are called there
     // Connects and authenticates anew (the reconnect thread, without the lock).
     std::function<absl::StatusOr<std::shared_ptr<PoolLink>>()> dial;
@@ -67,9 +67,9 @@ class Reconnector {
   // The current link was lost (its loop thread, RemotePool::Impl::Disconnected): loses the held
   // leases unless the head keeps them for a reclaim, then wakes the reconnect thread, or gives
   // up without reconnect_for. Without the lock.
-  void LinkLost(const absl::Status& why);
+  void LinkLost(const absl::Status& why) ABSL_LOCKS_EXCLUDED(deps_.mu);
   // Wakes and joins the reconnect thread; after the owner's state->Stop(). Without the lock.
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(deps_.mu);
 
  private:
   // Reclaim's outcome: the leases it asked for, those the head kept (minus those released at
@@ -80,29 +80,29 @@ class Reconnector {
     std::set<std::string> queued;
   };
 
-  void Run();  // the reconnect thread
-  // Dials until a fresh link, reconnect_for or stopping; `lock` is held on entry and return, and
+  void Run() ABSL_LOCKS_EXCLUDED(deps_.mu);  // the reconnect thread
+  // Dials until a fresh link, reconnect_for or stopping; the lock is held on entry and return, and
   // released while dialing, waiting and losing leases. Null (with `why`) when none came in time.
-  std::shared_ptr<PoolLink> Redial(std::unique_lock<std::mutex>& lock, absl::Status* why);
+  std::shared_ptr<PoolLink> Redial(absl::Status* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(deps_.mu);
   // On the fresh link, without the lock: reclaims, loses, withdraws and sends again.
-  void Resume(PoolLink& fresh, RemoteSessionState::Resumption& taken);
+  void Resume(PoolLink& fresh, RemoteSessionState::Resumption& taken) ABSL_LOCKS_EXCLUDED(deps_.mu);
   // Asks the fresh link for the leases `held` (and those `given_back` meanwhile, which it then
   // releases) and the requests still `waiting`.
   Reclaimed Reclaim(PoolLink& link, const RemoteSessionState::Holders& held, std::vector<std::string> given_back,
-                    const std::vector<RemoteSessionState::Pending>& waiting);
+                    const std::vector<RemoteSessionState::Pending>& waiting) ABSL_LOCKS_EXCLUDED(deps_.mu);
   // Sends again the requests in `resend` the head did not keep (`queued`) and the job did not
   // withdraw meanwhile; a refusal fails the request through its listener.
   void Resend(PoolLink& fresh, const std::vector<RemoteSessionState::Pending>& resend,
-              const std::set<std::string>& queued);
-  void GiveUp(const absl::Status& why);
+              const std::set<std::string>& queued) ABSL_LOCKS_EXCLUDED(deps_.mu);
+  void GiveUp(const absl::Status& why) ABSL_LOCKS_EXCLUDED(deps_.mu);
   // Reports the leases this job holds (those in `only` when given, but not those in `except`)
   // lost with `why`.
   void LoseHeldLeases(const std::string& why, const std::set<std::string>* only = nullptr,
-                      const std::set<std::string>& except = {});
+                      const std::set<std::string>& except = {}) ABSL_LOCKS_EXCLUDED(deps_.mu);
   bool reconnects() const { return deps_.reconnect_for.count() > 0; }
 
   const Deps deps_;
-  std::condition_variable cv_;  // with *deps_.mu: a loss seen, or stopping
+  CondVar cv_;  // with *deps_.mu: a loss seen, or stopping
   std::thread thread_;
 };
 

@@ -18,7 +18,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "runtime/client/callback_thread.h"
@@ -27,6 +26,7 @@
 #include "runtime/client/reconnector.h"
 #include "runtime/client/remote_session_state.h"
 #include "runtime/rpc/rpc_connection.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -50,15 +50,15 @@ class RemotePool::Impl final : public PoolLink::Events {
     return link != nullptr && link->connected();
   }
   uint64_t reconnections() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return state_.reconnections();
   }
   double Now() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return state_.Now();
   }
   std::map<std::string, LedgerTeam> Ledger() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return state_.Ledger();
   }
 
@@ -70,10 +70,12 @@ class RemotePool::Impl final : public PoolLink::Events {
   void Lost(std::string id, std::string why, LeaseListener* user) override;
   void Disconnected(const absl::Status& why) override { reconnector_.LinkLost(why); }
 
-  // Constant once Start returns, except capacity_gpus_: written again at each reconnection (under
-  // mu_), read without it (as it always was).
+  // Constant once Start returns.
   pool::PoolConfig config_;
-  double capacity_gpus_ = 0;
+  double capacity_gpus() const {
+    MutexLock lock(&mu_);
+    return capacity_gpus_;
+  }
 
  private:
   // Connects and authenticates; reads the head's clock (and, when `config_yaml` is given, its
@@ -82,7 +84,7 @@ class RemotePool::Impl final : public PoolLink::Events {
   // Records `r` as pending (RemoteSessionState::AddPending), after checking it has a listener.
   absl::Status AddPending(const pool::LeaseRequest& r, LeaseListener* listener, std::shared_ptr<PoolLink>* link);
   std::shared_ptr<PoolLink> CurrentLink() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return state_.link();
   }
 
@@ -92,8 +94,10 @@ class RemotePool::Impl final : public PoolLink::Events {
   // Without one (no reconnection, or no random bytes) the head gives its leases back at a loss.
   const std::string job_key_ = options_.reconnect_for.count() > 0 ? FreshToken().value_or("") : std::string();
 
-  mutable std::mutex mu_;
-  RemoteSessionState state_;  // guarded by mu_
+  mutable Mutex mu_;
+  RemoteSessionState state_ ABSL_GUARDED_BY(mu_);
+  // The head's, written again at each reconnection (the reconnect thread).
+  double capacity_gpus_ ABSL_GUARDED_BY(mu_) = 0;
   CallbackThread callbacks_;
   Reconnector reconnector_{Reconnector::Deps{
       .mu = &mu_,
@@ -107,7 +111,7 @@ class RemotePool::Impl final : public PoolLink::Events {
 
 void RemotePool::Impl::Granted(pool::Lease lease, LeaseListener* user) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     state_.Granted(lease, user);
   }
   callbacks_.Post([user, lease = std::move(lease)] { user->OnGranted(lease); });
@@ -115,7 +119,7 @@ void RemotePool::Impl::Granted(pool::Lease lease, LeaseListener* user) {
 
 void RemotePool::Impl::Lost(std::string id, std::string why, LeaseListener* user) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     state_.Close(id);
   }
   callbacks_.Post([user, id = std::move(id), why = std::move(why)] { user->OnLost(id, why); });
@@ -129,7 +133,7 @@ absl::StatusOr<std::shared_ptr<PoolLink>> RemotePool::Impl::Dial(std::string* co
       &head);
   if (!link.ok()) return link.status();
   if (config_yaml != nullptr) *config_yaml = std::move(head.config_yaml);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   state_.SetClock(head.pool_now_s, head.clock_speed);
   capacity_gpus_ = head.capacity_gpus;
   return std::shared_ptr<PoolLink>(*std::move(link));
@@ -140,7 +144,7 @@ absl::Status RemotePool::Impl::Start() {
   absl::StatusOr<std::shared_ptr<PoolLink>> link = Dial(&config_yaml);
   if (!link.ok()) return link.status();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     state_.SetFirstLink(*std::move(link));
   }
   reconnector_.Start();
@@ -157,7 +161,7 @@ absl::Status RemotePool::Impl::Start() {
 RemotePool::Impl::~Impl() {
   std::shared_ptr<PoolLink> link;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     link = state_.Stop();
   }
   // A job that ends says so, after its releases (same ordered queue), so the head gives back at
@@ -171,7 +175,7 @@ RemotePool::Impl::~Impl() {
 absl::Status RemotePool::Impl::AddPending(const pool::LeaseRequest& r, LeaseListener* listener,
                                           std::shared_ptr<PoolLink>* link) {
   if (listener == nullptr) return absl::InvalidArgumentError("a lease request needs a listener");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return state_.AddPending(r, listener, link);
 }
 
@@ -181,7 +185,7 @@ absl::Status RemotePool::Impl::Request(const pool::LeaseRequest& r, LeaseListene
   if (link == nullptr) return absl::OkStatus();  // sent once reconnected
   absl::Status st = link->Request(r, listener);
   if (!st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!state_.Refused(r, st)) return absl::OkStatus();
   }
   return st;
@@ -200,7 +204,7 @@ void RemotePool::Impl::Submit(const pool::LeaseRequest& r, LeaseListener* listen
     if (st.ok()) return;
     bool refused;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       refused = state_.Refused(r, st);
     }
     if (refused) callbacks_.Post([listener, id = r.id, st] { listener->OnRequestFailed(id, st); });
@@ -210,7 +214,7 @@ void RemotePool::Impl::Submit(const pool::LeaseRequest& r, LeaseListener* listen
 absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
   std::shared_ptr<PoolLink> link;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (absl::Status st = state_.Withdraw(request_id, &link); !st.ok() || link == nullptr) return st;
   }
   return link->Withdraw(request_id);
@@ -220,14 +224,14 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
   std::shared_ptr<PoolLink> link;
   bool held;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     link = state_.link();
     held = state_.Holds(lease_id);
   }
   if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
   if (held) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Reconnecting: given back to the restarted head once reclaimed.
       if (state_.ReleaseWhileAway(lease_id)) return absl::OkStatus();
     }
@@ -235,7 +239,7 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
     // same way). The head can refuse only a lease it already took back (lost, revoked past its
     // deadline), which it has told this job about, so nothing is lost by not waiting.
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       state_.Close(lease_id);
     }
     link->PostRelease(lease_id);
@@ -245,7 +249,7 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
   // why (NotFound, PermissionDenied).
   absl::Status st = link->Release(lease_id);
   if (st.ok() || absl::IsNotFound(st)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     state_.Close(lease_id);
   }
   return st;
@@ -254,7 +258,7 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
 void RemotePool::Impl::Checkpointed(const std::string& lease_id, const CheckpointNote& note) {
   std::shared_ptr<PoolLink> link;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!state_.Holds(lease_id)) return;  // given back or lost meanwhile
     link = state_.link();
   }
@@ -297,7 +301,7 @@ void RemotePool::Checkpointed(const std::string& lease_id, const CheckpointNote&
 void RemotePool::ForgetCheckpoints(const std::string& task_key) { impl_->ForgetCheckpoints(task_key); }
 double RemotePool::Now() const { return impl_->Now(); }
 const pool::PoolConfig& RemotePool::config() const { return impl_->config_; }
-double RemotePool::capacity_gpus() const { return impl_->capacity_gpus_; }
+double RemotePool::capacity_gpus() const { return impl_->capacity_gpus(); }
 std::map<std::string, LedgerTeam> RemotePool::Ledger() const { return impl_->Ledger(); }
 absl::StatusOr<rpc::DiscoveredPool> RemotePool::DescribeNode(const std::string& name) {
   return impl_->DescribeNode(name);

@@ -41,14 +41,14 @@ GpuMemoryPool::GpuMemoryPool(std::string name, uint64_t physical_bytes,
     : name_(std::move(name)), physical_bytes_(physical_bytes), backend_(std::move(backend)) {}
 
 GpuMemoryPool::~GpuMemoryPool() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TrimCache();
   for (void* s : all_streams_) backend_->DestroyStream(s);
 }
 
 absl::StatusOr<void*> GpuMemoryPool::AcquireStream() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!idle_streams_.empty()) {
       void* s = idle_streams_.back();
       idle_streams_.pop_back();
@@ -61,7 +61,7 @@ absl::StatusOr<void*> GpuMemoryPool::AcquireStream() {
                         absl::StrCat(name_, ": creating a stream: ", created.status().message()));
   }
   if (*created != nullptr) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     all_streams_.push_back(*created);
   }
   return *created;
@@ -70,12 +70,12 @@ absl::StatusOr<void*> GpuMemoryPool::AcquireStream() {
 void GpuMemoryPool::ReleaseStream(void* stream) {
   if (stream == nullptr) return;
   (void)backend_->Synchronize(stream);  // the next lease starts on an idle stream
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   idle_streams_.push_back(stream);
 }
 
 size_t GpuMemoryPool::streams_created() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return all_streams_.size();
 }
 
@@ -88,7 +88,7 @@ uint64_t GpuMemoryPool::SizeClass(uint64_t bytes) {
 }
 
 uint64_t GpuMemoryPool::reserved_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reserved_;
 }
 
@@ -118,7 +118,7 @@ absl::StatusOr<MemoryBlock*> GpuMemoryPool::Allocate(const std::shared_ptr<Memor
   void* ptr = nullptr;
   bool scrub = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = cache_.find(capacity);
     if (it != cache_.end() && !it->second.empty()) {
       // Prefer a block this team held last: no scrub needed.
@@ -152,7 +152,7 @@ absl::StatusOr<MemoryBlock*> GpuMemoryPool::Allocate(const std::shared_ptr<Memor
     absl::Status zeroed = backend_->Zero(ptr, capacity);
     if (!zeroed.ok()) {
       // Never hand out memory we could not clean: give it back and fail this allocation.
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       backend_->Free(ptr, capacity);
       reserved_ -= capacity;
       budget->used_bytes.fetch_sub(capacity, std::memory_order_relaxed);
@@ -170,7 +170,7 @@ void GpuMemoryPool::Free(MemoryBlock* block) {
   if (block->stream != nullptr) (void)backend_->Synchronize(block->stream);
   block->budget->used_bytes.fetch_sub(block->capacity, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cache_[block->capacity].push_back(CachedBlock{block->ptr, block->budget->team});
   }
   delete block;

@@ -25,12 +25,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -108,18 +108,18 @@ class GpuMemoryPool {
     void* ptr;
     std::string last_team;
   };
-  void TrimCache();  // holds mu_
+  void TrimCache() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const uint64_t physical_bytes_;
   std::unique_ptr<MemoryBackend> backend_;
   std::atomic<uint64_t> scrubbed_{0};
 
-  mutable std::mutex mu_;
-  uint64_t reserved_ = 0;                                   // guarded by mu_
-  std::map<uint64_t, std::vector<CachedBlock>> cache_;      // guarded by mu_: by size class
-  std::vector<void*> idle_streams_;                         // guarded by mu_
-  std::vector<void*> all_streams_;                          // guarded by mu_: destroyed with the pool
+  mutable Mutex mu_;
+  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::vector<CachedBlock>> cache_ ABSL_GUARDED_BY(mu_);  // by size class
+  std::vector<void*> idle_streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<void*> all_streams_ ABSL_GUARDED_BY(mu_);  // destroyed with the pool
 };
 
 }  // namespace gpupool::runtime

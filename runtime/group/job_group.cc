@@ -101,7 +101,7 @@ absl::Status JobGroup::CheckMessage(int peer, uint64_t tag, const char* what) co
 }
 
 absl::Status JobGroup::AllReduce(void* data, size_t count, ElementType type, ReduceOp op) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (comm_ == nullptr) return absl::OkStatus();  // a group of one: the data is already the result
   switch (type) {
     case ElementType::kFloat: return Reduce<float>(*comm_, data, count, op);
@@ -114,14 +114,14 @@ absl::Status JobGroup::AllReduce(void* data, size_t count, ElementType type, Red
 
 absl::Status JobGroup::Broadcast(int root, void* data, size_t bytes) {
   if (absl::Status s = CheckPeer(root, "broadcast"); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (comm_ == nullptr) return absl::OkStatus();
   return comm_->Broadcast(root, absl::MakeSpan(static_cast<std::byte*>(data), bytes));
 }
 
 absl::Status JobGroup::Send(int dst, uint64_t tag, const void* data, size_t bytes) {
   if (absl::Status s = CheckMessage(dst, tag, "send"); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (comm_ == nullptr) {
     to_self_[tag].emplace_back(static_cast<const char*>(data), bytes);
     return absl::OkStatus();
@@ -131,7 +131,7 @@ absl::Status JobGroup::Send(int dst, uint64_t tag, const void* data, size_t byte
 
 absl::StatusOr<size_t> JobGroup::Recv(int src, uint64_t tag, void* data, size_t capacity) {
   if (absl::Status s = CheckMessage(src, tag, "recv"); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (comm_ == nullptr) {
     auto it = to_self_.find(tag);
     if (it == to_self_.end() || it->second.empty()) {

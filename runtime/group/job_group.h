@@ -31,7 +31,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +39,7 @@
 #include "absl/time/time.h"
 #include "gpupool/task_context.h"
 #include "transport/peer_distance.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::transport {
 class UcxWorker;
@@ -98,13 +98,15 @@ class JobGroup {
 
   const int rank_;
   const int size_;
-  std::mutex mu_;  // one operation at a time
+  // Constant after OverUcx returns (the worker is thread-safe itself).
   std::unique_ptr<transport::UcxWorker> worker_;
   std::vector<std::string> addresses_;  // by rank (empty for a group of one)
   std::vector<transport::PeerPlace> places_;  // by rank, or empty
-  std::unique_ptr<transport::HostCommunicator> comm_;  // null for a group of one
+
+  Mutex mu_;  // one operation at a time: the communicator is used under it
+  std::unique_ptr<transport::HostCommunicator> comm_ ABSL_PT_GUARDED_BY(mu_);  // null for a group of one
   // A group of one sends to itself: messages wait here for their Recv, by tag, in order.
-  std::map<uint64_t, std::deque<std::string>> to_self_;
+  std::map<uint64_t, std::deque<std::string>> to_self_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool::runtime

@@ -117,10 +117,10 @@ ObjectExchange::ObjectExchange(JobGroup& group, ObjectStore& store, Resolve reso
 
 ObjectExchange::~ObjectExchange() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (fetch_thread_.joinable()) fetch_thread_.join();
   if (release_thread_.joinable()) release_thread_.join();
   if (group_.worker() != nullptr) {
@@ -134,7 +134,7 @@ ObjectExchange::~ObjectExchange() {
   std::deque<Fetch> unfetched;
   std::vector<ObjectEntry*> unpinned;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     exported.swap(exported_);
     unfetched.swap(to_fetch_);
     unpinned.swap(to_release_);
@@ -162,7 +162,7 @@ ObjectExchange::SendScope::~SendScope() {
   // Nothing was sent (encoding failed): nobody will send a receipt for these. Once sending has
   // begun the counts stay even if it fails (some receivers may have the bytes): a receiver that
   // failed is dropped by OnPeerFailed, so this errs towards keeping, never towards freeing early.
-  std::lock_guard<std::mutex> lock(exchange_.mu_);
+  MutexLock lock(&exchange_.mu_);
   for (ObjectId id : counted_) {
     auto it = exchange_.exported_.find(id);
     if (it == exchange_.exported_.end()) continue;
@@ -173,7 +173,7 @@ ObjectExchange::SendScope::~SendScope() {
     }
     exchange_.UnpinIfDone(it);
   }
-  exchange_.cv_.notify_all();
+  exchange_.cv_.NotifyAll();
 }
 
 std::string ObjectExchange::Export(ObjectEntry* entry) {
@@ -185,7 +185,7 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
     // A copy this rank imported, sent on: it travels with what it came with, and this rank keeps
     // and serves its copy too, ready or not (a reader asks again while this rank's own fetch
     // runs), so a reader can fall back on it when the owner is gone or has freed the object.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (auto origin = origins_.find(entry->id); origin != origins_.end()) {
       t.copies = origin->second.copies;
       t.lineage = origin->second.lineage;
@@ -197,12 +197,12 @@ std::string ObjectExchange::Export(ObjectEntry* entry) {
     return EncodeTicket(t);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ServeLocked(entry);
   }
   // The producing task is known while the object is pending (the store clears it, under the
   // entry's lock, before the task is deleted).
-  std::lock_guard<std::mutex> lock(entry->mu);
+  MutexLock lock(&entry->mu);
   if (entry->producer != nullptr && options_.lineage_of) {
     if (std::optional<Lineage> lineage = options_.lineage_of(*entry->producer)) {
       t.lineage = EncodeLineage(*lineage);
@@ -239,20 +239,20 @@ void ObjectExchange::UnpinIfDone(std::map<ObjectId, Exported>::iterator it) {
 }
 
 void ObjectExchange::OnReceipt(int from, ObjectId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = exported_.find(id);
   if (it == exported_.end()) return;  // a duplicate, or a scope taken back: nothing is owed
   auto owed = it->second.owed.find(from);
   if (owed == it->second.owed.end()) return;
   if (--owed->second <= 0) it->second.owed.erase(owed);
   UnpinIfDone(it);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 absl::StatusOr<transport::PeerId> ObjectExchange::PeerOf(int rank) {
   absl::StatusOr<transport::PeerId> peer = group_.worker()->Connect(group_.address(rank), absl::StrCat("rank ", rank));
   if (peer.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     rank_of_peer_[*peer] = rank;
   }
   return peer;
@@ -263,7 +263,7 @@ void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
   // owes is dropped, and no receipt is sent to it any more. For a rank that was only slow this
   // errs: an object it still had to fetch may be freed (its fetch then tries copies and lineage),
   // and what it sends this rank is kept until its runtime stops.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto rank = rank_of_peer_.find(peer);
   if (rank == rank_of_peer_.end()) return;
   const int r = rank->second;
@@ -273,14 +273,14 @@ void ObjectExchange::OnPeerFailed(transport::PeerId peer) {
     if (it->second.owed.erase(r) > 0) UnpinIfDone(it);
     it = next;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ObjectExchange::SendReceipt(int to, ObjectId id) {
   if (to < 0 || group_.worker() == nullptr) return;
   if (to == group_.rank()) return OnReceipt(to, id);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (dead_.count(to) != 0) return;  // it keeps nothing for this rank any more
   }
   absl::StatusOr<transport::PeerId> peer = PeerOf(to);
@@ -308,15 +308,15 @@ void ObjectExchange::ReturnedHome(ObjectId id, const std::string& ticket) {
 }
 
 void ObjectExchange::ReleaseLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !to_release_.empty(); });
+    cv_.Wait(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !to_release_.empty(); });
     if (stopping_) return;  // the destructor releases what is left
     std::vector<ObjectEntry*> batch;
     batch.swap(to_release_);
-    lock.unlock();
+    lock.Unlock();
     for (ObjectEntry* e : batch) detail::Release(e);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -328,9 +328,9 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
                              " rank(s)) does not have"));
   }
   Ticket t = TicketOf(id, ticket);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (ObjectEntry* live = store_.Lookup(id)) {  // imported already, still referenced
-    lock.unlock();
+    lock.Unlock();
     SendReceipt(t.receipt_to, id);
     return live;
   }
@@ -348,7 +348,7 @@ ObjectEntry* ObjectExchange::Import(ObjectId id, detail::BoxDecoder decode, std:
   detail::Retain(entry);  // the fetch's count
   origins_[id] = Ticket{t.copies, t.lineage, -1};
   to_fetch_.push_back(Fetch{entry, decode, std::move(t)});
-  cv_.notify_all();
+  cv_.NotifyAll();
   return entry;
 }
 
@@ -364,8 +364,8 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
         requester == group_.rank()))) {
     return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an object id (and a rank of this job)"));
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  absl::StatusOr<std::shared_ptr<const std::string>> bytes = ServedBytes(lock, id, requester);
+  MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<const std::string>> bytes = ServedBytes(id, requester);
   if (!bytes.ok()) return bytes.status();
   // The transfer holds the bytes: the object may be unpinned while they are on their way.
   return transport::ServedObject{
@@ -373,8 +373,7 @@ absl::StatusOr<transport::ServedObject> ObjectExchange::Lookup(absl::string_view
       [held = *bytes]() {}};
 }
 
-absl::StatusOr<std::shared_ptr<const std::string>> ObjectExchange::ServedBytes(std::unique_lock<std::mutex>& lock,
-                                                                               ObjectId id, int requester) {
+absl::StatusOr<std::shared_ptr<const std::string>> ObjectExchange::ServedBytes(ObjectId id, int requester) {
   auto it = exported_.find(id);
   if (it == exported_.end()) {
     return absl::NotFoundError(
@@ -415,7 +414,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> ObjectExchange::ServedBytes(s
   // owed receipts by the fetcher, as if it had been sent them.
   ObjectEntry* entry = e.entry;
   detail::Retain(entry);
-  lock.unlock();
+  mu_.Unlock();
   auto encoded = std::make_shared<std::string>();
   std::vector<ObjectId> nested;
   absl::Status st;
@@ -434,9 +433,9 @@ absl::StatusOr<std::shared_ptr<const std::string>> ObjectExchange::ServedBytes(s
       st = absl::UnimplementedError(absl::StrCat("object ", id, " cannot be sent: a non-standard exception"));
     }
   }
-  lock.lock();
+  mu_.Lock();
   to_release_.push_back(entry);  // dropped off this (the loop) thread
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (!st.ok()) return st;
   if (auto again = exported_.find(id); again != exported_.end() && again->second.bytes == nullptr) {
     again->second.bytes = encoded;
@@ -446,18 +445,18 @@ absl::StatusOr<std::shared_ptr<const std::string>> ObjectExchange::ServedBytes(s
 }
 
 void ObjectExchange::FetchLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !to_fetch_.empty(); });
+    cv_.Wait(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !to_fetch_.empty(); });
     if (stopping_) return;
     Fetch f = to_fetch_.front();
     to_fetch_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     FetchOne(f);
     const ObjectId id = f.entry->id;
     detail::Release(f.entry);
     SendReceipt(f.ticket.receipt_to, id);  // resolved, whichever way: the sender may let go
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -541,9 +540,9 @@ absl::Status ObjectExchange::FetchFrom(Fetch& f, int source) {
     }
     if (got.status().code() != kNotReady) return got.status();
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (std::chrono::steady_clock::now() >= give_up) break;
-      if (cv_.wait_for(lock, backoff, [this] { return stopping_; })) {
+      if (cv_.WaitFor(&mu_, backoff, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; })) {
         return absl::CancelledError("the runtime stopped");
       }
     }

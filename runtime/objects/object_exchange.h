@@ -39,7 +39,6 @@
 #ifndef GPUPOOL_RUNTIME_OBJECTS_OBJECT_EXCHANGE_H_
 #define GPUPOOL_RUNTIME_OBJECTS_OBJECT_EXCHANGE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -62,6 +61,7 @@
 #include "runtime/objects/lineage.h"
 #include "runtime/objects/object_store.h"
 #include "transport/ucx_worker.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::transport {
 class ObjectServer;
@@ -168,14 +168,14 @@ class ObjectExchange {
   ObjectExchange(JobGroup& group, ObjectStore& store, Resolve resolve, Rebuild rebuild, Options options);
   absl::StatusOr<transport::ServedObject> Lookup(absl::string_view id);  // loop thread
   // The bytes of exported object `id` for a fetch by `requester` (-1: one that sends no
-  // receipts), encoded once and kept; `lock` holds mu_, and is dropped while encoding.
-  absl::StatusOr<std::shared_ptr<const std::string>> ServedBytes(std::unique_lock<std::mutex>& lock, ObjectId id,
-                                                                 int requester);
+  // receipts), encoded once and kept. Holds mu_ on entry and return; drops it while encoding.
+  absl::StatusOr<std::shared_ptr<const std::string>> ServedBytes(ObjectId id, int requester)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Serves `entry` from now on and keeps it for the receivers of the current SendScope (or for
   // good without one). Holds mu_.
-  void ServeLocked(ObjectEntry* entry);
+  void ServeLocked(ObjectEntry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Receipts: sent (any thread but the loop's, without mu_) and received (loop thread).
-  void SendReceipt(int to, ObjectId id);
+  void SendReceipt(int to, ObjectId id) ABSL_LOCKS_EXCLUDED(mu_);
   void OnReceipt(int from, ObjectId id);
   void OnPeerFailed(transport::PeerId peer);
   // The endpoint to `rank`, remembered as that rank's (OnPeerFailed knows peers by rank).
@@ -183,11 +183,11 @@ class ObjectExchange {
   // This thread's SendScope when it is one of this exchange's; null otherwise.
   SendScope* CurrentScope() const;
   // `rank` owes one more receipt for `e`, unless it has failed. Holds mu_.
-  void OweLocked(Exported& e, int rank);
+  void OweLocked(Exported& e, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A ref's ticket, its errors naming the object (kDataLoss for a malformed one).
   Ticket TicketOf(ObjectId id, std::string_view ticket) const;
   // Stops keeping the object when nothing is owed for it any more. Holds mu_.
-  void UnpinIfDone(std::map<ObjectId, Exported>::iterator it);
+  void UnpinIfDone(std::map<ObjectId, Exported>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLoop();  // drops unpinned entries' refs off the loop thread (their values may be
                        // Python objects, whose destructors take the GIL)
   void FetchLoop();
@@ -206,19 +206,19 @@ class ObjectExchange {
   std::unique_ptr<transport::ObjectServer> server_;
   std::unique_ptr<transport::ObjectFetcher> fetcher_;
 
-  std::mutex mu_;
-  std::map<ObjectId, Exported> exported_;  // guarded by mu_
-  std::vector<ObjectEntry*> to_release_;   // guarded by mu_: unpinned, for ReleaseLoop
-  std::map<transport::PeerId, int> rank_of_peer_;  // guarded by mu_; every endpoint made to a rank
-  std::set<int> dead_;                             // guarded by mu_: ranks whose peer failed
+  Mutex mu_;
+  std::map<ObjectId, Exported> exported_ ABSL_GUARDED_BY(mu_);
+  std::vector<ObjectEntry*> to_release_ ABSL_GUARDED_BY(mu_);  // unpinned, for ReleaseLoop
+  std::map<transport::PeerId, int> rank_of_peer_ ABSL_GUARDED_BY(mu_);  // every endpoint made to a rank
+  std::set<int> dead_ ABSL_GUARDED_BY(mu_);  // ranks whose peer failed
   uint64_t failure_listener_ = 0;
-  std::deque<Fetch> to_fetch_;             // guarded by mu_
-  // guarded by mu_: what each imported object came with, so a copy sent on carries it too
-  // (entries of objects freed since are swept at Import).
-  std::map<ObjectId, Ticket> origins_;
-  ObjectId sweep_from_ = 0;                // guarded by mu_
-  bool stopping_ = false;                  // guarded by mu_
-  std::condition_variable cv_;
+  std::deque<Fetch> to_fetch_ ABSL_GUARDED_BY(mu_);
+  // What each imported object came with, so a copy sent on carries it too (entries of objects
+  // freed since are swept at Import).
+  std::map<ObjectId, Ticket> origins_ ABSL_GUARDED_BY(mu_);
+  ObjectId sweep_from_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  CondVar cv_;
   std::thread fetch_thread_;
   std::thread release_thread_;
 };

@@ -10,7 +10,7 @@ ObjectEntry* ObjectStore::Register(ObjectEntry* entry, ObjectId id) {
   live_.fetch_add(1, std::memory_order_relaxed);
   holds_.fetch_add(1, std::memory_order_relaxed);
   Shard& shard = shards_[entry->id % kShards];
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   shard.entries.emplace(entry->id, entry);
   return entry;
 }
@@ -31,7 +31,7 @@ std::vector<Task*> ObjectStore::Resolve(ObjectEntry* entry, uint32_t state,
                                         std::exception_ptr failure) {
   std::vector<Task*> dependents;
   {
-    std::lock_guard<std::mutex> lock(entry->mu);
+    MutexLock lock(&entry->mu);
     if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return {};
     entry->value = std::move(value);
     entry->failure = std::move(failure);
@@ -54,7 +54,7 @@ std::vector<Task*> ObjectStore::Fail(ObjectEntry* entry, std::exception_ptr fail
 }
 
 bool ObjectStore::AddDependent(ObjectEntry* entry, Task* task) {
-  std::lock_guard<std::mutex> lock(entry->mu);
+  MutexLock lock(&entry->mu);
   if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
   entry->dependents.push_back(task);
   return true;
@@ -62,8 +62,8 @@ bool ObjectStore::AddDependent(ObjectEntry* entry, Task* task) {
 
 void ObjectStore::WakeWaiters() {
   if (waiters_.load(std::memory_order_seq_cst) == 0) return;
-  { std::lock_guard<std::mutex> lock(wait_mu_); }
-  wait_cv_.notify_all();
+  { MutexLock lock(&wait_mu_); }
+  wait_cv_.NotifyAll();
 }
 
 const detail::ValueBox& ObjectStore::Await(ObjectEntry* entry,
@@ -77,11 +77,11 @@ const detail::ValueBox& ObjectStore::Await(ObjectEntry* entry,
   }
   if (!resolved()) {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
-    std::unique_lock<std::mutex> lock(wait_mu_);
+    MutexLock lock(&wait_mu_);
     bool ok = deadline == std::chrono::steady_clock::time_point::max()
-                  ? (wait_cv_.wait(lock, resolved), true)
-                  : wait_cv_.wait_until(lock, deadline, resolved);
-    lock.unlock();
+                  ? (wait_cv_.Wait(&wait_mu_, resolved), true)
+                  : wait_cv_.WaitUntil(&wait_mu_, deadline, resolved);
+    lock.Unlock();
     waiters_.fetch_sub(1, std::memory_order_relaxed);
     if (!ok) {
       throw Error(ErrorCode::kDeadlineExceeded,
@@ -108,8 +108,8 @@ size_t ObjectStore::WaitMany(detail::ObjectHeader* const* objects, size_t count,
   if (scan() >= num_ready) return scan();
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
-    std::unique_lock<std::mutex> lock(wait_mu_);
-    wait_cv_.wait_until(lock, deadline, [&] { return scan() >= num_ready; });
+    MutexLock lock(&wait_mu_);
+    wait_cv_.WaitUntil(&wait_mu_, deadline, [&] { return scan() >= num_ready; });
   }
   waiters_.fetch_sub(1, std::memory_order_relaxed);
   return scan();
@@ -117,14 +117,14 @@ size_t ObjectStore::WaitMany(detail::ObjectHeader* const* objects, size_t count,
 
 bool ObjectStore::Holds(ObjectId id) {
   Shard& shard = shards_[id % kShards];
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.entries.find(id);
   return it != shard.entries.end() && it->second->refs.load(std::memory_order_relaxed) > 0;
 }
 
 ObjectEntry* ObjectStore::Lookup(ObjectId id) {
   Shard& shard = shards_[id % kShards];
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.entries.find(id);
   if (it == shard.entries.end()) return nullptr;
   // An entry whose count already reached zero is being freed: it is gone for the caller.
@@ -140,7 +140,7 @@ ObjectEntry* ObjectStore::Lookup(ObjectId id) {
 void ObjectStore::Free(ObjectEntry* entry) {
   {
     Shard& shard = shards_[entry->id % kShards];
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(&shard.mu);
     shard.entries.erase(entry->id);
   }
   delete entry;

@@ -19,15 +19,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "gpupool/object_ref.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -39,9 +38,9 @@ struct ObjectEntry : detail::ObjectHeader {
   std::unique_ptr<detail::ValueBox> value;  // when ready
   std::exception_ptr failure;               // when failed
 
-  std::mutex mu;                   // guards the state transition and the fields below
-  std::vector<Task*> dependents;   // tasks waiting for this object (each holds a count on it)
-  Task* producer = nullptr;        // the task that will produce it, while pending (for Cancel)
+  Mutex mu;  // guards the state transition and the fields below
+  std::vector<Task*> dependents ABSL_GUARDED_BY(mu);  // tasks waiting for it (each holds a count on it)
+  Task* producer ABSL_GUARDED_BY(mu) = nullptr;  // the task that will produce it, while pending (for Cancel)
 };
 
 class ObjectStore {
@@ -90,8 +89,8 @@ class ObjectStore {
  private:
   static constexpr int kShards = 32;
   struct Shard {
-    std::mutex mu;
-    absl::flat_hash_map<ObjectId, ObjectEntry*> entries;
+    Mutex mu;
+    absl::flat_hash_map<ObjectId, ObjectEntry*> entries ABSL_GUARDED_BY(mu);
   };
   ObjectEntry* Register(ObjectEntry* entry, ObjectId id = 0);
   std::vector<Task*> Resolve(ObjectEntry* entry, uint32_t state, std::unique_ptr<detail::ValueBox> value,
@@ -105,8 +104,8 @@ class ObjectStore {
   Shard shards_[kShards];
 
   std::atomic<int> waiters_{0};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  Mutex wait_mu_;  // guards no field: waiters sleep on wait_cv_ with it, the states are atomic
+  CondVar wait_cv_;
 };
 
 }  // namespace gpupool::runtime

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<RpcConnection>> RpcConnection::Connect(RpcConnect
 }
 
 void RpcConnection::Run(Setup& setup, std::promise<absl::Status>& started) {
+  loop_.AssertOnThread();
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Own<kj::AsyncIoStream> stream;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
@@ -103,7 +104,7 @@ void RpcConnection::Run(Setup& setup, std::promise<absl::Status>& started) {
       }
       std::vector<std::function<void()>> work;
       {
-        std::lock_guard<std::mutex> lock(posted_mu_);
+        MutexLock lock(&posted_mu_);
         work.swap(posted_);
       }
       for (auto& f : work) f();
@@ -128,7 +129,10 @@ void RpcConnection::Run(Setup& setup, std::promise<absl::Status>& started) {
 RpcConnection::~RpcConnection() {
   stopping_.store(true);
   if (thread_.joinable()) {
-    executor_->executeSync([this] { stop_->fulfill(); });
+    executor_->executeSync([this] {
+      loop_.AssertOnThread();
+      stop_->fulfill();
+    });
     thread_.join();
   }
   if (posted_fd_ >= 0) close(posted_fd_);
@@ -137,7 +141,7 @@ RpcConnection::~RpcConnection() {
 void RpcConnection::Post(std::function<void()> f) {
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    MutexLock lock(&posted_mu_);
     wake = posted_.empty();  // otherwise a wake-up is already on its way
     posted_.push_back(std::move(f));
   }

@@ -21,16 +21,17 @@
 #include <future>
 #include <type_traits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <kj/async.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/rpc/pool_service.capnp.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -80,7 +81,7 @@ class RpcConnection {
   // (a lease given back). Costs the caller one eventfd write (a cross-thread executeSync costs a
   // round trip through the loop); dropped if the connection stops first. Any thread, the
   // loop's included.
-  void Post(std::function<void()> f);
+  void Post(std::function<void()> f) ABSL_LOCKS_EXCLUDED(posted_mu_);
   bool connected() const { return !disconnected_.load(); }
 
   static constexpr char kConnectionLost[] = "the connection to the pool service was lost";
@@ -122,18 +123,19 @@ class RpcConnection {
     });
     return result;
   }
-  void Run(Setup& setup, std::promise<absl::Status>& started);
+  void Run(Setup& setup, std::promise<absl::Status>& started);  // the loop thread
 
   const RpcConnectionOptions options_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;      // set before Connect returns
-  kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
+  ThreadConfined loop_;  // the loop thread (Run and what it runs)
+  kj::Own<kj::PromiseFulfiller<void>> stop_ ABSL_GUARDED_BY(loop_);
   std::atomic<bool> stopping_{false};
   std::atomic<bool> disconnected_{false};
   // Post's queue: the loop drains it when the eventfd says there is something.
   int posted_fd_ = -1;  // an eventfd, made before the loop starts
-  std::mutex posted_mu_;
-  std::vector<std::function<void()>> posted_;  // guarded by posted_mu_
+  Mutex posted_mu_;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
 };
 
 }  // namespace gpupool::runtime

@@ -13,6 +13,9 @@
 //   tasks.add(agents.WatchHeartbeats(timer));
 //
 // Threads: the server's loop thread only.
+// Thread confinement, unchecked: no lock guards this state and clang's analysis (which checks
+// locks) does not see it; only PoolServer::Impl's loop_ (ThreadConfined) marks the thread. A call
+// from any other thread is a data race.
 #ifndef GPUPOOL_RUNTIME_SERVICE_AGENT_REGISTRY_H_
 #define GPUPOOL_RUNTIME_SERVICE_AGENT_REGISTRY_H_
 

@@ -8,7 +8,7 @@ namespace gpupool::runtime {
 EventPump::~EventPump() noexcept {}
 
 void EventPump::Push(PoolEvent e) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_) return;
   queue_.push_back(std::move(e));
   if (wake_) {
@@ -20,7 +20,7 @@ void EventPump::Push(PoolEvent e) {
 kj::Promise<void> EventPump::Run() {
   kj::Maybe<kj::Promise<void>> wait;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (queue_.empty()) {
       auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
       wake_ = kj::mv(paf.fulfiller);
@@ -37,17 +37,19 @@ kj::Promise<void> EventPump::Run() {
 void EventPump::HandleQueued() {
   std::deque<PoolEvent> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     batch.swap(queue_);
   }
   for (PoolEvent& e : batch) handle_(e);
 }
 
 void EventPump::ScheduleSoon() {
+  loop_.AssertOnThread();
   if (cycle_soon_) return;
   cycle_soon_ = true;
   // Detached: a cycle still waiting when the loop stops is dropped with it.
   kj::evalLast([this] {
+    loop_.AssertOnThread();
     cycle_soon_ = false;
     pool_.ScheduleNow();  // its listener calls queue events (Push) on this thread
     HandleQueued();
@@ -57,7 +59,7 @@ void EventPump::ScheduleSoon() {
 }
 
 void EventPump::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
   queue_.clear();
   wake_ = nullptr;

@@ -16,13 +16,13 @@
 
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 
 #include <kj/async.h>
 
 #include "absl/base/thread_annotations.h"
 #include "runtime/service/pool_service.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -77,18 +77,20 @@ class EventPump : public LeaseListener {
   void Close();
 
  private:
-  void Push(PoolEvent e);
+  void Push(PoolEvent e) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   PoolService& pool_;
   const std::function<void(PoolEvent&)> handle_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::deque<PoolEvent> queue_ ABSL_GUARDED_BY(mu_);
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake_ ABSL_GUARDED_BY(mu_);  // Run waits on it
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 
-  bool cycle_soon_ = false;  // loop thread only
+  // The loop thread's: ScheduleSoon and the cycle it defers say so (loop_.AssertOnThread()).
+  ThreadConfined loop_;
+  bool cycle_soon_ ABSL_GUARDED_BY(loop_) = false;
 };
 
 }  // namespace gpupool::runtime

@@ -13,6 +13,9 @@
 //
 // Threads: Open on the thread that starts the server, before its loop runs; everything else on
 // the loop thread only. The journal itself is thread-safe (its own thread commits).
+// Thread confinement, unchecked: no lock guards this state and clang's analysis (which checks
+// locks) does not see it; only PoolServer::Impl's loop_ (ThreadConfined) marks the thread. A call
+// from any other thread is a data race.
 #ifndef GPUPOOL_RUNTIME_SERVICE_HEAD_DURABILITY_H_
 #define GPUPOOL_RUNTIME_SERVICE_HEAD_DURABILITY_H_
 

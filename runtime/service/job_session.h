@@ -18,6 +18,9 @@
 //                                    // reaches the session that holds the request or lease
 //
 // Threads: the server's loop thread only.
+// Thread confinement, unchecked: no lock guards this state and clang's analysis (which checks
+// locks) does not see it; only PoolServer::Impl's loop_ (ThreadConfined) marks the thread. A call
+// from any other thread is a data race.
 #ifndef GPUPOOL_RUNTIME_SERVICE_JOB_SESSION_H_
 #define GPUPOOL_RUNTIME_SERVICE_JOB_SESSION_H_
 

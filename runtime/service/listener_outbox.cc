@@ -25,33 +25,33 @@ void ListenerOutbox::Lost(LeaseListener* listener, const std::string& lease_id, 
 }
 
 void ListenerOutbox::Push(Call call) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   calls_.push_back(std::move(call));
 }
 
 bool ListenerOutbox::empty() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return calls_.empty();
 }
 
 void ListenerOutbox::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   calls_.clear();
 }
 
 void ListenerOutbox::Deliver() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // A listener that calls back into a delivering method: the loop below delivers what it added.
   if (delivering_ && deliverer_ == std::this_thread::get_id()) return;
   // Another thread is delivering: wait for it, so that what this call queued is delivered, in
   // order, before it returns.
-  delivered_cv_.wait(lock, [this] { return !delivering_; });
+  delivered_cv_.Wait(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !delivering_; });
   delivering_ = true;
   deliverer_ = std::this_thread::get_id();
   while (!calls_.empty()) {
     std::vector<Call> batch;
     batch.swap(calls_);
-    lock.unlock();
+    lock.Unlock();
     for (Call& c : batch) {
       switch (c.kind) {
         case Call::kGranted: c.listener->OnGranted(c.lease); break;
@@ -59,12 +59,12 @@ void ListenerOutbox::Deliver() {
         case Call::kLost: c.listener->OnLost(c.lease.id, c.why); break;
       }
     }
-    lock.lock();
+    lock.Lock();
   }
   delivering_ = false;
   deliverer_ = std::thread::id();
-  lock.unlock();
-  delivered_cv_.notify_all();
+  lock.Unlock();
+  delivered_cv_.NotifyAll();
 }
 
 }  // namespace gpupool::runtime

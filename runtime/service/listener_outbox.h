@@ -14,14 +14,13 @@
 #ifndef GPUPOOL_RUNTIME_SERVICE_LISTENER_OUTBOX_H_
 #define GPUPOOL_RUNTIME_SERVICE_LISTENER_OUTBOX_H_
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "pool/scheduler/scheduler.h"
 #include "runtime/client/pool_client.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -37,7 +36,7 @@ class ListenerOutbox {
   // Makes the queued calls, in the order queued, whichever thread queued them; returns once what
   // was queued before the call has been delivered. From inside a listener call it returns at once:
   // the delivering loop below it delivers what the listener queued. Never with the service's lock.
-  void Deliver();
+  void Deliver() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Call {
@@ -50,11 +49,11 @@ class ListenerOutbox {
   };
   void Push(Call call);
 
-  mutable std::mutex mu_;
-  std::vector<Call> calls_;        // guarded by mu_: not made yet, in order
-  bool delivering_ = false;        // guarded by mu_
-  std::thread::id deliverer_;      // guarded by mu_
-  std::condition_variable delivered_cv_;
+  mutable Mutex mu_;
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);  // not made yet, in order
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id deliverer_ ABSL_GUARDED_BY(mu_);
+  CondVar delivered_cv_;
 };
 
 }  // namespace gpupool::runtime

@@ -50,6 +50,7 @@ std::string PoolServer::Impl::Report() {
 
 kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks) {
   return listener.accept().then([this, &listener, &tasks](kj::Own<kj::AsyncIoStream>&& stream) {
+    loop_.AssertOnThread();
     accepted_.fetch_add(1);
     int one = 1;
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); })) {
@@ -66,6 +67,7 @@ kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener,
 }
 
 void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
+  loop_.AssertOnThread();
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Own<kj::ConnectionReceiver> listener;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
@@ -118,6 +120,7 @@ absl::Status PoolServer::Impl::Start() {
 PoolServer::Impl::~Impl() noexcept {
   if (thread_.joinable()) {
     executor_->executeSync([this] {
+      loop_.AssertOnThread();
       sessions_.set_stopping();  // the sessions closing now keep their jobs' leases (see ~JobSession)
       stop_->fulfill();
     });

@@ -35,6 +35,7 @@
 #include "runtime/service/pool_server.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/service/session_directory.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -72,7 +73,8 @@ class PoolServer::Impl : private kj::TaskSet::ErrorHandler {
 
  private:
   void Run(std::promise<absl::Status>& started);
-  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks);
+  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   std::string Report();  // loop thread
   void taskFailed(kj::Exception&& e) override {
     if (e.getType() != kj::Exception::Type::DISCONNECTED) {
@@ -82,8 +84,12 @@ class PoolServer::Impl : private kj::TaskSet::ErrorHandler {
 
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;           // set before Start returns
-  kj::Own<kj::PromiseFulfiller<void>> stop_;       // loop thread; fulfilled via executor_
-  kj::Maybe<capnp::Capability::Client> bootstrap_;  // loop thread
+  // The loop thread's own state says so: ABSL_GUARDED_BY(loop_), and the code that runs there
+  // asserts it (loop_.AssertOnThread()) where it starts: Run, and the closures sent by executor_.
+  // The parts below are the loop thread's as a whole (each says so at its top).
+  ThreadConfined loop_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_ ABSL_GUARDED_BY(loop_);  // fulfilled via executor_
+  kj::Maybe<capnp::Capability::Client> bootstrap_ ABSL_GUARDED_BY(loop_);
 
   // The parts, in the order they are made (each may use those above it). They hold references
   // to *pool_, which outlives every use: the loop has stopped before pool_ is reset.

@@ -67,11 +67,12 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   p->inventory_ = *std::move(inventory);
   p->clock_speed_ = options.clock_speed;
   p->health_interval_ = options.health_interval;
-  p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
   p->start_ = std::chrono::steady_clock::now();
-  p->liveness_ = std::make_unique<NodeLiveness>(p->inventory_, /*remote=*/p->driver_ == nullptr);
   {
-    std::lock_guard<std::mutex> lock(p->mu_);
+    // No other thread sees the service yet; the lock is for the analysis (the fields are guarded).
+    MutexLock lock(&p->mu_);
+    p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
+    p->liveness_ = std::make_unique<NodeLiveness>(p->inventory_, /*remote=*/p->driver_ == nullptr);
     // Health as discovered, so the first poll only reports changes; remote nodes are unreachable
     // until their agents say otherwise.
     p->PollHealth();
@@ -84,10 +85,10 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
 
 PoolService::~PoolService() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -107,7 +108,7 @@ absl::Status PoolService::Requeue(pool::LeaseRequest request, double waited_s, L
 absl::Status PoolService::Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener) {
   std::string id = request.id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     int64_t now = NowSeconds();
     absl::StatusOr<std::string> submitted =
         waited_s > 0 ? scheduler_->Resubmit(std::move(request), now,
@@ -122,7 +123,7 @@ absl::Status PoolService::Queue(pool::LeaseRequest request, double waited_s, Lea
 }
 
 absl::Status PoolService::Withdraw(const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   absl::Status s = scheduler_->Cancel(request_id);
   if (s.ok()) request_listeners_.erase(request_id);
   return s;
@@ -130,7 +131,7 @@ absl::Status PoolService::Withdraw(const std::string& request_id) {
 
 absl::Status PoolService::Release(const std::string& lease_id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (leases_.Find(lease_id) == nullptr) {
       return absl::NotFoundError(absl::StrCat("lease '", lease_id, "' is not held"));
     }
@@ -144,12 +145,12 @@ absl::Status PoolService::Release(const std::string& lease_id) {
 }
 
 void PoolService::Checkpointed(const std::string& lease_id, const CheckpointNote&) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   (void)scheduler_->RecordCheckpoint(lease_id, NowSeconds());  // NotFound: it ended meanwhile
 }
 
 absl::Status PoolService::Adopt(const pool::Lease& lease, LeaseListener* listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (absl::Status st = scheduler_->Adopt(lease, NowSeconds()); !st.ok()) return st;
   OpenLease(scheduler_->leases().at(lease.id), listener);
   dirty_ = true;
@@ -159,17 +160,17 @@ absl::Status PoolService::Adopt(const pool::Lease& lease, LeaseListener* listene
 void PoolService::OwnerSchedules() { owner_schedules_.store(true); }
 
 void PoolService::WakeForCycle() {
-  if (!owner_schedules_.load()) cv_.notify_all();
+  if (!owner_schedules_.load()) cv_.NotifyAll();
 }
 
 size_t PoolService::pending_requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return scheduler_->pending_count();
 }
 
 void PoolService::ScheduleNow() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!dirty_) return;
     dirty_ = false;
     Absorb(scheduler_->Schedule(NowSeconds()));
@@ -178,7 +179,7 @@ void PoolService::ScheduleNow() {
 }
 
 std::map<std::string, LedgerTeam> PoolService::Ledger() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return leases_.Totals(Now());
 }
 
@@ -236,16 +237,16 @@ template <typename F>
 absl::Status PoolService::WithDeliveries(F&& f) {
   absl::Status st;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     st = f();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   outbox_.Deliver();
   return st;
 }
 
 absl::Status PoolService::NodeUp(const std::string& node) {
-  return WithDeliveries([&]() -> absl::Status {
+  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->SetUp(node, /*up=*/true);
     if (!changes.ok()) return changes.status();
     ApplyHealth(*changes);
@@ -254,7 +255,7 @@ absl::Status PoolService::NodeUp(const std::string& node) {
 }
 
 absl::Status PoolService::NodeDown(const std::string& node, const std::string& why) {
-  return WithDeliveries([&]() -> absl::Status {
+  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->SetUp(node, /*up=*/false);
     if (!changes.ok()) return changes.status();
     ApplyHealth(*changes, absl::StrCat("node '", node, "' is gone: ", why));
@@ -263,7 +264,7 @@ absl::Status PoolService::NodeDown(const std::string& node, const std::string& w
 }
 
 absl::Status PoolService::ReportHealth(const pool::GpuRef& gpu, pool::HealthState state) {
-  return WithDeliveries([&]() -> absl::Status {
+  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Report(gpu, state);
     if (!changes.ok()) return changes.status();
     ApplyHealth(*changes);
@@ -272,29 +273,29 @@ absl::Status PoolService::ReportHealth(const pool::GpuRef& gpu, pool::HealthStat
 }
 
 pool::HealthState PoolService::health(const pool::GpuRef& gpu) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return liveness_->Applied(gpu);
 }
 
 bool PoolService::node_up(const std::string& node) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return liveness_->up(node);
 }
 
 std::vector<pool::Lease> PoolService::Leases() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<pool::Lease> out;
   for (const auto& [id, lease] : scheduler_->leases()) out.push_back(lease);
   return out;
 }
 
 std::vector<pool::PendingInfo> PoolService::Pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return scheduler_->Pending();
 }
 
 void PoolService::PollHealthNow() {
-  (void)WithDeliveries([this] {
+  (void)WithDeliveries([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     PollHealth();
     return absl::OkStatus();
   });
@@ -302,7 +303,7 @@ void PoolService::PollHealthNow() {
 
 void PoolService::Loop() {
   auto next_health = std::chrono::steady_clock::now() + health_interval_;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
     // Revocation deadlines and ageing move with the clock: run a cycle at least every pool
     // second even when nothing happened, but never more often than every millisecond of real time.
@@ -310,7 +311,7 @@ void PoolService::Loop() {
     auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(idle);
     if (wait < std::chrono::milliseconds(1)) wait = std::chrono::milliseconds(1);
     if (wait > std::chrono::milliseconds(200)) wait = std::chrono::milliseconds(200);
-    cv_.wait_for(lock, wait, [this] { return stop_ || dirty_; });
+    cv_.WaitFor(&mu_, wait, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || dirty_; });
     if (stop_) break;
     dirty_ = false;
     if (std::chrono::steady_clock::now() >= next_health) {
@@ -319,9 +320,9 @@ void PoolService::Loop() {
     }
     Absorb(scheduler_->Schedule(NowSeconds()));
     if (outbox_.empty()) continue;
-    lock.unlock();
+    lock.Unlock();
     outbox_.Deliver();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -28,11 +28,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +45,7 @@
 #include "runtime/client/pool_client.h"
 #include "runtime/service/listener_outbox.h"
 #include "runtime/service/node_liveness.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -135,19 +134,21 @@ class PoolService final : public PoolClient {
   // Request and Requeue: `waited_s` real seconds before now (0: a new request).
   absl::Status Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
   // `lease` (the scheduler's) is open from now, and `listener` hears of it. Holds mu_.
-  void OpenLease(const pool::Lease& lease, LeaseListener* listener);
+  void OpenLease(const pool::Lease& lease, LeaseListener* listener) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies a cycle's outcome to the ledger and queues the listener calls; a lease lost in it is
   // lost for `lost_why`. Holds mu_.
-  void Absorb(const pool::CycleResult& result, const std::string& lost_why = kLeaseLost);
+  void Absorb(const pool::CycleResult& result, const std::string& lost_why = kLeaseLost)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a change that calls for a cycle (dirty_ set): wakes the pool's thread, unless the
   // owner runs the cycle (OwnerSchedules).
   void WakeForCycle();
-  void PollHealth();   // holds mu_
+  void PollHealth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets GPUs' health as the scheduler sees it, where it changed. Holds mu_.
-  void ApplyHealth(const std::vector<NodeLiveness::Change>& changes, const std::string& lost_why = kLeaseLost);
+  void ApplyHealth(const std::vector<NodeLiveness::Change>& changes, const std::string& lost_why = kLeaseLost)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `f` under mu_, then delivers what it queued and wakes the loop.
   template <typename F>
-  absl::Status WithDeliveries(F&& f);
+  absl::Status WithDeliveries(F&& f) ABSL_LOCKS_EXCLUDED(mu_);
 
   static constexpr char kLeaseLost[] = "its GPU was lost or it outlived its revocation deadline";
 
@@ -162,17 +163,17 @@ class PoolService final : public PoolClient {
   std::chrono::steady_clock::time_point start_;
   std::chrono::milliseconds health_interval_{1000};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;     // guarded by mu_
-  bool dirty_ = false;    // guarded by mu_: something changed since the last cycle
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;  // something changed since the last cycle
   std::atomic<bool> owner_schedules_{false};  // see OwnerSchedules
   // Listener calls not made yet, in the order the pool decided them (queued with mu_ held).
   ListenerOutbox outbox_;
-  std::unique_ptr<pool::Scheduler> scheduler_;             // guarded by mu_
-  std::map<std::string, LeaseListener*> request_listeners_;  // guarded by mu_: by request id
-  LeaseBook leases_;                                       // guarded by mu_
-  std::unique_ptr<NodeLiveness> liveness_;                 // guarded by mu_ (over inventory_)
+  std::unique_ptr<pool::Scheduler> scheduler_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LeaseListener*> request_listeners_ ABSL_GUARDED_BY(mu_);  // by request id
+  LeaseBook leases_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<NodeLiveness> liveness_ ABSL_GUARDED_BY(mu_);  // over inventory_
   std::thread thread_;
 };
 

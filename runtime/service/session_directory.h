@@ -11,6 +11,9 @@
 //
 // Threads: the server's loop thread only (and the thread that starts the server, before the loop
 // runs). It owns no session: each session enters and removes its own entries.
+// Thread confinement, unchecked: no lock guards this state and clang's analysis (which checks
+// locks) does not see it; only PoolServer::Impl's loop_ (ThreadConfined) marks the thread. A call
+// from any other thread is a data race.
 #ifndef GPUPOOL_RUNTIME_SERVICE_SESSION_DIRECTORY_H_
 #define GPUPOOL_RUNTIME_SERVICE_SESSION_DIRECTORY_H_
 

@@ -86,7 +86,7 @@ int64_t CheckpointCoordinator::MakeCheckpointable(detail::TaskState& state) {
   state.checkpointable = true;
   state.last_safe_point_pool_s.store(pool_.Now(), std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(checkpointable_mu_);
+    MutexLock lock(&checkpointable_mu_);
     checkpointable_runs_.insert(&state);
   }
   // Where a snapshot to resume from may be: the task's own key after an earlier run here, then
@@ -176,14 +176,14 @@ void CheckpointCoordinator::SafePoint(detail::TaskState& state) {
 }
 
 void CheckpointCoordinator::EndCheckpointableRun(detail::TaskState& state) {
-  std::lock_guard<std::mutex> lock(checkpointable_mu_);
+  MutexLock lock(&checkpointable_mu_);
   checkpointable_runs_.erase(&state);
 }
 
 std::vector<OverdueTask> CheckpointCoordinator::OverdueTasks() const {
   std::vector<OverdueTask> overdue;
   double now = pool_.Now();
-  std::lock_guard<std::mutex> lock(checkpointable_mu_);
+  MutexLock lock(&checkpointable_mu_);
   for (const detail::TaskState* s : checkpointable_runs_) {
     double interval = s->task->shape->checkpoint_interval_s;
     double since = now - s->last_safe_point_pool_s.load(std::memory_order_relaxed);

@@ -30,7 +30,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,6 +37,7 @@
 
 #include "gpupool/runtime.h"
 #include "runtime/client/pool_client.h"
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/checkpoint_service.h"
 #include "runtime/tasks/lease_run.h"
 #include "runtime/tasks/runtime_events.h"
@@ -77,8 +77,8 @@ class CheckpointCoordinator {
   const std::string job_id_;
   const double clock_speed_;
 
-  mutable std::mutex checkpointable_mu_;
-  std::set<detail::TaskState*> checkpointable_runs_;  // guarded by checkpointable_mu_
+  mutable Mutex checkpointable_mu_;
+  std::set<detail::TaskState*> checkpointable_runs_ ABSL_GUARDED_BY(checkpointable_mu_);
 
   // Last, so it is destroyed first: its destructor finishes the writes under way, whose
   // callbacks use pool_.

@@ -12,7 +12,7 @@
 namespace gpupool::runtime {
 
 CheckpointService::~CheckpointService() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (writer_ != nullptr) (void)writer_->Shutdown();
 }
 
@@ -44,12 +44,12 @@ absl::Status CheckpointService::EnsureOpen() {
 }
 
 std::string CheckpointService::directory() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dir_;
 }
 
 absl::StatusOr<CheckpointService::Opened> CheckpointService::Open() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (absl::Status s = EnsureOpen(); !s.ok()) return s;
   return Opened{store_.get(), writer_.get()};
 }
@@ -105,7 +105,7 @@ absl::StatusOr<std::optional<checkpoint::LoadedSnapshot>> CheckpointService::Res
 void CheckpointService::Forget(const std::string& key) {
   Opened opened;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (store_ == nullptr) return;  // never opened: nothing to forget
     opened = Opened{store_.get(), writer_.get()};
   }

@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +20,7 @@
 #include "absl/time/time.h"
 #include "checkpoint/async_writer.h"
 #include "checkpoint/snapshot_store.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -62,13 +62,13 @@ class CheckpointService {
     checkpoint::AsyncSnapshotWriter* writer = nullptr;
   };
   absl::StatusOr<Opened> Open();  // opens on first use
-  absl::Status EnsureOpen();      // holds mu_
+  absl::Status EnsureOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CheckpointServiceOptions options_;
-  mutable std::mutex mu_;
-  std::string dir_;                                     // guarded by mu_
-  std::unique_ptr<checkpoint::SnapshotStore> store_;    // guarded by mu_ (set once)
-  std::unique_ptr<checkpoint::AsyncSnapshotWriter> writer_;  // guarded by mu_ (set once)
+  mutable Mutex mu_;
+  std::string dir_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<checkpoint::SnapshotStore> store_ ABSL_GUARDED_BY(mu_);  // set once
+  std::unique_ptr<checkpoint::AsyncSnapshotWriter> writer_ ABSL_GUARDED_BY(mu_);  // set once
 };
 
 }  // namespace gpupool::runtime

@@ -2,21 +2,20 @@
 // (GPUPOOL_REMOTE), before main; lookups happen on every Submit, so they take a reader lock only.
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "gpupool/remote.h"
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/function_registry.h"
 
 namespace gpupool::detail {
 namespace {
 
 struct Registry {
-  std::shared_mutex mu;
-  std::map<std::string, std::unique_ptr<FunctionInfo>, std::less<>> by_name;
-  absl::flat_hash_map<const void*, const FunctionInfo*> by_address;
+  runtime::SharedMutex mu;
+  std::map<std::string, std::unique_ptr<FunctionInfo>, std::less<>> by_name ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<const void*, const FunctionInfo*> by_address ABSL_GUARDED_BY(mu);
 };
 
 // Constructed on first use: registrations run from other translation units' static initialisers,
@@ -30,7 +29,7 @@ Registry& TheRegistry() {
 
 const FunctionInfo* RegisterFunction(const char* name, const void* address, Invoker invoke) {
   Registry& r = TheRegistry();
-  std::unique_lock lock(r.mu);
+  runtime::WriterMutexLock lock(&r.mu);
   auto it = r.by_name.find(name);
   if (it != r.by_name.end()) {
     if (it->second->address != address) {
@@ -48,7 +47,7 @@ const FunctionInfo* RegisterFunction(const char* name, const void* address, Invo
 
 const FunctionInfo* FunctionFor(const void* address) {
   Registry& r = TheRegistry();
-  std::shared_lock lock(r.mu);
+  runtime::ReaderMutexLock lock(&r.mu);
   auto it = r.by_address.find(address);
   if (it == r.by_address.end()) {
     throw Error(ErrorCode::kNotFound,
@@ -60,7 +59,7 @@ const FunctionInfo* FunctionFor(const void* address) {
 
 const FunctionInfo* FunctionNamed(std::string_view name) {
   Registry& r = TheRegistry();
-  std::shared_lock lock(r.mu);
+  runtime::ReaderMutexLock lock(&r.mu);
   auto it = r.by_name.find(name);
   return it == r.by_name.end() ? nullptr : it->second.get();
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "pool/devices/device_driver.h"
 #include "runtime/objects/host_memory.h"
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/function_registry.h"
 
 namespace gpupool::runtime {
@@ -155,7 +156,11 @@ detail::ObjectHeader* JobRuntime::Submit(const detail::FunctionInfo* function,
   task->shape = shapes_->ShapeFor(options);
   ObjectEntry* result = store_->CreatePending();
   detail::Retain(result);  // one for the caller, one for the task
-  result->producer = task.get();
+  {
+    // Nobody else knows the entry yet; the lock is uncontended (and what the field's guard says).
+    MutexLock lock(&result->mu);
+    result->producer = task.get();
+  }
   task->result = result;
   executor_->Admit(task.release());
   return result;
@@ -165,7 +170,7 @@ void JobRuntime::Cancel(detail::ObjectHeader* object) {
   auto* entry = static_cast<ObjectEntry*>(object);
   Task* producer;
   {
-    std::lock_guard<std::mutex> lock(entry->mu);
+    MutexLock lock(&entry->mu);
     producer = entry->producer;
     if (producer == nullptr) return;  // resolved, or a Put value
     producer->cancelled.store(true);

@@ -25,7 +25,7 @@ void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
   ShapeQueue* q = shape->queue;
   std::vector<pool::LeaseRequest> to_request;
   {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     if (stopping_.load() || !shape->refused.ok()) return;
     int target = static_cast<int>(std::min<size_t>(max_leases_per_shape_, q->size() + q->leases_held));
     while (q->leases_held + q->leases_requested < target) {
@@ -44,7 +44,7 @@ void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
 void LeaseManager::RefuseShape(TaskShape* shape, const absl::Status& why) {
   bool first;
   {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     first = shape->refused.ok();
     if (first) shape->refused = why;
   }
@@ -94,7 +94,7 @@ void LeaseManager::OnGranted(const pool::Lease& lease) {
 
 bool LeaseManager::Adopt(const std::string& request_id, std::unique_ptr<LeaseRun>& run,
                          std::vector<std::unique_ptr<LeaseRun>>& reaped) {
-  std::lock_guard<std::mutex> lock(leases_mu_);
+  MutexLock lock(&leases_mu_);
   for (auto it = finished_runs_.begin(); it != finished_runs_.end();) {
     if ((*it)->finished.load() && !stopping_.load()) {
       reaped.push_back(std::move(*it));
@@ -125,7 +125,7 @@ void LeaseManager::LeaseThread(LeaseRun* run) {
   if (run->memory != nullptr) run->memory->ReleaseStream(run->stream);
   if (!lost) (void)pool_.Release(run->lease.id);
   {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     --q->leases_held;
     auto it = runs_.find(run->lease.id);
     if (it != runs_.end()) {
@@ -139,7 +139,7 @@ void LeaseManager::LeaseThread(LeaseRun* run) {
   if (q->size() > 0 && !stopping_.load()) {
     MaybeRequestLeases(run->shape);
   } else {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     for (auto it = pending_requests_.begin(); it != pending_requests_.end();) {
       if (it->second == run->shape && pool_.Withdraw(it->first).ok()) {
         --q->leases_requested;
@@ -153,7 +153,7 @@ void LeaseManager::LeaseThread(LeaseRun* run) {
 
 std::optional<std::string> LeaseManager::StopRun(const std::string& lease_id,
                                                  std::atomic<bool> LeaseRun::*flag) {
-  std::lock_guard<std::mutex> lock(leases_mu_);
+  MutexLock lock(&leases_mu_);
   auto it = runs_.find(lease_id);
   if (it == runs_.end()) return std::nullopt;
   LeaseRun& run = *it->second;
@@ -165,7 +165,7 @@ std::optional<std::string> LeaseManager::StopRun(const std::string& lease_id,
 
 void LeaseManager::OnRevoked(const std::string& lease_id, pool::RevokeCause cause, double deadline_s) {
   {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     if (auto it = runs_.find(lease_id); it != runs_.end()) it->second->revoke_deadline_s.store(deadline_s);
   }
   if (std::optional<std::string> team = StopRun(lease_id, &LeaseRun::revoked)) {
@@ -183,7 +183,7 @@ void LeaseManager::OnLost(const std::string& lease_id, const std::string& why) {
 void LeaseManager::OnRequestFailed(const std::string& request_id, const absl::Status& why) {
   TaskShape* shape = nullptr;
   {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     auto it = pending_requests_.find(request_id);
     if (it == pending_requests_.end()) return;
     shape = it->second;
@@ -195,7 +195,7 @@ void LeaseManager::OnRequestFailed(const std::string& request_id, const absl::St
 }
 
 void LeaseManager::StopAll() {
-  std::lock_guard<std::mutex> lock(leases_mu_);
+  MutexLock lock(&leases_mu_);
   for (const auto& [id, shape] : pending_requests_) (void)pool_.Withdraw(id);
   pending_requests_.clear();
   for (auto& [id, run] : runs_) run->stop.store(true);
@@ -205,7 +205,7 @@ void LeaseManager::JoinWorkers() {
   // Lease workers finish their running task, give their lease back and exit.
   std::vector<LeaseRun*> runs;
   {
-    std::lock_guard<std::mutex> lock(leases_mu_);
+    MutexLock lock(&leases_mu_);
     for (auto& [id, run] : runs_) runs.push_back(run.get());
     for (auto& run : finished_runs_) runs.push_back(run.get());
   }

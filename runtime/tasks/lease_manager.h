@@ -27,7 +27,6 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +34,7 @@
 #include "absl/status/status.h"
 #include "gpupool/error.h"
 #include "runtime/client/pool_client.h"
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/lease_run.h"
 #include "runtime/tasks/local_gpus.h"
 #include "runtime/tasks/runtime_events.h"
@@ -62,7 +62,7 @@ class LeaseManager final : public LeaseListener {
 
   // Asks for more leases for the shape while its backlog exceeds what it holds and has asked for.
   // A refusal comes back through OnRequestFailed, now or later. No-op once stopping or refused.
-  void MaybeRequestLeases(TaskShape* shape);
+  void MaybeRequestLeases(TaskShape* shape) ABSL_LOCKS_EXCLUDED(leases_mu_);
 
   // LeaseListener (called by the pool's thread).
   void OnGranted(const pool::Lease& lease) override;
@@ -73,21 +73,22 @@ class LeaseManager final : public LeaseListener {
   // Shutdown, once `stopping` is set. StopAll withdraws the requests not granted yet and tells
   // every run to stop; JoinWorkers joins every lease thread (the running tasks finish and the
   // leases go back); WaitForGrants returns once no OnGranted is under way, so the pool client may go.
-  void StopAll();
-  void JoinWorkers();
+  void StopAll() ABSL_LOCKS_EXCLUDED(leases_mu_);
+  void JoinWorkers() ABSL_LOCKS_EXCLUDED(leases_mu_);
   void WaitForGrants() const;
 
  private:
   // The lease thread: runs tasks, then hands the lease back and asks for what its shape still needs.
-  void LeaseThread(LeaseRun* run);
+  void LeaseThread(LeaseRun* run) ABSL_LOCKS_EXCLUDED(leases_mu_);
   // Keeps a granted run if its request is still wanted; reaps the finished runs into `reaped`.
   // Takes `run` only when it keeps it.
   bool Adopt(const std::string& request_id, std::unique_ptr<LeaseRun>& run,
-             std::vector<std::unique_ptr<LeaseRun>>& reaped);
-  void RefuseShape(TaskShape* shape, const absl::Status& why);
+             std::vector<std::unique_ptr<LeaseRun>>& reaped) ABSL_LOCKS_EXCLUDED(leases_mu_);
+  void RefuseShape(TaskShape* shape, const absl::Status& why) ABSL_LOCKS_EXCLUDED(leases_mu_);
   // Marks the run of `lease_id` stopped (`flag` says why) and wakes its worker; returns its team,
   // or nothing when the lease is not this job's (any more).
-  std::optional<std::string> StopRun(const std::string& lease_id, std::atomic<bool> LeaseRun::*flag);
+  std::optional<std::string> StopRun(const std::string& lease_id, std::atomic<bool> LeaseRun::*flag)
+      ABSL_LOCKS_EXCLUDED(leases_mu_);
 
   // Constant after construction.
   PoolClient& pool_;
@@ -101,10 +102,12 @@ class LeaseManager final : public LeaseListener {
 
   std::atomic<int> granting_{0};  // OnGranted calls under way (WaitForGrants waits for them)
 
-  std::mutex leases_mu_;
-  std::map<std::string, TaskShape*> pending_requests_;     // guarded by leases_mu_; by request id
-  std::map<std::string, std::unique_ptr<LeaseRun>> runs_;  // guarded by leases_mu_; by lease id
-  std::list<std::unique_ptr<LeaseRun>> finished_runs_;     // guarded by leases_mu_; to be joined
+  // Guarded by leases_mu_ (and, outside the analysis, the ShapeQueues' lease bookkeeping and a
+  // refused shape's TaskShape::refused: see the top of the file).
+  Mutex leases_mu_;
+  std::map<std::string, TaskShape*> pending_requests_ ABSL_GUARDED_BY(leases_mu_);  // by request id
+  std::map<std::string, std::unique_ptr<LeaseRun>> runs_ ABSL_GUARDED_BY(leases_mu_);  // by lease id
+  std::list<std::unique_ptr<LeaseRun>> finished_runs_ ABSL_GUARDED_BY(leases_mu_);  // to be joined
 };
 
 }  // namespace gpupool::runtime

@@ -6,7 +6,7 @@ void ShapeQueue::Push(Task* task) {
   task->next = nullptr;
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (tail_ == nullptr) {
       head_ = tail_ = task;
     } else {
@@ -16,16 +16,16 @@ void ShapeQueue::Push(Task* task) {
     size_.fetch_add(1, std::memory_order_relaxed);
     wake = idle_ > 0;
   }
-  if (wake) cv_.notify_one();
+  if (wake) cv_.NotifyOne();
 }
 
 size_t ShapeQueue::PopBatch(Task** out, size_t max, std::chrono::steady_clock::time_point deadline,
                             const std::atomic<bool>& stop) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (head_ == nullptr) {
     if (stop.load(std::memory_order_relaxed)) return 0;
     ++idle_;
-    bool timed_out = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+    bool timed_out = cv_.WaitUntil(&mu_, deadline) == std::cv_status::timeout;
     --idle_;
     if (timed_out && head_ == nullptr) return 0;
   }
@@ -40,13 +40,13 @@ size_t ShapeQueue::PopBatch(Task** out, size_t max, std::chrono::steady_clock::t
 }
 
 void ShapeQueue::WakeAll() {
-  { std::lock_guard<std::mutex> lock(mu_); }
-  cv_.notify_all();
+  { MutexLock lock(&mu_); }
+  cv_.NotifyAll();
 }
 
 std::vector<Task*> ShapeQueue::TakeAll() {
   std::vector<Task*> all;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (Task* t = head_; t != nullptr; t = t->next) all.push_back(t);
   head_ = tail_ = nullptr;
   size_.store(0, std::memory_order_relaxed);

@@ -7,12 +7,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/task.h"
 
 namespace gpupool::runtime {
@@ -24,22 +23,25 @@ class ShapeQueue {
   // `stop` is read under the queue's mutex; set it with WakeAll.
   size_t PopBatch(Task** out, size_t max, std::chrono::steady_clock::time_point deadline,
                   const std::atomic<bool>& stop);
-  void WakeAll();
+  void WakeAll() ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const { return size_.load(std::memory_order_relaxed); }
   // Drains everything queued (shutdown, refusal).
   std::vector<Task*> TakeAll();
 
-  // Lease bookkeeping for GPU shapes, guarded by LeaseManager::leases_mu_ (lease_manager.h).
+  // Lease bookkeeping for GPU shapes, guarded by LeaseManager::leases_mu_ (lease_manager.h). Not
+  // ABSL_GUARDED_BY: the attribute cannot name another object's lock. LeaseManager touches them
+  // only in its functions marked ABSL_EXCLUSIVE_LOCKS_REQUIRED(leases_mu_) or under a MutexLock
+  // of it.
   int leases_held = 0;
   int leases_requested = 0;
   uint64_t next_request = 0;
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Task* head_ = nullptr;  // guarded by mu_
-  Task* tail_ = nullptr;  // guarded by mu_
-  int idle_ = 0;          // guarded by mu_: workers waiting
+  mutable Mutex mu_;
+  CondVar cv_;
+  Task* head_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Task* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;  // workers waiting
   std::atomic<size_t> size_{0};
 };
 

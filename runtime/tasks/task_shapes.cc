@@ -101,7 +101,7 @@ TaskShape* TaskShapes::ShapeFor(const TaskOptions* options) {
   TaskOptions o = options != nullptr ? *options : TaskOptions();
   std::string team = o.team.empty() ? default_team_ : o.team;
   std::string key = ShapeKey(o, team);
-  std::lock_guard<std::mutex> lock(shapes_mu_);
+  MutexLock lock(&shapes_mu_);
   auto it = shape_index_.find(key);
   if (it != shape_index_.end()) return it->second;
   auto shape = std::make_unique<TaskShape>();
@@ -122,13 +122,13 @@ TaskShape* TaskShapes::ShapeFor(const TaskOptions* options) {
 
 void TaskShapes::WakeAll() {
   cpu_queue_.WakeAll();
-  std::lock_guard<std::mutex> lock(shapes_mu_);
+  MutexLock lock(&shapes_mu_);
   for (auto& q : queues_) q->WakeAll();
 }
 
 std::vector<Task*> TaskShapes::TakeAll() {
   std::vector<Task*> left = cpu_queue_.TakeAll();
-  std::lock_guard<std::mutex> lock(shapes_mu_);
+  MutexLock lock(&shapes_mu_);
   for (auto& q : queues_) {
     std::vector<Task*> more = q->TakeAll();
     left.insert(left.end(), more.begin(), more.end());
@@ -138,7 +138,7 @@ std::vector<Task*> TaskShapes::TakeAll() {
 
 void TaskShapes::AddStats(std::map<std::string, TeamUsage>& teams, uint64_t& queued_tasks) const {
   {
-    std::lock_guard<std::mutex> lock(shapes_mu_);
+    MutexLock lock(&shapes_mu_);
     for (const auto& shape : shapes_) {
       const ShapeCounters& c = shape->counters;
       TeamUsage& u = teams[shape->team];

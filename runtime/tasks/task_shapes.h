@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,6 +29,7 @@
 #include "gpupool/runtime.h"
 #include "gpupool/task_options.h"
 #include "runtime/client/pool_client.h"
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/shape_queue.h"
 #include "runtime/tasks/task.h"
 
@@ -68,10 +68,10 @@ class TaskShapes {
   const pool::Inventory& local_;
   TaskShape* default_shape_ = nullptr;  // set by the constructor; read without the lock
 
-  mutable std::mutex shapes_mu_;
-  std::vector<std::unique_ptr<TaskShape>> shapes_;   // guarded by shapes_mu_
-  std::vector<std::unique_ptr<ShapeQueue>> queues_;  // guarded by shapes_mu_; GPU shapes'
-  std::map<std::string, TaskShape*> shape_index_;    // guarded by shapes_mu_; by ShapeKey
+  mutable Mutex shapes_mu_;
+  std::vector<std::unique_ptr<TaskShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);
+  std::vector<std::unique_ptr<ShapeQueue>> queues_ ABSL_GUARDED_BY(shapes_mu_);  // GPU shapes'
+  std::map<std::string, TaskShape*> shape_index_ ABSL_GUARDED_BY(shapes_mu_);  // by ShapeKey
   ShapeQueue cpu_queue_;                             // every CPU shape's; thread-safe itself
 };
 
