@@ -65,8 +65,11 @@ absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
   return joined;
 }
 
+}  // namespace
+
 // Rank 0's head outlives its own rank's work until every other rank's agent has gone, so a
-// rank 0 that finishes first does not pull the pool from under the others.
+// rank 0 that finishes first does not pull the pool from under the others. Outside the anonymous
+// namespace: HostedParts (tasks/joined_pool.h) names it.
 struct HeadHolder {
   std::unique_ptr<PoolServer> server;
   // Until no more than `own` agents (this rank's) are connected.
@@ -83,6 +86,8 @@ struct HeadHolder {
   }
   ~HeadHolder() { WaitForOtherRanks(0); }
 };
+
+namespace {
 
 // The ranks' data plane: each rank's host and rack allgathered (object fetches go to the nearest
 // copy; UCX stays on loopback when every rank is on this host), UCX worker addresses allgathered
@@ -150,7 +155,7 @@ absl::StatusOr<JoinedPool> RemoteUnderMpi(const RuntimeOptions& o) {
 // What one rank found on its node: the node, described for the others, or why it could not.
 struct RankNode {
   std::string failure;  // non-empty: this rank cannot take part
-  std::shared_ptr<pool::DeviceDriver> driver;
+  std::unique_ptr<pool::DeviceDriver> driver;  // moved to JoinedPool::hosted once joined
   rpc::DiscoveredPool mine;
   std::string driver_node;  // the node's name as the driver knows it
   std::string notice;       // the driver's fallback notice, if any
@@ -284,16 +289,16 @@ absl::StatusOr<JoinedPool> UnderMpi(const RuntimeOptions& o) {
 
   // 3. Every rank is its node's agent, then a job of the pool like any other.
   if (head != nullptr) {
-    joined.companions.push_back(head);
+    joined.hosted.head = head;
     // Rank 0's own agent is still connected when its runtime stops.
     joined.before_stop = [head] { head->WaitForOtherRanks(1); };
   }
-  joined.companions.push_back(own.driver);
+  joined.hosted.driver = std::move(own.driver);
   absl::StatusOr<std::unique_ptr<NodeAgent>> agent = NodeAgent::Start(NodeAgentOptions{
-      .host = host, .port = port, .token = parts[1], .node = own.mine, .driver = own.driver.get(),
+      .host = host, .port = port, .token = parts[1], .node = own.mine, .driver = joined.hosted.driver.get(),
       .driver_node = own.driver_node});
   if (!agent.ok()) return agent.status();
-  joined.companions.push_back(std::shared_ptr<NodeAgent>(std::move(*agent)));
+  joined.hosted.agent = std::shared_ptr<NodeAgent>(std::move(*agent));
   absl::StatusOr<std::unique_ptr<RemotePool>> pool = ConnectAsTeam(host, port, o, parts[2], /*reconnect_s=*/0);  // rank 0's head ends with the job
   if (!pool.ok()) return pool.status();
   joined.pool = *std::move(pool);

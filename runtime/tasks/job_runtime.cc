@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->rank_ = joined.rank;
   rt->ranks_ = joined.ranks;
   rt->notice_ = std::move(joined.notice);
-  rt->companions_ = std::move(joined.companions);
+  rt->hosted_ = std::move(joined.hosted);
   rt->before_stop_ = std::move(joined.before_stop);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
   // Host and pid: unique among the processes that may share a checkpoint directory.
@@ -137,7 +137,10 @@ JobRuntime::~JobRuntime() {
   if (leases_ != nullptr) leases_->WaitForGrants();  // see LeaseManager::OnGranted
   checkpoints_.reset();  // its writer's commit callbacks tell pool_ (SafePoint): drained first
   pool_.reset();
-  while (!companions_.empty()) companions_.pop_back();  // newest first: the agent, then the head
+  // What this process hosts for the pool, newest first: the agent, its driver, then the head.
+  hosted_.agent.reset();
+  hosted_.driver.reset();
+  hosted_.head.reset();
   // Runs may still own memory budgets shared with live DeviceBuffers; the pools must outlive those
   // buffers, which a well-behaved program has dropped by now.
   ObjectStore::Orphan(std::move(store_));

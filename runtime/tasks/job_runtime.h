@@ -107,7 +107,7 @@ class JobRuntime final {
   std::string node_label_;                // see node()
   int rank_ = 0, ranks_ = 1;              // under mpirun
   std::string notice_;
-  std::vector<std::shared_ptr<void>> companions_;  // outlive pool_: see JoinedPool
+  HostedParts hosted_;                             // outlive pool_: see HostedParts
   std::function<void()> before_stop_;              // see JoinedPool
   RuntimeEvents events_;                           // reads options_.on_event and pool_
   std::unique_ptr<JobGroup> group_;

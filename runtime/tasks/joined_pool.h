@@ -19,6 +19,21 @@
 namespace gpupool::runtime {
 
 class PoolService;  // runtime/service/pool_service.h
+class NodeAgent;    // runtime/agent/node_agent.h
+struct HeadHolder;  // runtime/bootstrap/pool_join.cc: rank 0's head, kept up for the other ranks
+
+// What a process hosts for the pool under mpirun: rank 0's head, and each rank's node agent over
+// its device driver. They must outlive the job's pool client; JobRuntime drops them after it, the
+// agent first, then the driver it reads, then the head (the reverse of their order here, newest
+// first). The head and the agent are shared_ptr because the task layer cannot see their types:
+// each is made (and its deleter bound) where its type is complete, and dropped here without it.
+// The head is also held by JoinedPool::before_stop, which waits on it; the last of the two to go
+// stops it.
+struct HostedParts {
+  std::shared_ptr<HeadHolder> head;             // rank 0 only
+  std::unique_ptr<pool::DeviceDriver> driver;   // the agent's: read by it until it stops
+  std::shared_ptr<NodeAgent> agent;
+};
 
 struct JoinedPool {
   std::unique_ptr<PoolClient> pool;
@@ -35,9 +50,9 @@ struct JoinedPool {
   // The key the job's ranks present to read each other's objects (fresh per mpirun job, made by
   // rank 0 and broadcast with the head's address); empty outside mpirun.
   std::string object_access_key;
-  // What this process hosts for the pool (rank 0's head, a rank's agent and its driver). They
-  // must outlive `pool` and are destroyed newest first after it.
-  std::vector<std::shared_ptr<void>> companions;
+  // What this process hosts for the pool (see HostedParts); empty outside an mpirun job that
+  // hosts its own head.
+  HostedParts hosted;
   // Run when the job's own work is done, before it stops serving its objects (rank 0: until the
   // other ranks have finished, so the objects and copies they may still fetch stay served).
   std::function<void()> before_stop;
