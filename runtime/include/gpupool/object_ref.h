@@ -27,6 +27,9 @@
 
 namespace gpupool {
 
+// The value of a task whose function returns void: such a task gives an ObjectRef<Nothing>.
+struct Nothing {};
+
 // A read-only view of a stored value that keeps it alive. No copy is made.
 template <typename T>
 class View {

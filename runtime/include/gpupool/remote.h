@@ -30,13 +30,6 @@
 #include "gpupool/object_ref.h"
 #include "gpupool/task_context.h"
 
-namespace gpupool {
-
-// The result of a task whose function returns void.
-struct Nothing {};
-
-}  // namespace gpupool
-
 #define GPUPOOL_REMOTE_CONCAT_INNER(a, b) a##b
 #define GPUPOOL_REMOTE_CONCAT(a, b) GPUPOOL_REMOTE_CONCAT_INNER(a, b)
 // Registers `fn` (a function, possibly namespace-qualified) under its spelled name.

@@ -27,11 +27,7 @@
 #include "gpupool/object_ref.h"
 #include "gpupool/task_context.h"
 
-namespace gpupool {
-
-struct Nothing;  // gpupool/remote.h
-
-namespace detail {
+namespace gpupool::detail {
 
 // What the runtime hands a function's invoker: the encoded arguments, the objects they depend on
 // (ready by now), the context; the invoker leaves the result in `result`.
@@ -202,8 +198,6 @@ void Invoke(TaskCall& call) {
   InvokeImpl<Fn>(call, std::make_index_sequence<Traits::kArgCount>{});
 }
 
-}  // namespace detail
-
-}  // namespace gpupool
+}  // namespace gpupool::detail
 
 #endif  // GPUPOOL_INTERNAL_REMOTE_FUNCTION_H_
