@@ -89,6 +89,13 @@ void LeaseManager::OnGranted(const pool::Lease& lease) {
                absl::StrCat(raw->location, " ", pool::SlotKindName(slot.kind),
                             slot.kind == pool::SlotKind::kFraction ? absl::StrCat(" ", raw->gpus) : "",
                             lease.borrowing ? " (borrowed)" : ""));
+  // Started under leases_mu_, and only while not stopping: JoinWorkers collects the runs under
+  // the same lock after StopAll, so it either sees this thread or this grant sees stopping_ and
+  // starts none (the pool takes the lease back, as above). Assigning it after the lock, as before,
+  // raced with JoinWorkers' joinable() (ThreadSanitizer), and a worker it missed was never joined:
+  // std::terminate when the run was destroyed.
+  std::lock_guard<std::mutex> lock(leases_mu_);
+  if (stopping_.load()) return;
   raw->thread = std::thread([this, raw] { LeaseThread(raw); });
 }
 
