@@ -1,5 +1,6 @@
-// gpupool.describe_pool: the pool's nodes and GPUs as plain dicts (what `gpupool devices --json`
-// prints).
+// gpupool.describe_pool: the pool's nodes and GPUs as plain dicts, with the fields and values
+// `gpupool devices --json` prints (tests/python/test_describe_pool.py compares them), plus the
+// pool's "notice".
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,36 +11,32 @@ namespace gpupool::python {
 
 namespace {
 
-py::dict GpuToDict(const gpupool::GpuInfo& g) {
-  py::list instances;
-  for (const gpupool::MigInstance& mi : g.instances) {
-    py::list cis;
-    for (const gpupool::ComputeInstance& ci : mi.compute_instances) {
-      cis.append(py::dict(py::arg("id") = ci.id, py::arg("profile") = ci.profile));
-    }
-    instances.append(py::dict(py::arg("id") = mi.id, py::arg("profile") = mi.profile,
-                              py::arg("start") = mi.start, py::arg("size") = mi.size,
-                              py::arg("uuid") = mi.uuid, py::arg("compute_instances") = cis));
+// The Python converter: every field gpupool::ForEachField lists, under its name, as the JSON
+// converter of `gpupool devices --json` (runtime/cli/pool_json.cc) walks the same list.
+template <typename T>
+constexpr bool kIsRecordList = false;
+template <typename T>
+constexpr bool kIsRecordList<std::vector<T>> = kHasFields<T>;
+
+template <typename Record>
+py::dict RecordToDict(const Record& record);
+
+template <typename T>
+py::object ValueToPython(const T& value) {
+  if constexpr (kIsRecordList<T>) {
+    py::list out;
+    for (const auto& record : value) out.append(RecordToDict(record));
+    return std::move(out);
+  } else {
+    return py::cast(value);
   }
-  py::dict d;
-  d["index"] = g.index;
-  d["model"] = g.model;
-  d["name"] = g.name;
-  d["uuid"] = g.uuid;
-  d["memory_mib"] = g.memory_mib;
-  d["compute_capability"] = py::make_tuple(g.compute_capability_major, g.compute_capability_minor);
-  d["sm_count"] = g.sm_count;
-  d["mig_mode"] = g.mig_mode;
-  d["instances"] = instances;
-  d["nvlink_island"] = g.nvlink_island;
-  d["pci_bus_id"] = g.pci_bus_id;
-  d["numa_node"] = g.numa_node;
-  d["health"] = g.health;
-  d["health_reasons"] = g.health_reasons;
-  d["temperature_c"] = g.temperature_c;
-  d["price_per_hour"] = g.price_per_hour;
-  d["labels"] = g.labels;
-  return d;
+}
+
+template <typename Record>
+py::dict RecordToDict(const Record& record) {
+  py::dict out;
+  ForEachField(record, [&](const char* name, const auto& value) { out[name] = ValueToPython(value); });
+  return out;
 }
 
 }  // namespace
@@ -55,15 +52,9 @@ void BindPool(py::module_& m) {
           py::gil_scoped_release release;  // discovery may touch the driver for a while
           pool = gpupool::DescribePool(options);
         }
-        py::list nodes;
-        for (const gpupool::NodeInfo& node : pool.nodes) {
-          py::list gpus;
-          for (const gpupool::GpuInfo& g : node.gpus) gpus.append(GpuToDict(g));
-          nodes.append(py::dict(py::arg("name") = node.name, py::arg("labels") = node.labels,
-                                py::arg("gpus") = gpus));
-        }
-        return py::dict(py::arg("driver") = pool.driver, py::arg("notice") = pool.notice,
-                        py::arg("nodes") = nodes);
+        py::dict out = RecordToDict(pool);
+        out["notice"] = pool.notice;  // not a field of the pool (see ForEachField)
+        return out;
       },
       py::arg("driver") = "", py::arg("simulate") = "", py::arg("node_count") = 1,
       py::arg("config") = "",

@@ -83,7 +83,7 @@ double Pct(std::vector<double> v, double p) {
 
 std::unique_ptr<PoolService> NewPool(int gpus) {
   PoolServiceOptions o;
-  o.simulate = std::to_string(gpus) + "xH100-80GB";
+  o.pool.simulate = std::to_string(gpus) + "xH100-80GB";
   auto p = PoolService::Start(o);
   if (!p.ok()) {
     std::fprintf(stderr, "pool: %s\n", std::string(p.status().message()).c_str());

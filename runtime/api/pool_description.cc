@@ -1,6 +1,9 @@
 #include "gpupool/pool_description.h"
 
+#include <initializer_list>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "pool/devices/driver_selection.h"
 #include "pool/config/pool_config.h"
@@ -18,7 +21,7 @@ GpuInfo ToGpuInfo(const pool::InventoryGpu& gpu, const pool::GpuHealthReading& r
   GpuInfo info = rpc::GpuInfoOf(gpu.device);
   info.model = gpu.model != nullptr ? gpu.model->name : gpu.device.name;  // the device's name when uncatalogued
   info.nvlink_island = gpu.nvlink_island;  // pool-wide: "node-0/nvl0"
-  info.health = std::string(pool::HealthStateName(verdict.state));
+  info.health = rpc::FromPool(verdict.state);
   info.health_reasons = verdict.reasons;
   info.temperature_c = reading.temperature_c;
   info.price_per_hour = gpu.model != nullptr ? config.PricePerHour(*gpu.model) : 0;
@@ -26,7 +29,38 @@ GpuInfo ToGpuInfo(const pool::InventoryGpu& gpu, const pool::GpuHealthReading& r
   return info;
 }
 
+template <typename Enum>
+std::optional<Enum> Parse(std::string_view name, std::string_view (*namer)(Enum),
+                          std::initializer_list<Enum> all) {
+  for (Enum e : all) {
+    if (namer(e) == name) return e;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+// absl::string_view is not std::string_view in this build; the names are literals.
+std::string_view MigModeName(MigMode mode) {
+  absl::string_view name = pool::MigModeName(rpc::ToPool(mode));
+  return {name.data(), name.size()};
+}
+
+std::string_view HealthStateName(HealthState state) {
+  absl::string_view name = pool::HealthStateName(rpc::ToPool(state));
+  return {name.data(), name.size()};
+}
+
+std::optional<MigMode> ParseMigMode(std::string_view name) {
+  return Parse<MigMode>(name, MigModeName,
+                        {MigMode::kUnsupported, MigMode::kDisabled, MigMode::kEnabled});
+}
+
+std::optional<HealthState> ParseHealthState(std::string_view name) {
+  return Parse<HealthState>(name, HealthStateName,
+                            {HealthState::kHealthy, HealthState::kDegraded, HealthState::kDraining,
+                             HealthState::kLost});
+}
 
 PoolDescription DescribePool(const PoolOptions& options) {
   pool::PoolConfig config;

@@ -24,8 +24,9 @@ namespace {
 
 absl::StatusOr<JoinedPool> Embedded(const RuntimeOptions& o) {
   absl::StatusOr<std::unique_ptr<PoolService>> pool = PoolService::Start(PoolServiceOptions{
-      .driver = o.driver, .simulate = o.simulate, .node_count = o.node_count,
-      .config_path = o.config_path, .config_text = o.config_text, .clock_speed = o.clock_speed});
+      .pool = {.driver = o.driver, .simulate = o.simulate, .node_count = o.node_count,
+               .config_path = o.config_path},
+      .config_text = o.config_text, .clock_speed = o.clock_speed});
   if (!pool.ok()) return pool.status();
   JoinedPool joined;
   joined.embedded = pool->get();
@@ -229,7 +230,7 @@ std::string StartJobHead(const RuntimeOptions& o, const transport::MpiBootstrap&
     if (!token->ok()) return absl::StrCat("!", token->status().message());
   }
   absl::StatusOr<std::unique_ptr<PoolService>> pool =
-      PoolService::Start(PoolServiceOptions{.config_path = o.config_path, .config_text = o.config_text,
+      PoolService::Start(PoolServiceOptions{.pool = {.config_path = o.config_path}, .config_text = o.config_text,
                                             .clock_speed = o.clock_speed, .remote_nodes = nodes,
                                             .remote_driver = driver});
   if (!pool.ok()) return absl::StrCat("!", pool.status().message());

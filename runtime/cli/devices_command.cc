@@ -58,12 +58,12 @@ void RunDevices(const DevicesFlags& flags) {
   TextTable table({"NODE", "GPU", "MODEL", "MEMORY", "MIG", "INSTANCES", "NVLINK", "HEALTH"});
   for (const NodeInfo& node : pool.nodes) {
     for (const GpuInfo& g : node.gpus) {
-      std::string health = g.health;
+      std::string health(HealthStateName(g.health));
       if (!g.health_reasons.empty()) {
         absl::StrAppend(&health, " (", absl::StrJoin(g.health_reasons, "; "), ")");
       }
       table.AddRow({node.name, std::to_string(g.index), g.model,
-                    absl::StrCat(g.memory_mib, " MiB"), g.mig_mode, InstancesCell(g),
+                    absl::StrCat(g.memory_mib, " MiB"), std::string(MigModeName(g.mig_mode)), InstancesCell(g),
                     g.nvlink_island, health});
     }
   }

@@ -1,50 +1,40 @@
 #include "runtime/cli/pool_json.h"
 
-namespace gpupool::cli {
+#include <vector>
 
-nlohmann::json PoolToJson(const PoolDescription& pool) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const NodeInfo& node : pool.nodes) {
-    nlohmann::json gpus = nlohmann::json::array();
-    for (const GpuInfo& g : node.gpus) {
-      nlohmann::json instances = nlohmann::json::array();
-      for (const MigInstance& mi : g.instances) {
-        nlohmann::json cis = nlohmann::json::array();
-        for (const ComputeInstance& ci : mi.compute_instances) {
-          cis.push_back({{"id", ci.id}, {"profile", ci.profile}});
-        }
-        instances.push_back({{"id", mi.id},
-                             {"profile", mi.profile},
-                             {"start", mi.start},
-                             {"size", mi.size},
-                             {"uuid", mi.uuid},
-                             {"compute_instances", cis}});
-      }
-      gpus.push_back({
-          {"index", g.index},
-          {"model", g.model},
-          {"name", g.name},
-          {"uuid", g.uuid},
-          {"memory_mib", g.memory_mib},
-          {"compute_capability",
-           std::to_string(g.compute_capability_major) + "." +
-               std::to_string(g.compute_capability_minor)},
-          {"sm_count", g.sm_count},
-          {"mig_mode", g.mig_mode},
-          {"instances", instances},
-          {"nvlink_island", g.nvlink_island},
-          {"pci_bus_id", g.pci_bus_id},
-          {"numa_node", g.numa_node},
-          {"health", g.health},
-          {"health_reasons", g.health_reasons},
-          {"temperature_c", g.temperature_c},
-          {"price_per_hour", g.price_per_hour},
-          {"labels", g.labels},
-      });
-    }
-    nodes.push_back({{"name", node.name}, {"labels", node.labels}, {"gpus", gpus}});
+namespace gpupool::cli {
+namespace {
+
+// The JSON converter: every field gpupool::ForEachField lists, under its name. Python's
+// describe_pool() walks the same list (python/pool_bindings.cc), so the two cannot differ.
+template <typename T>
+constexpr bool kIsRecordList = false;
+template <typename T>
+constexpr bool kIsRecordList<std::vector<T>> = kHasFields<T>;
+
+template <typename Record>
+nlohmann::json RecordToJson(const Record& record);
+
+template <typename T>
+nlohmann::json ValueToJson(const T& value) {
+  if constexpr (kIsRecordList<T>) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& record : value) out.push_back(RecordToJson(record));
+    return out;
+  } else {
+    return nlohmann::json(value);
   }
-  return {{"driver", pool.driver}, {"nodes", nodes}};
 }
+
+template <typename Record>
+nlohmann::json RecordToJson(const Record& record) {
+  nlohmann::json out = nlohmann::json::object();
+  ForEachField(record, [&](const char* name, const auto& value) { out[name] = ValueToJson(value); });
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json PoolToJson(const PoolDescription& pool) { return RecordToJson(pool); }
 
 }  // namespace gpupool::cli

@@ -2,7 +2,9 @@
 //
 // The JSON form of the pool that `gpupool devices --json` prints (and that status commands will
 // reuse): {"driver", "nodes": [{"name", "labels", "gpus": [{"index", "model", "name", "uuid",
-// "memory_mib", "mig_mode", "instances", "nvlink_island", "health", ...}]}]}.
+// "memory_mib", "compute_capability": "9.0", "mig_mode", "instances", "nvlink_island", "health",
+// ...}]}]}: every field gpupool::ForEachField (gpupool/pool_description.h) lists, under its name,
+// as Python's describe_pool() has them too.
 #ifndef GPUPOOL_RUNTIME_CLI_POOL_JSON_H_
 #define GPUPOOL_RUNTIME_CLI_POOL_JSON_H_
 

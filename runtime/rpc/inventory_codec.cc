@@ -14,15 +14,44 @@
 namespace gpupool::rpc {
 namespace {
 
-const char* const kHealthNames[] = {"healthy", "degraded", "draining", "lost"};
-const char* const kMigModeNames[] = {"unsupported", "disabled", "enabled"};
-
-template <typename Names>
-uint16_t IndexOf(const Names& names, const std::string& value) {
-  for (uint16_t i = 0; i < std::size(names); ++i) {
-    if (value == names[i]) return i;
+// The wire's enums and the public ones. A value a newer peer sent that this build does not know
+// reads as the safest state: no MIG, GPU lost.
+MigMode ToWire(gpupool::MigMode mode) {
+  switch (mode) {
+    case gpupool::MigMode::kUnsupported: return MigMode::UNSUPPORTED;
+    case gpupool::MigMode::kDisabled: return MigMode::DISABLED;
+    case gpupool::MigMode::kEnabled: return MigMode::ENABLED;
   }
-  return 0;
+  return MigMode::UNSUPPORTED;
+}
+
+gpupool::MigMode FromWire(MigMode mode) {
+  switch (mode) {
+    case MigMode::UNSUPPORTED: return gpupool::MigMode::kUnsupported;
+    case MigMode::DISABLED: return gpupool::MigMode::kDisabled;
+    case MigMode::ENABLED: return gpupool::MigMode::kEnabled;
+  }
+  return gpupool::MigMode::kUnsupported;
+}
+
+Health ToWire(gpupool::HealthState state) {
+  switch (state) {
+    case gpupool::HealthState::kHealthy: return Health::HEALTHY;
+    case gpupool::HealthState::kDegraded: return Health::DEGRADED;
+    case gpupool::HealthState::kDraining: return Health::DRAINING;
+    case gpupool::HealthState::kLost: return Health::LOST;
+  }
+  return Health::LOST;
+}
+
+gpupool::HealthState FromWire(Health state) {
+  switch (state) {
+    case Health::HEALTHY: return gpupool::HealthState::kHealthy;
+    case Health::DEGRADED: return gpupool::HealthState::kDegraded;
+    case Health::DRAINING: return gpupool::HealthState::kDraining;
+    case Health::LOST: return gpupool::HealthState::kLost;
+  }
+  return gpupool::HealthState::kLost;
 }
 
 std::map<std::string, std::string> DecodeLabels(capnp::List<Label>::Reader in) {
@@ -40,7 +69,7 @@ void EncodeGpu(const GpuInfo& g, Gpu::Builder out) {
   out.setComputeCapabilityMajor(g.compute_capability_major);
   out.setComputeCapabilityMinor(g.compute_capability_minor);
   out.setSmCount(g.sm_count);
-  out.setMigMode(static_cast<MigMode>(IndexOf(kMigModeNames, g.mig_mode)));
+  out.setMigMode(ToWire(g.mig_mode));
   auto instances = out.initInstances(g.instances.size());
   for (unsigned i = 0; i < g.instances.size(); ++i) {
     const gpupool::MigInstance& mi = g.instances[i];
@@ -59,7 +88,7 @@ void EncodeGpu(const GpuInfo& g, Gpu::Builder out) {
   out.setNvlinkIsland(g.nvlink_island);
   out.setPciBusId(g.pci_bus_id);
   out.setNumaNode(g.numa_node);
-  out.setHealth(static_cast<Health>(IndexOf(kHealthNames, g.health)));
+  out.setHealth(ToWire(g.health));
   auto reasons = out.initHealthReasons(g.health_reasons.size());
   for (unsigned i = 0; i < g.health_reasons.size(); ++i) reasons.set(i, g.health_reasons[i]);
   out.setTemperatureC(g.temperature_c);
@@ -77,8 +106,7 @@ GpuInfo DecodeGpu(Gpu::Reader in) {
   g.compute_capability_major = in.getComputeCapabilityMajor();
   g.compute_capability_minor = in.getComputeCapabilityMinor();
   g.sm_count = static_cast<int>(in.getSmCount());
-  auto mode = static_cast<uint16_t>(in.getMigMode());
-  g.mig_mode = mode < std::size(kMigModeNames) ? kMigModeNames[mode] : "unsupported";
+  g.mig_mode = FromWire(in.getMigMode());
   for (MigInstance::Reader r : in.getInstances()) {
     gpupool::MigInstance mi;
     mi.id = static_cast<int>(r.getId());
@@ -94,8 +122,7 @@ GpuInfo DecodeGpu(Gpu::Reader in) {
   g.nvlink_island = in.getNvlinkIsland();
   g.pci_bus_id = in.getPciBusId();
   g.numa_node = in.getNumaNode();
-  auto health = static_cast<uint16_t>(in.getHealth());
-  g.health = health < std::size(kHealthNames) ? kHealthNames[health] : "lost";
+  g.health = FromWire(in.getHealth());
   for (capnp::Text::Reader r : in.getHealthReasons()) g.health_reasons.push_back(r);
   g.temperature_c = in.getTemperatureC();
   g.price_per_hour = in.getPricePerHour();

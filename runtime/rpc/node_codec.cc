@@ -10,15 +10,6 @@
 namespace gpupool::rpc {
 namespace {
 
-template <typename Enum>
-Enum FromName(absl::string_view name, absl::string_view (*namer)(Enum), std::initializer_list<Enum> all,
-              Enum fallback) {
-  for (Enum e : all) {
-    if (namer(e) == name) return e;
-  }
-  return fallback;
-}
-
 pool::DiscoveredGpu FromWire(const GpuInfo& g) {
   pool::DiscoveredGpu d;
   d.index = g.index;
@@ -29,9 +20,7 @@ pool::DiscoveredGpu FromWire(const GpuInfo& g) {
   d.compute_capability_major = g.compute_capability_major;
   d.compute_capability_minor = g.compute_capability_minor;
   d.sm_count = g.sm_count;
-  d.mig_mode = FromName<pool::MigMode>(g.mig_mode, pool::MigModeName,
-                                       {pool::MigMode::kUnsupported, pool::MigMode::kDisabled, pool::MigMode::kEnabled},
-                                       pool::MigMode::kUnsupported);
+  d.mig_mode = ToPool(g.mig_mode);
   for (const MigInstance& mi : g.instances) {
     pool::GpuInstanceInfo gi;
     gi.id = mi.id;
@@ -50,15 +39,50 @@ pool::DiscoveredGpu FromWire(const GpuInfo& g) {
   d.nvlink_island = g.nvlink_island;
   d.pci_bus_id = g.pci_bus_id;
   d.numa_node = g.numa_node;
-  d.health = FromName<pool::HealthState>(g.health, pool::HealthStateName,
-                                         {pool::HealthState::kHealthy, pool::HealthState::kDegraded,
-                                          pool::HealthState::kDraining, pool::HealthState::kLost},
-                                         pool::HealthState::kLost);
+  d.health = ToPool(g.health);
   d.labels = g.labels;
   return d;
 }
 
 }  // namespace
+
+gpupool::MigMode FromPool(pool::MigMode mode) {
+  switch (mode) {
+    case pool::MigMode::kUnsupported: return gpupool::MigMode::kUnsupported;
+    case pool::MigMode::kDisabled: return gpupool::MigMode::kDisabled;
+    case pool::MigMode::kEnabled: return gpupool::MigMode::kEnabled;
+  }
+  return gpupool::MigMode::kUnsupported;
+}
+
+pool::MigMode ToPool(gpupool::MigMode mode) {
+  switch (mode) {
+    case gpupool::MigMode::kUnsupported: return pool::MigMode::kUnsupported;
+    case gpupool::MigMode::kDisabled: return pool::MigMode::kDisabled;
+    case gpupool::MigMode::kEnabled: return pool::MigMode::kEnabled;
+  }
+  return pool::MigMode::kUnsupported;
+}
+
+gpupool::HealthState FromPool(pool::HealthState state) {
+  switch (state) {
+    case pool::HealthState::kHealthy: return gpupool::HealthState::kHealthy;
+    case pool::HealthState::kDegraded: return gpupool::HealthState::kDegraded;
+    case pool::HealthState::kDraining: return gpupool::HealthState::kDraining;
+    case pool::HealthState::kLost: return gpupool::HealthState::kLost;
+  }
+  return gpupool::HealthState::kLost;
+}
+
+pool::HealthState ToPool(gpupool::HealthState state) {
+  switch (state) {
+    case gpupool::HealthState::kHealthy: return pool::HealthState::kHealthy;
+    case gpupool::HealthState::kDegraded: return pool::HealthState::kDegraded;
+    case gpupool::HealthState::kDraining: return pool::HealthState::kDraining;
+    case gpupool::HealthState::kLost: return pool::HealthState::kLost;
+  }
+  return pool::HealthState::kLost;
+}
 
 // Only what a DiscoveredGpu has travels; NVLink peers are summarised by the island, which is
 // what the scheduler places by.
@@ -72,7 +96,7 @@ GpuInfo GpuInfoOf(const pool::DiscoveredGpu& d) {
   g.compute_capability_major = d.compute_capability_major;
   g.compute_capability_minor = d.compute_capability_minor;
   g.sm_count = d.sm_count;
-  g.mig_mode = std::string(pool::MigModeName(d.mig_mode));
+  g.mig_mode = FromPool(d.mig_mode);
   for (const pool::GpuInstanceInfo& gi : d.instances) {
     MigInstance mi{gi.id, gi.profile, gi.start, gi.size, gi.uuid, {}};
     for (const pool::ComputeInstanceInfo& ci : gi.compute_instances) mi.compute_instances.push_back({ci.id, ci.profile});
@@ -81,7 +105,7 @@ GpuInfo GpuInfoOf(const pool::DiscoveredGpu& d) {
   g.nvlink_island = d.nvlink_island;  // the node-local island, as discovered
   g.pci_bus_id = d.pci_bus_id;
   g.numa_node = d.numa_node;
-  g.health = std::string(pool::HealthStateName(d.health));
+  g.health = FromPool(d.health);
   g.labels = d.labels;
   return g;
 }

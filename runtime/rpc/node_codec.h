@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "gpupool/pool_description.h"
 #include "pool/devices/device_driver.h"
+#include "pool/health.h"
 #include "pool/inventory.h"
 
 namespace gpupool::rpc {
@@ -26,6 +27,13 @@ struct DiscoveredPool {
 };
 
 std::string EncodeNodes(const DiscoveredPool& pool);
+
+// The public enums and the pool's (the same states; the pool layer cannot see the public API).
+// The pool's MigModeName and HealthStateName are the one table of their names.
+gpupool::MigMode FromPool(pool::MigMode mode);
+pool::MigMode ToPool(gpupool::MigMode mode);
+gpupool::HealthState FromPool(pool::HealthState state);
+pool::HealthState ToPool(gpupool::HealthState state);
 
 // A discovered GPU as the public GpuInfo, with what discovery knows (island node-local, health
 // as discovered); DescribePool adds the pool's view on top.

@@ -15,10 +15,10 @@ namespace {
 
 // The configuration's text: the file's, or the inline text ("" for the default configuration).
 absl::StatusOr<std::string> ConfigText(const PoolServiceOptions& options) {
-  if (options.config_path.empty()) return options.config_text;
-  std::ifstream in(options.config_path);
+  if (options.pool.config_path.empty()) return options.config_text;
+  std::ifstream in(options.pool.config_path);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read the pool configuration '", options.config_path, "'"));
+    return absl::NotFoundError(absl::StrCat("cannot read the pool configuration '", options.pool.config_path, "'"));
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   p->config_text_ = *std::move(config_text);
   if (!p->config_text_.empty()) {
     absl::StatusOr<pool::PoolConfig> config = pool::ParsePoolConfig(
-        p->config_text_, options.config_path.empty() ? "<inline configuration>" : options.config_path);
+        p->config_text_, options.pool.config_path.empty() ? "<inline configuration>" : options.pool.config_path);
     if (!config.ok()) return config.status();
     p->config_ = *std::move(config);
   } else {
@@ -49,9 +49,9 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
     nodes = options.remote_nodes;
     p->driver_name_ = options.remote_driver;
   } else {
-    pool::DriverChoice choice{.driver = options.driver,
-                              .simulation_spec = options.simulate,
-                              .node_count = options.node_count,
+    pool::DriverChoice choice{.driver = options.pool.driver,
+                              .simulation_spec = options.pool.simulate,
+                              .node_count = options.pool.node_count,
                               .config = p->config_text_.empty() ? nullptr : &p->config_};
     absl::StatusOr<pool::SelectedDriver> selected = pool::SelectDriver(choice);
     if (!selected.ok()) return selected.status();

@@ -37,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpupool/pool_description.h"
 #include "pool/config/pool_config.h"
 #include "pool/devices/device_driver.h"
 #include "pool/inventory.h"
@@ -50,11 +51,11 @@
 namespace gpupool::runtime {
 
 struct PoolServiceOptions {
-  std::string driver;          // as pool::DriverChoice
-  std::string simulate;
-  int node_count = 1;
-  std::string config_path;     // empty: an open pool (no teams, no quotas)
-  std::string config_text;     // YAML given inline; used when config_path is empty
+  // This machine's GPUs, as DescribePool finds them. pool.config_path also holds the teams,
+  // quotas and priority classes; with neither it nor config_text: an open pool (no teams, no
+  // quotas).
+  PoolOptions pool;
+  std::string config_text;     // YAML given inline; used when pool.config_path is empty
   double clock_speed = 1.0;    // pool seconds per real second; > 0
   std::chrono::milliseconds health_interval{1000};  // real time between health polls
   // A head of other processes' nodes (mpirun rank 0, `gpupool head`): the pool is these nodes,

@@ -17,7 +17,7 @@ def test_simulated_pool():
     gpus = pool["nodes"][0]["gpus"]
     assert [g["model"] for g in gpus] == ["H100-80GB"] * 4 + ["L4"] * 2
     assert gpus[0]["name"] == "NVIDIA H100 80GB HBM3"
-    assert gpus[0]["compute_capability"] == (9, 0)
+    assert gpus[0]["compute_capability"] == "9.0"
     assert gpus[0]["health"] == "healthy"
     assert gpus[4]["mig_mode"] == "unsupported"
 

@@ -16,8 +16,8 @@ TEST(DescribePool, SimulatedPoolWithHealthAndPrices) {
   ASSERT_EQ(pool.nodes.size(), 2u);
   const GpuInfo& g = pool.nodes[1].gpus[0];
   EXPECT_EQ(g.model, "H100-80GB");
-  EXPECT_EQ(g.mig_mode, "disabled");
-  EXPECT_EQ(g.health, "healthy");
+  EXPECT_EQ(g.mig_mode, MigMode::kDisabled);
+  EXPECT_EQ(g.health, HealthState::kHealthy);
   EXPECT_EQ(g.nvlink_island, "node-1/nvl0");
   EXPECT_EQ(g.temperature_c, 40);
   EXPECT_GT(g.price_per_hour, 0);
@@ -30,9 +30,23 @@ TEST(DescribePool, ConfigFileWithMig) {
   PoolDescription pool = DescribePool({.config_path = std::string(root) + "/examples/pool.yaml"});
   ASSERT_EQ(pool.nodes.size(), 3u);
   const GpuInfo& a100 = pool.nodes[2].gpus[0];
-  EXPECT_EQ(a100.mig_mode, "enabled");
+  EXPECT_EQ(a100.mig_mode, MigMode::kEnabled);
   EXPECT_EQ(a100.instances.size(), 4u);
   EXPECT_EQ(pool.nodes[0].gpus[0].price_per_hour, 3.20);  // configured, not the default
+}
+
+TEST(DescribePool, EnumNamesParseBack) {
+  for (MigMode mode : {MigMode::kUnsupported, MigMode::kDisabled, MigMode::kEnabled}) {
+    EXPECT_EQ(ParseMigMode(MigModeName(mode)), mode);
+  }
+  for (HealthState state : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kDraining,
+                            HealthState::kLost}) {
+    EXPECT_EQ(ParseHealthState(HealthStateName(state)), state);
+  }
+  EXPECT_EQ(MigModeName(MigMode::kEnabled), "enabled");
+  EXPECT_EQ(HealthStateName(HealthState::kDraining), "draining");
+  EXPECT_EQ(ParseMigMode("on"), std::nullopt);
+  EXPECT_EQ(ParseHealthState(""), std::nullopt);
 }
 
 TEST(DescribePool, BadInputThrowsErrorWithCodeAndMessage) {

@@ -46,7 +46,7 @@ bool Eventually(Done done, milliseconds timeout = seconds(20)) {
 // A head with one GPU of team owner, on 127.0.0.1:`port` (0: any); durable with a journal path.
 std::unique_ptr<PoolServer> StartOwnerHead(const std::string& journal, uint16_t port, milliseconds reclaim_window) {
   PoolServiceOptions po;
-  po.simulate = "1xH100-80GB";
+  po.pool.simulate = "1xH100-80GB";
   po.config_text = kOwnerBorrowerConfig;
   PoolServerOptions so;
   so.port = port;

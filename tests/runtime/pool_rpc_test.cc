@@ -246,7 +246,7 @@ TEST(PoolRpcCheckpoints, ACommittedSnapshotResetsTheLeasesWorkAtRiskAndIsIndexed
   const std::string journal = ::testing::TempDir() + "/checkpoint-index-" + std::to_string(::getpid()) + ".db";
   std::remove(journal.c_str());
   PoolServiceOptions po;
-  po.simulate = "1xH100-80GB";
+  po.pool.simulate = "1xH100-80GB";
   po.config_text = kOwnerBorrowerConfig;
   po.clock_speed = 1000;  // a pool second a millisecond
   PoolServerOptions so;

@@ -15,7 +15,7 @@ namespace {
 
 std::unique_ptr<PoolService> StartPool(const std::string& gpus) {
   PoolServiceOptions o;
-  o.simulate = gpus;
+  o.pool.simulate = gpus;
   auto pool = PoolService::Start(o);
   EXPECT_TRUE(pool.ok()) << pool.status();
   return pool.ok() ? *std::move(pool) : nullptr;
@@ -86,7 +86,7 @@ TEST(PoolService, AnOwnerThatSchedulesHearsTheDecisionsOnItsOwnThread) {
 // release, each cycle raced between the pool's thread, this one and a third.
 TEST(PoolService, ListenersHearDecisionsInOrderWhicheverThreadRanTheCycle) {
   PoolServiceOptions o;
-  o.simulate = "1xH100-80GB";
+  o.pool.simulate = "1xH100-80GB";
   o.clock_speed = 1000;  // the pool's thread ticks every millisecond
   o.config_text = kOwnerBorrowerConfig;
   auto started = PoolService::Start(o);

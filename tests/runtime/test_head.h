@@ -34,7 +34,7 @@ inline std::unique_ptr<PoolServer> StartHead(const PoolServiceOptions& pool_opti
 inline std::unique_ptr<PoolServer> StartHead(const std::string& gpus, std::map<std::string, std::string> tokens,
                                              uint16_t port = 0, const char* config = kOwnerBorrowerConfig) {
   PoolServiceOptions o;
-  o.simulate = gpus;
+  o.pool.simulate = gpus;
   o.config_text = config;
   PoolServerOptions so;
   so.port = port;
