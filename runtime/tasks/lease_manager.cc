@@ -94,7 +94,7 @@ void LeaseManager::OnGranted(const pool::Lease& lease) {
   // starts none (the pool takes the lease back, as above). Assigning it after the lock, as before,
   // raced with JoinWorkers' joinable() (ThreadSanitizer), and a worker it missed was never joined:
   // std::terminate when the run was destroyed.
-  std::lock_guard<std::mutex> lock(leases_mu_);
+  MutexLock lock(&leases_mu_);
   if (stopping_.load()) return;
   raw->thread = std::thread([this, raw] { LeaseThread(raw); });
 }
