@@ -13,11 +13,6 @@ namespace {
 
 // The Python converter: every field gpupool::ForEachField lists, under its name, as the JSON
 // converter of `gpupool devices --json` (runtime/cli/pool_json.cc) walks the same list.
-template <typename T>
-constexpr bool kIsRecordList = false;
-template <typename T>
-constexpr bool kIsRecordList<std::vector<T>> = kHasFields<T>;
-
 template <typename Record>
 py::dict RecordToDict(const Record& record);
 

@@ -65,12 +65,12 @@ std::optional<HealthState> ParseHealthState(std::string_view name) {
 PoolDescription DescribePool(const PoolOptions& options) {
   pool::PoolConfig config;
   if (!options.config_path.empty()) {
-    config = api::ValueOrThrow(pool::LoadPoolConfig(options.config_path));
+    config = runtime::ValueOrThrow(pool::LoadPoolConfig(options.config_path));
   }
   pool::DriverChoice choice{options.driver, options.simulate, options.node_count, &config};
-  pool::SelectedDriver selected = api::ValueOrThrow(pool::SelectDriver(choice));
+  pool::SelectedDriver selected = runtime::ValueOrThrow(pool::SelectDriver(choice));
   pool::Inventory inventory =
-      api::ValueOrThrow(pool::Inventory::FromDiscovery(api::ValueOrThrow(selected.driver->Discover())));
+      runtime::ValueOrThrow(pool::Inventory::FromDiscovery(runtime::ValueOrThrow(selected.driver->Discover())));
 
   PoolDescription description;
   description.driver = std::string(selected.driver->name());

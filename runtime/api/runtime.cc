@@ -105,9 +105,9 @@ Runtime Init(RuntimeOptions options) {
     throw Error(ErrorCode::kFailedPrecondition,
                 "a gpupool runtime is already running in this process (one per process)");
   }
-  runtime::JoinedPool joined = api::ValueOrThrow(runtime::JoinPool(options));
+  runtime::JoinedPool joined = runtime::ValueOrThrow(runtime::JoinPool(options));
   std::unique_ptr<runtime::JobRuntime> rt =
-      api::ValueOrThrow(runtime::JobRuntime::Start(std::move(options), std::move(joined)));
+      runtime::ValueOrThrow(runtime::JobRuntime::Start(std::move(options), std::move(joined)));
   runtime::JobRuntime* expected = nullptr;
   if (!current_runtime.compare_exchange_strong(expected, rt.get())) {
     throw Error(ErrorCode::kFailedPrecondition,

@@ -62,7 +62,7 @@ DeviceBuffer TaskContext::Allocate(uint64_t bytes) {
     throw Error(ErrorCode::kFailedPrecondition,
                 "task '" + task_name() + "' has no GPU: give it Gpus(...) to allocate device memory");
   }
-  return DeviceBuffer(api::ValueOrThrow(lease->memory->Allocate(lease->budget, bytes)));
+  return DeviceBuffer(runtime::ValueOrThrow(lease->memory->Allocate(lease->budget, bytes)));
 }
 
 bool TaskContext::cancelled() const {
@@ -111,30 +111,30 @@ void TaskContext::Reduce(void* data, size_t count, int element_code, ReduceOp op
   runtime::JobGroup& group = state_->runtime->group();
   const auto type = static_cast<runtime::ElementType>(element_code);
   if (cuda_device < 0) {
-    api::ThrowIfError(group.AllReduce(data, count, type, op));
+    runtime::ThrowIfError(group.AllReduce(data, count, type, op));
     return;
   }
   // Device memory: staged through pinned host memory, reduced there, copied back.
   const uint64_t bytes = count * runtime::ElementSize(type);
   runtime::PinnedHostBuffer staging(bytes);
-  api::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device));
-  api::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
-  api::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device));
+  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device));
+  runtime::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
+  runtime::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device));
 }
 
 void TaskContext::Broadcast(int root, void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast of no memory");
-  api::ThrowIfError(state_->runtime->group().Broadcast(root, data, bytes));
+  runtime::ThrowIfError(state_->runtime->group().Broadcast(root, data, bytes));
 }
 
 void TaskContext::Send(int dst, uint64_t tag, const void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Send of no memory");
-  api::ThrowIfError(state_->runtime->group().Send(dst, tag, data, bytes));
+  runtime::ThrowIfError(state_->runtime->group().Send(dst, tag, data, bytes));
 }
 
 size_t TaskContext::Recv(int src, uint64_t tag, void* data, size_t capacity) {
   if (data == nullptr && capacity > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Recv into no memory");
-  return api::ValueOrThrow(state_->runtime->group().Recv(src, tag, data, capacity));
+  return runtime::ValueOrThrow(state_->runtime->group().Recv(src, tag, data, capacity));
 }
 
 // A value's bytes travel as two messages with the tag: their size, then themselves.

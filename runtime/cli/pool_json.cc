@@ -7,11 +7,6 @@ namespace {
 
 // The JSON converter: every field gpupool::ForEachField lists, under its name. Python's
 // describe_pool() walks the same list (python/pool_bindings.cc), so the two cannot differ.
-template <typename T>
-constexpr bool kIsRecordList = false;
-template <typename T>
-constexpr bool kIsRecordList<std::vector<T>> = kHasFields<T>;
-
 template <typename Record>
 nlohmann::json RecordToJson(const Record& record);
 

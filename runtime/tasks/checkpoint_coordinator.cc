@@ -33,7 +33,7 @@ std::vector<std::span<const std::byte>> StatePieces(detail::TaskState& state) {
       continue;
     }
     if (state.mirrors[i].size() != r.bytes) state.mirrors[i] = PinnedHostBuffer(r.bytes);
-    api::ThrowIfError(CopyDeviceToHost(state.mirrors[i].data(), r.data, r.bytes, r.cuda_device));
+    runtime::ThrowIfError(CopyDeviceToHost(state.mirrors[i].data(), r.data, r.bytes, r.cuda_device));
     pieces.emplace_back(state.mirrors[i].data(), r.bytes);
   }
   return pieces;
@@ -50,7 +50,7 @@ CheckpointCoordinator::CheckpointCoordinator(Deps deps)
 
 std::optional<checkpoint::SnapshotInfo> CheckpointCoordinator::RestoreState(detail::TaskState& state, const std::string& key) {
   if (state.load) {
-    std::optional<checkpoint::LoadedSnapshot> loaded = api::ValueOrThrow(store_->Restore(key));
+    std::optional<checkpoint::LoadedSnapshot> loaded = runtime::ValueOrThrow(store_->Restore(key));
     if (!loaded) return std::nullopt;
     state.load(std::string_view(reinterpret_cast<const char*>(loaded->payload.data()), loaded->payload.size()));
     return loaded->result.info;
@@ -66,12 +66,12 @@ std::optional<checkpoint::SnapshotInfo> CheckpointCoordinator::RestoreState(deta
       buffers.emplace_back(static_cast<std::byte*>(r.data), r.bytes);
     }
   }
-  std::optional<checkpoint::LoadResult> loaded = api::ValueOrThrow(store_->RestoreInto(key, buffers));
+  std::optional<checkpoint::LoadResult> loaded = runtime::ValueOrThrow(store_->RestoreInto(key, buffers));
   if (!loaded) return std::nullopt;
   for (size_t i = 0; i < state.regions.size(); ++i) {
     const StateRegion& r = state.regions[i];
     if (r.cuda_device >= 0) {
-      api::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device));
+      runtime::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device));
     }
   }
   return loaded->info;

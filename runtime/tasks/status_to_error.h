@@ -1,7 +1,8 @@
 // File: runtime/tasks/status_to_error.h
 //
-// The public API's edge: an absl::Status from inside becomes a thrown gpupool::Error with the
-// same code and message.
+// Where a Status becomes an exception: an absl::Status from inside becomes a thrown gpupool::Error
+// with the same code and message. The API's implementation throws at its edge with it, and so does
+// the task layer where it runs inside a task's call (checkpoints, Submit's caller errors).
 #ifndef GPUPOOL_RUNTIME_TASKS_STATUS_TO_ERROR_H_
 #define GPUPOOL_RUNTIME_TASKS_STATUS_TO_ERROR_H_
 
@@ -12,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "gpupool/error.h"
 
-namespace gpupool::api {
+namespace gpupool::runtime {
 
 inline void ThrowIfError(const absl::Status& status) {
   if (status.ok()) return;
@@ -25,6 +26,6 @@ T ValueOrThrow(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-}  // namespace gpupool::api
+}  // namespace gpupool::runtime
 
 #endif  // GPUPOOL_RUNTIME_TASKS_STATUS_TO_ERROR_H_

@@ -180,6 +180,13 @@ template <typename T>
 inline constexpr bool kHasFields =
     requires(const T& record) { ForEachField(record, [](const char*, const auto&) {}); };
 
+// Whether T is a list of such records (a GPU's instances, a node's GPUs): a converter presents
+// each element as a record.
+template <typename T>
+inline constexpr bool kIsRecordList = false;
+template <typename T>
+inline constexpr bool kIsRecordList<std::vector<T>> = kHasFields<T>;
+
 // Discovers the pool and reads each GPU's health once.
 GPUPOOL_API PoolDescription DescribePool(const PoolOptions& options = {});
 
