@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "pool/config/pool_config.h"
 #include "pool/scheduler/scheduler.h"
 
@@ -53,6 +55,23 @@ struct CheckpointNote {
   std::string path;  // the snapshot file, as the job sees it
 };
 
+// A worker process of a job, to be started by a node's agent on the head's word (a job runs its
+// tasks wherever it holds leases: runtime/tasks/worker_pool.h). The agent starts `executable`
+// with `args`, in `cwd` (or "/" when that is missing there), with `env` added to its own
+// environment, and hands it `secret` through an inherited pipe: it appends
+// "--gpupool-worker-secret-fd=N" to the arguments and writes the secret into that pipe, so the
+// secret never shows in /proc/PID/cmdline or /proc/PID/environ. The worker dies with the agent
+// (PR_SET_PDEATHSIG) and leads a process group of its own.
+struct WorkerLaunch {
+  std::string node;                        // the node whose agent starts it
+  std::string job;                         // names the job's workers (StopJob on the agent kills them)
+  std::string executable;                  // absolute path; must exist on that node
+  std::vector<std::string> args;           // argv[1..]
+  std::string cwd;
+  std::map<std::string, std::string> env;  // added to (or replacing in) the agent's environment
+  std::string secret;                      // the job's worker key
+};
+
 class PoolClient {
  public:
   virtual ~PoolClient() = default;
@@ -80,6 +99,15 @@ class PoolClient {
   virtual void Checkpointed(const std::string& lease_id, const CheckpointNote& note) = 0;
   // The task whose snapshots were noted under `task_key` is done (they are deleted).
   virtual void ForgetCheckpoints(const std::string& task_key) { (void)task_key; }
+
+  // Asks the agent of `launch.node` to start a worker of this job (see WorkerLaunch); returns its
+  // pid. Errors name the node and the reason: no agent there, the executable is missing, the
+  // agent refuses to run it as root, the head does not know this job. Only a pool shared through
+  // a head has agents: the default is kUnimplemented.
+  virtual absl::StatusOr<int> StartWorker(const WorkerLaunch& launch) {
+    (void)launch;
+    return absl::UnimplementedError("this pool has no node agents to start workers");
+  }
 
   // Pool seconds since the service started (its clock may run faster than real time).
   virtual double Now() const = 0;
