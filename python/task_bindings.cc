@@ -126,8 +126,15 @@ py::object Unpickle(std::string_view bytes) {
   return state->loads(py::memoryview::from_memory(bytes.data(), static_cast<py::ssize_t>(bytes.size())));
 }
 
-const PyValue& ValueOf(detail::ObjectHeader* h) {
-  return detail::ValueAs<PyValue>(h->id, detail::AwaitValue(h, std::chrono::steady_clock::time_point::max()));
+// A stored value; one sent to this worker as bytes (detail::EncodedValue) is decoded into `scratch`.
+const PyValue& ValueOf(detail::ObjectHeader* h, PyValue* scratch = nullptr) {
+  const detail::ValueBox& box = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
+  if (scratch != nullptr && box.type() == typeid(detail::EncodedValue)) {
+    Reader r(static_cast<const detail::EncodedValue&>(box).bytes);
+    *scratch = Codec<PyValue>::Decode(r);
+    return *scratch;
+  }
+  return detail::ValueAs<PyValue>(h->id, box);
 }
 
 // Where a dependency's value goes: the index-th positional argument or the keyword `name`.
@@ -202,7 +209,8 @@ void InvokePython(detail::TaskCall& call) {
     py::list args(args_kwargs[0]);
     py::dict kwargs = args_kwargs[1];
     for (size_t i = 0; i < n; ++i) {
-      py::object value = Unpickle(ValueOf(call.deps[i]).pickled);
+      PyValue scratch;
+      py::object value = Unpickle(ValueOf(call.deps[i], &scratch).pickled);
       if (positions[i].kind == kPositional) {
         args[positions[i].index] = value;
       } else {
@@ -415,7 +423,8 @@ void BindTasks(py::module_& m) {
   state->functions = py::dict();
   m.attr("_functions") = state->functions;
   static int python_function_marker = 0;
-  python_function = detail::RegisterFunction("gpupool.python", &python_function_marker, &InvokePython);
+  python_function = detail::RegisterFunction("gpupool.python", &python_function_marker, &InvokePython,
+                                             &detail::DecodeBox<PyValue>);
 
   py::class_<PyRef>(m, "ObjectRef", "A value in the object store: a task's future result or a put() value.")
       .def_property_readonly("id", &PyRef::id, "The object's id, unique in the job")
@@ -534,6 +543,10 @@ void BindTasks(py::module_& m) {
           if (*lease_linger_ms < 0) throw Error(ErrorCode::kInvalidArgument, "lease_linger_ms must not be negative");
           o.lease_linger_ms = *lease_linger_ms;
         }
+        // A Python driver joined to a shared head keeps its tasks on its own node: the Python
+        // worker (`python -m gpupool.worker`, functions by cloudpickle) that would run them on the
+        // other nodes is not built yet; C++ drivers have workers (runtime/tasks/worker_pool.h).
+        o.local_only = true;
         py::gil_scoped_release release;  // starting may probe the driver
         *runtime_holder = std::make_unique<Runtime>(Init(std::move(o)));
         return (*runtime_holder)->notice();

@@ -1,7 +1,11 @@
 // The task API's edge: the process's current runtime, Init's flag and environment parsing, and the
 // exported functions the public templates call.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #include <string>
 #include <utility>
 
@@ -11,6 +15,8 @@
 #include "runtime/api/testing_seam.h"
 #include "runtime/tasks/status_to_error.h"
 #include "runtime/bootstrap/pool_join.h"
+#include "runtime/bootstrap/worker_join.h"
+#include "runtime/tasks/worker_host.h"
 #include "runtime/tasks/job_runtime.h"
 
 namespace gpupool {
@@ -59,6 +65,12 @@ uint64_t ParseWholeNumber(const std::string& flag, const std::string& value) {
   return n;
 }
 
+bool ParseBool(const std::string& flag, const std::string& value) {
+  if (value == "1" || value == "true" || value == "yes") return true;
+  if (value == "0" || value == "false" || value == "no" || value.empty()) return false;
+  throw Error(ErrorCode::kInvalidArgument, flag + " wants 1 or 0, got '" + value + "'");
+}
+
 // Applies one setting by its flag name; false when the name is not gpupool's.
 bool ApplySetting(RuntimeOptions& o, const std::string& flag, const std::string& value) {
   if (flag == "--gpupool-config") o.config_path = value;
@@ -72,6 +84,9 @@ bool ApplySetting(RuntimeOptions& o, const std::string& flag, const std::string&
   else if (flag == "--gpupool-token") o.pool_token = value;
   else if (flag == "--gpupool-node") o.node_name = value;
   else if (flag == "--gpupool-head-listen") o.head_listen = value;
+  else if (flag == "--gpupool-local-only") o.local_only = ParseBool(flag, value);
+  else if (flag == "--gpupool-worker-binary") o.worker_binary = value;
+  else if (flag == "--gpupool-worker-linger-ms") o.worker_linger_ms = static_cast<int>(ParseWholeNumber(flag, value));
   else return false;
   return true;
 }
@@ -100,7 +115,39 @@ int Runtime::rank() const { return impl_->rank(); }
 int Runtime::ranks() const { return impl_->ranks(); }
 const std::string& Runtime::node() const { return impl_->node(); }
 
+// A worker process (started by a node's agent for a driver elsewhere: runtime/bootstrap/
+// worker_join.h) serves its driver until told to stop, then exits: Init never returns in it.
+[[noreturn]] void ServeAsWorker(const std::vector<std::string>& args) {
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "gpupool worker (pid %d): %s\n", static_cast<int>(getpid()), why.c_str());
+    runtime::StopForwardingOutput();
+    std::fflush(stderr);
+    _exit(3);
+  };
+  absl::StatusOr<runtime::WorkerJoin> join = runtime::JoinAsWorker(args);
+  if (!join.ok()) fail(std::string(join.status().message()));
+  runtime::ForwardOutputTo(join->driver.get());
+  absl::StatusOr<std::unique_ptr<runtime::JobRuntime>> rt =
+      runtime::JobRuntime::Start(join->options, std::move(join->joined));
+  if (!rt.ok()) fail(std::string(rt.status().message()));
+  current_runtime.store(rt->get(), std::memory_order_release);
+  absl::Status served;
+  {
+    runtime::WorkerHost host(**rt, *join->driver, join->linger);
+    served = host.Serve();
+  }
+  current_runtime.store(nullptr, std::memory_order_release);
+  rt->reset();
+  if (!served.ok() && served.code() != absl::StatusCode::kUnavailable) {
+    std::fprintf(stderr, "gpupool worker (pid %d): %s\n", static_cast<int>(getpid()), std::string(served.message()).c_str());
+  }
+  runtime::StopForwardingOutput();
+  // Not exit(): the program's static objects belong to its main, which a worker never ran.
+  _exit(served.ok() || served.code() == absl::StatusCode::kUnavailable ? 0 : 4);
+}
+
 Runtime Init(RuntimeOptions options) {
+  if (std::vector<std::string> own = runtime::OwnCommandLine(); runtime::IsWorkerProcess(own)) ServeAsWorker(own);
   if (current_runtime.load() != nullptr) {
     throw Error(ErrorCode::kFailedPrecondition,
                 "a gpupool runtime is already running in this process (one per process)");
@@ -124,7 +171,9 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
       {"GPUPOOL_TEAM", "--gpupool-team"},     {"GPUPOOL_CLOCK_SPEED", "--gpupool-clock-speed"},
       {"GPUPOOL_HOST_MEMORY_REUSE_MIB", "--gpupool-host-memory-reuse-mib"},
       {"GPUPOOL_ADDRESS", "--gpupool-pool"},  {"GPUPOOL_TOKEN", "--gpupool-token"},
-      {"GPUPOOL_NODE", "--gpupool-node"},     {"GPUPOOL_HEAD_LISTEN", "--gpupool-head-listen"}};
+      {"GPUPOOL_NODE", "--gpupool-node"},     {"GPUPOOL_HEAD_LISTEN", "--gpupool-head-listen"},
+      {"GPUPOOL_LOCAL_ONLY", "--gpupool-local-only"}, {"GPUPOOL_WORKER_BINARY", "--gpupool-worker-binary"},
+      {"GPUPOOL_WORKER_LINGER_MS", "--gpupool-worker-linger-ms"}};
   for (const auto& [var, flag] : env) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') ApplySetting(o, flag, v);
   }
@@ -150,7 +199,8 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
                   "unknown flag " + flag + " (gpupool's: --gpupool-config, --gpupool-simulate, "
                   "--gpupool-driver, --gpupool-nodes, --gpupool-team, --gpupool-clock-speed, "
                   "--gpupool-host-memory-reuse-mib, --gpupool-pool, --gpupool-token, --gpupool-node, "
-                  "--gpupool-head-listen)");
+                  "--gpupool-head-listen, --gpupool-local-only, --gpupool-worker-binary, "
+                  "--gpupool-worker-linger-ms)");
     }
   }
   if (argc > 0) {
@@ -160,7 +210,11 @@ RuntimeOptions OptionsFromFlags(int& argc, char** argv) {
   return o;
 }
 
-Runtime Init(int& argc, char** argv) { return Init(OptionsFromFlags(argc, argv)); }
+Runtime Init(int& argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (runtime::IsWorkerProcess(args)) ServeAsWorker(args);
+  return Init(OptionsFromFlags(argc, argv));
+}
 
 namespace detail {
 

@@ -45,6 +45,25 @@ absl::StatusOr<std::unique_ptr<RemotePool>> ConnectAsTeam(const std::string& hos
       .reconnect_for = std::chrono::milliseconds(static_cast<int64_t>(reconnect_s * 1000))});
 }
 
+bool IsLoopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+// What a worker of this job is started as: this program (or RuntimeOptions::worker_binary) with
+// worker_args; WorkerPool adds gpupool's own flags (the driver's address, the job, the node).
+WorkerLaunch WorkerCommand(const RuntimeOptions& o) {
+  WorkerLaunch launch;
+  launch.executable = o.worker_binary;
+  if (launch.executable.empty()) {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n > 0) launch.executable.assign(buf, static_cast<size_t>(n));
+  }
+  launch.args = o.worker_args;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr) launch.cwd = cwd;
+  launch.env = o.worker_env;
+  return launch;
+}
+
 absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
   std::string host;
   uint16_t port = 0;
@@ -53,15 +72,34 @@ absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
   if (!pool.ok()) return pool.status();
   std::string node = o.node_name.empty() ? pool::HostName() : o.node_name;
   absl::StatusOr<rpc::DiscoveredPool> mine = (*pool)->DescribeNode(node);
-  if (!mine.ok()) {
-    return absl::Status(mine.status().code(),
-                        absl::StrCat(mine.status().message(), " (this process runs its tasks on its own node: set "
-                                                              "--gpupool-node or GPUPOOL_NODE to the node's name in the pool)"));
-  }
   JoinedPool joined;
-  joined.local_nodes = std::move(mine->nodes);
-  joined.driver = mine->driver;
-  joined.node_label = node;
+  if (mine.ok()) {
+    joined.local_nodes = std::move(mine->nodes);
+    joined.driver = mine->driver;
+    joined.node_label = node;
+  } else if (o.local_only || mine.status().code() != absl::StatusCode::kNotFound) {
+    return absl::Status(mine.status().code(),
+                        absl::StrCat(mine.status().message(),
+                                     o.local_only ? " (with local_only, this process runs its tasks on its own node: set "
+                                                    "--gpupool-node or GPUPOOL_NODE to the node's name in the pool)"
+                                                  : ""));
+  } else {
+    // A driver off the pool (a laptop, a login node): every GPU task runs in a worker.
+    joined.notice = absl::StrCat("node '", node, "' is not in the pool: this process runs no GPU task itself; "
+                                 "they run in workers on the pool's nodes");
+  }
+  joined.pinned = o.local_only;
+  if (!o.local_only) {
+    RemotePool* remote = pool->get();  // owned by joined.pool, which outlives the workers
+    joined.workers = WorkerPlan{
+        .launch = WorkerCommand(o),
+        .listen_host = IsLoopback(host) ? std::string("127.0.0.1") : pool::HostName(),
+        .describe_node = [remote](const std::string& name) -> absl::StatusOr<std::string> {
+          absl::StatusOr<rpc::DiscoveredPool> described = remote->DescribeNode(name);
+          if (!described.ok()) return described.status();
+          return rpc::EncodeNodes(*described);
+        }};
+  }
   joined.pool = *std::move(pool);
   return joined;
 }
@@ -130,7 +168,10 @@ absl::StatusOr<JoinedPool> RemoteUnderMpi(const RuntimeOptions& o) {
   absl::StatusOr<std::unique_ptr<transport::MpiBootstrap>> mpi = transport::MpiBootstrap::Start();
   if (!mpi.ok()) return mpi.status();
   transport::MpiBootstrap& b = **mpi;
-  absl::StatusOr<JoinedPool> joined = Remote(o);
+  // SPMD: each rank runs the tasks it submits, on its own node (no workers).
+  RuntimeOptions spmd = o;
+  spmd.local_only = true;
+  absl::StatusOr<JoinedPool> joined = Remote(spmd);
   // Every rank learns whether all could join, so none waits for a peer that gave up.
   absl::StatusOr<std::vector<std::string>> all =
       b.AllGather(joined.ok() ? std::string("ok") : absl::StrCat("!", joined.status().message()));

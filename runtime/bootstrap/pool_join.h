@@ -3,9 +3,10 @@
 // How a job process finds its pool (DESIGN §3), decided once at Init:
 //
 //   - `pool_address` set (--gpupool-pool, GPUPOOL_ADDRESS): a head in another process (the
-//     organisation's `gpupool head`). The job connects as its team with its token, asks the head
-//     which GPUs its node has (`node_name`, default this host's name), and runs its tasks there;
-//     the node's `gpupool agent` keeps the node up. Launched by mpirun, every rank does so for
+//     organisation's `gpupool head`). The job connects as its team with its token and asks the
+//     head which GPUs its node has (`node_name`, default this host's name). Its tasks run wherever
+//     the pool grants leases: on its own node in this process, elsewhere in workers the nodes'
+//     agents start for it (runtime/tasks/worker_pool.h); `local_only` pins them to its node. Launched by mpirun, every rank does so for
 //     its own node, and MPI then connects the ranks for collectives and objects (rank 0 makes
 //     the job's object key), so the job is one job of several ranks, not several of one.
 //   - launched by mpirun: MPI bootstraps the job, then is never called again. Every rank
@@ -18,8 +19,8 @@
 //   - otherwise: the pool is embedded in this process (one process may play several simulated
 //     nodes), and RPC becomes direct calls.
 //
-// Tasks always run in the process that submitted them, so a remote job's leases are pinned to
-// its own node (`node_label`).
+// Under mpirun, tasks run in the rank that submitted them: each rank's leases are pinned to its
+// own node (`node_label`), SPMD as before.
 #ifndef GPUPOOL_RUNTIME_BOOTSTRAP_POOL_JOIN_H_
 #define GPUPOOL_RUNTIME_BOOTSTRAP_POOL_JOIN_H_
 

@@ -124,11 +124,16 @@ void Executor::RunLeaseTasks(LeaseRun* run) {
   }
 }
 
-void Executor::Execute(Task* task, LeaseRun* lease) {
-  std::string location = lease != nullptr ? lease->location : "cpu";
+void Executor::Execute(Task* task, LeaseRun* lease) { Settle(task, Run(task, lease)); }
+
+RunOutcome Executor::Run(Task* task, LeaseRun* lease) {
+  RunOutcome out;
+  out.location = lease != nullptr ? lease->location : "cpu";
+  if (lease != nullptr) out.lease_id = lease->lease.id;
   if (task->cancelled.load()) {
-    FailTask(task, ErrorCode::kCancelled, location, "cancelled before it ran");
-    return;
+    out.kind = RunOutcome::Kind::kCancelled;
+    out.message = "cancelled before it ran";
+    return out;
   }
   detail::TaskState state{runtime_, task, lease};
   state.started_pool_s = pool_.Now();
@@ -138,75 +143,97 @@ void Executor::Execute(Task* task, LeaseRun* lease) {
   call.deps = task->deps.data();
   call.dep_count = task->deps.size();
   call.context = &context;
-  ErrorCode code = ErrorCode::kUnknown;
-  std::string message;
-  std::string cause;
   auto started = std::chrono::steady_clock::now();
   try {
     task->function->invoke(call);
   } catch (const ErrorWithCause& e) {
-    code = e.code();
-    message = e.what();
-    cause = e.cause();
+    out.code = e.code();
+    out.message = e.what();
+    out.cause = e.cause();
   } catch (const TaskError& e) {
-    code = e.code();
-    message = e.what();  // a nested Get failed: keep the whole chain
+    out.code = e.code();
+    out.message = e.what();  // a nested Get failed: keep the whole chain
   } catch (const Error& e) {
-    code = e.code();
-    message = e.what();
+    out.code = e.code();
+    out.message = e.what();
   } catch (const std::exception& e) {
-    message = e.what();
+    out.message = e.what();
   } catch (...) {
-    message = "a non-standard exception";
+    out.message = "a non-standard exception";
   }
   if (state.checkpointable) checkpoints_.EndCheckpointableRun(state);
-  bool threw = call.result == nullptr;
   if (lease != nullptr) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    task->shape->counters.busy_gpu_micros.fetch_add(
-        static_cast<int64_t>(took.count() * clock_speed_ * lease->gpus * 1e6), std::memory_order_relaxed);
+    out.busy_gpu_micros = static_cast<int64_t>(took.count() * clock_speed_ * lease->gpus * 1e6);
   }
   // A lease taken away mid-task: the task runs again on another lease, resuming from its last
   // snapshot. A revocation (preemption) is not a failure; a lost lease counts against max_retries.
   if (lease != nullptr && (lease->lost.load() || lease->revoked.load()) && !task->cancelled.load()) {
-    bool failed = Preempted(task, lease, state);
-    if (!failed || ++task->system_failures <= task->shape->options.max_retries) {
-      ++task->attempt;
-      Enqueue(task);
-      return;
-    }
-    FailTask(task, ErrorCode::kUnavailable, location,
-             absl::StrCat("its lease ", lease->lease.id, " was lost and its ",
-                          task->shape->options.max_retries, " retries are used up"));
-    return;
-  }
-  if (task->cancelled.load()) {
-    FailTask(task, ErrorCode::kCancelled, location, "cancelled while running");
-  } else if (threw) {
-    FailTask(task, code, location, message, cause);
+    out.kind = RunOutcome::Kind::kStopped;
+    StoppedRun(lease, state, out);
+  } else if (task->cancelled.load()) {
+    out.kind = RunOutcome::Kind::kCancelled;
+    out.message = "cancelled while running";
+  } else if (call.result == nullptr) {
+    out.kind = RunOutcome::Kind::kFailed;
   } else {
-    task->shape->counters.tasks_run.fetch_add(1, std::memory_order_relaxed);
-    Finish(task, std::move(call.result), nullptr);
+    out.kind = RunOutcome::Kind::kDone;
+    out.value = std::move(call.result);
   }
+  return out;
 }
 
-bool Executor::Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state) {
-  const bool failed = lease->lost.load() && !state.snapshot_at_stop;
+void Executor::StoppedRun(LeaseRun* lease, const detail::TaskState& state, RunOutcome& out) {
+  out.system_failure = lease->lost.load() && !state.snapshot_at_stop;
   double now = pool_.Now();
   double since = state.snapshot_at_stop ? now
                  : state.last_snapshot_pool_s >= 0 ? state.last_snapshot_pool_s
                                                    : state.started_pool_s;
-  double lost_gpu_s = std::max(0.0, now - since) * lease->gpus;
-  ShapeCounters& c = task->shape->counters;
-  c.preemptions.fetch_add(1, std::memory_order_relaxed);
-  c.lost_gpu_micros.fetch_add(static_cast<int64_t>(lost_gpu_s * 1e6), std::memory_order_relaxed);
-  std::string how = state.snapshot_at_stop ? absl::StrCat("snapshot at step ", state.step, ", resumes there")
+  out.lost_gpu_micros = static_cast<int64_t>(std::max(0.0, now - since) * lease->gpus * 1e6);
+  out.resume_note = state.snapshot_at_stop ? absl::StrCat("snapshot at step ", state.step, ", resumes there")
                     : state.checkpointable ? "resumes from its previous snapshot"
                                            : "not checkpointable: restarts";
-  events_.Emit("task-preempted", task->shape->team, lease->lease.id,
-               absl::StrCat("task '", task->name(), "' (", failed ? "lease lost" : "revoked", "): ", how,
-                            "; lost ", absl::StrFormat("%.0f", lost_gpu_s), " GPU-s"));
-  return failed;
+}
+
+void Executor::Settle(Task* task, RunOutcome outcome) {
+  ShapeCounters& c = task->shape->counters;
+  c.busy_gpu_micros.fetch_add(outcome.busy_gpu_micros, std::memory_order_relaxed);
+  switch (outcome.kind) {
+    case RunOutcome::Kind::kNotRun:
+      Enqueue(task);
+      return;
+    case RunOutcome::Kind::kStopped: {
+      c.preemptions.fetch_add(1, std::memory_order_relaxed);
+      c.lost_gpu_micros.fetch_add(outcome.lost_gpu_micros, std::memory_order_relaxed);
+      events_.Emit("task-preempted", task->shape->team, outcome.lease_id,
+                   absl::StrCat("task '", task->name(), "' (", outcome.system_failure ? "lease lost" : "revoked",
+                                "): ", outcome.resume_note, "; lost ",
+                                absl::StrFormat("%.0f", static_cast<double>(outcome.lost_gpu_micros) / 1e6), " GPU-s"));
+      if (!outcome.system_failure || ++task->system_failures <= task->shape->options.max_retries) {
+        ++task->attempt;
+        Enqueue(task);
+        return;
+      }
+      FailTask(task, ErrorCode::kUnavailable, outcome.location,
+               absl::StrCat("its lease ", outcome.lease_id, " was lost and its ",
+                            task->shape->options.max_retries, " retries are used up"));
+      return;
+    }
+    case RunOutcome::Kind::kCancelled:
+      FailTask(task, ErrorCode::kCancelled, outcome.location, outcome.message);
+      return;
+    case RunOutcome::Kind::kFailed:
+      FailTask(task, outcome.code, outcome.location, outcome.message, outcome.cause);
+      return;
+    case RunOutcome::Kind::kDone:
+      if (task->cancelled.load()) {  // a remote run finished after the task was cancelled here
+        FailTask(task, ErrorCode::kCancelled, outcome.location, "cancelled while running");
+        return;
+      }
+      c.tasks_run.fetch_add(1, std::memory_order_relaxed);
+      Finish(task, std::move(outcome.value), nullptr);
+      return;
+  }
 }
 
 void Executor::FailTask(Task* task, ErrorCode code, const std::string& location,

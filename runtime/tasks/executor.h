@@ -34,6 +34,7 @@
 #include "runtime/tasks/checkpoint_coordinator.h"
 #include "runtime/tasks/lease_manager.h"
 #include "runtime/tasks/lease_run.h"
+#include "runtime/tasks/run_outcome.h"
 #include "runtime/tasks/runtime_events.h"
 #include "runtime/tasks/task.h"
 #include "runtime/tasks/task_shapes.h"
@@ -78,6 +79,15 @@ class Executor {
                 const std::string& cause = {});
   // A lease thread's work (LeaseManager::Deps::run_tasks).
   void RunLeaseTasks(LeaseRun* run);
+  // Runs the task once on `lease` (null: a CPU task) in this process and says how it went,
+  // settling nothing: the task is still the caller's. What a worker process does with the tasks
+  // its driver sends it (runtime/tasks/worker_host.h).
+  RunOutcome Run(Task* task, LeaseRun* lease);
+  // Acts on a run's outcome: resolves the result, fails it, or queues it again (a stopped run,
+  // within max_retries for lost leases); accounts busy and lost GPU time. Takes the task.
+  void Settle(Task* task, RunOutcome outcome);
+  // Queues a task whose dependencies are resolved (or one handed back unrun).
+  void Enqueue(Task* task);
   // Submitted tasks still waiting for an input (Stats).
   int64_t waiting_for_dependencies() const { return waiting_for_dependencies_.load(std::memory_order_relaxed); }
 
@@ -89,13 +99,12 @@ class Executor {
 
  private:
   void MakeRunnable(Task* task);  // its dependencies are all resolved
-  void Enqueue(Task* task);
   void CpuWorker();
-  void Execute(Task* task, LeaseRun* lease);
-  // Accounts for a run stopped by its lease going away: preemptions, GPU-seconds of lost work.
-  // Returns whether it counts as a system failure (against max_retries): a lost lease, unless
-  // the task had already stopped with its snapshot before the grace period ran out.
-  bool Preempted(Task* task, LeaseRun* lease, const detail::TaskState& state);
+  void Execute(Task* task, LeaseRun* lease);  // Run, then Settle
+  // Fills in a run stopped by its lease going away: the GPU-seconds of work lost since its last
+  // snapshot, and whether it counts as a system failure (against max_retries): a lost lease,
+  // unless the task had already stopped with its snapshot before the grace period ran out.
+  void StoppedRun(LeaseRun* lease, const detail::TaskState& state, RunOutcome& out);
   // Resolves the task's result and frees the task; schedules whoever waited for the result.
   void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
 

@@ -27,7 +27,8 @@ Registry& TheRegistry() {
 
 }  // namespace
 
-const FunctionInfo* RegisterFunction(const char* name, const void* address, Invoker invoke) {
+const FunctionInfo* RegisterFunction(const char* name, const void* address, Invoker invoke,
+                                     ResultDecoder decode_result) {
   Registry& r = TheRegistry();
   runtime::WriterMutexLock lock(&r.mu);
   auto it = r.by_name.find(name);
@@ -38,7 +39,7 @@ const FunctionInfo* RegisterFunction(const char* name, const void* address, Invo
     }
     return it->second.get();
   }
-  auto info = std::make_unique<FunctionInfo>(FunctionInfo{name, address, invoke});
+  auto info = std::make_unique<FunctionInfo>(FunctionInfo{name, address, invoke, decode_result});
   const FunctionInfo* raw = info.get();
   r.by_name.emplace(name, std::move(info));
   r.by_address[address] = raw;

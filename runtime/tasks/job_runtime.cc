@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <thread>
 #include <utility>
@@ -35,6 +36,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->pool_ = std::move(joined.pool);
   rt->embedded_ = joined.embedded;
   rt->node_label_ = std::move(joined.node_label);
+  rt->pinned_ = joined.pinned;
   rt->rank_ = joined.rank;
   rt->ranks_ = joined.ranks;
   rt->notice_ = std::move(joined.notice);
@@ -47,6 +49,9 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->store_->SetIdBase(static_cast<ObjectId>(rt->group_->rank()) << ObjectStore::kRankShift);
   if (absl::Status s = rt->StartParts(joined); !s.ok()) return s;
   rt->StartEngine();
+  if (joined.workers.has_value()) {
+    if (absl::Status s = rt->StartWorkers(*std::move(joined.workers), joined.driver); !s.ok()) return s;
+  }
   return rt;
 }
 
@@ -95,7 +100,8 @@ absl::Status JobRuntime::StartParts(JoinedPool& joined) {
 }
 
 void JobRuntime::StartEngine() {
-  shapes_ = std::make_unique<TaskShapes>(options_.team, node_label_, *pool_, gpus_->inventory());
+  shapes_ = std::make_unique<TaskShapes>(options_.team, pinned_ ? node_label_ : std::string(), *pool_,
+                                         gpus_->inventory());
   // The lease manager calls the executor only for a granted or refused request, which needs a
   // task enqueued by the executor: it stands by then.
   leases_ = std::make_unique<LeaseManager>(LeaseManager::Deps{
@@ -105,7 +111,13 @@ void JobRuntime::StartEngine() {
       .stopping = &stopping_,
       .job_id = job_id_,
       .max_leases_per_shape = options_.max_leases_per_shape,
-      .run_tasks = [this](LeaseRun* run) { executor_->RunLeaseTasks(run); },
+      .run_tasks = [this](LeaseRun* run) {
+        if (run->remote) {
+          remote_->RunLeaseTasks(run);
+        } else {
+          executor_->RunLeaseTasks(run);
+        }
+      },
       .fail_task = [this](Task* task, ErrorCode code, const std::string& location,
                           const std::string& message) { executor_->FailTask(task, code, location, message); }});
   executor_ = std::make_unique<Executor>(Executor::Deps{
@@ -119,9 +131,50 @@ void JobRuntime::StartEngine() {
       .stopping = &stopping_,
       .clock_speed = options_.clock_speed,
       .lease_linger_ms = options_.lease_linger_ms});
+  remote_ = std::make_unique<RemoteLeases>(RemoteLeases::Deps{
+      .executor = executor_.get(), .events = &events_, .job_id = job_id_, .lease_linger_ms = options_.lease_linger_ms});
   int workers = options_.cpu_workers > 0 ? options_.cpu_workers
                                          : std::max(1u, std::thread::hardware_concurrency());
   executor_->StartCpuWorkers(workers);
+}
+
+absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver) {
+  const RuntimeOptions& o = options_;
+  WorkerPoolOptions wo;
+  wo.pool = pool_.get();
+  wo.job_id = job_id_;
+  wo.launch = std::move(plan.launch);
+  wo.launch.job = job_id_;
+  wo.listen_host = plan.listen_host;
+  wo.describe_node = std::move(plan.describe_node);
+  wo.welcome = wire::Welcome{.team = o.team,
+                             .driver = driver,
+                             .clock_speed = o.clock_speed,
+                             .checkpoint_dir = o.checkpoint_dir,
+                             .checkpoint_dir_shared = o.checkpoint_dir_shared,
+                             .checkpoint_keep_last = o.checkpoint_keep_last,
+                             .checkpoint_staging_mib = o.checkpoint_staging_mib,
+                             .linger_ms = o.worker_linger_ms};
+  wo.pool_now = [this] { return pool_->Now(); };
+  wo.on_outcomes = [this](WorkerConnection& from, std::vector<wire::Outcome> outcomes) {
+    remote_->OnOutcomes(from, std::move(outcomes));
+  };
+  wo.on_lost = [this](WorkerConnection& gone, const absl::Status& why, bool bye) { remote_->OnLost(gone, why, bye); };
+  wo.on_checkpointed = [this](WorkerConnection&, const wire::Checkpointed& note) {
+    pool_->Checkpointed(note.lease_id, CheckpointNote{note.task_key, note.version, note.step, note.path});
+  };
+  if (o.log_to_driver) {
+    wo.on_log = [job = job_id_](WorkerConnection& from, const wire::Log& line) {
+      std::string text = absl::StrCat("(", job, " ", from.node(), " pid=", from.pid(), ") ", line.line, "\n");
+      std::fwrite(text.data(), 1, text.size(), line.is_stderr ? stderr : stdout);
+      std::fflush(line.is_stderr ? stderr : stdout);
+    };
+  }
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(std::move(wo));
+  if (!pool.ok()) return pool.status();
+  workers_ = *std::move(pool);
+  remote_->set_workers(workers_.get());
+  return absl::OkStatus();
 }
 
 JobRuntime::~JobRuntime() {
@@ -131,6 +184,8 @@ JobRuntime::~JobRuntime() {
   if (shapes_ != nullptr) shapes_->WakeAll();
   if (executor_ != nullptr) executor_->JoinCpuWorkers();
   if (leases_ != nullptr) leases_->JoinWorkers();
+  // Every lease thread is gone, so nothing is sent to a worker any more: they are told to stop.
+  workers_.reset();
   if (executor_ != nullptr) executor_->Drain();
   if (before_stop_) before_stop_();
   exchange_.reset();  // before the group whose worker it runs on

@@ -50,6 +50,8 @@
 #include "runtime/tasks/lease_manager.h"
 #include "runtime/tasks/lease_run.h"
 #include "runtime/tasks/local_gpus.h"
+#include "runtime/tasks/remote_leases.h"
+#include "runtime/tasks/worker_pool.h"
 #include "runtime/tasks/runtime_events.h"
 #include "runtime/tasks/task.h"
 #include "runtime/tasks/task_shapes.h"
@@ -76,7 +78,7 @@ class JobRuntime final {
   PoolClient& pool() { return *pool_; }
   // The pool when it lives in this process (tests inject faults through its driver); else null.
   PoolService* embedded_pool() { return embedded_; }
-  // The node every lease of this process is pinned to ("" when the pool is embedded).
+  // This process's node in the pool ("" when the pool is embedded, or the driver is on none).
   const std::string& node() const { return node_label_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
@@ -88,6 +90,14 @@ class JobRuntime final {
   double clock_speed() const { return options_.clock_speed; }
   GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu) { return gpus_->MemoryPoolFor(gpu); }
 
+  // The parts a worker process drives directly (runtime/tasks/worker_host.h).
+  Executor& executor() { return *executor_; }
+  TaskShapes& shapes() { return *shapes_; }
+  const LocalGpus& gpus() const { return *gpus_; }
+  CheckpointCoordinator& checkpoints() { return *checkpoints_; }
+  // Workers of this job connected now (0 unless it runs tasks on other nodes).
+  size_t workers_connected() const { return workers_ != nullptr ? workers_->connected() : 0; }
+
   // TaskContext's checkpoint calls (CheckpointCoordinator), on the task's thread.
   int64_t MakeCheckpointable(detail::TaskState& state) { return checkpoints_->MakeCheckpointable(state); }
   void SafePoint(detail::TaskState& state) { checkpoints_->SafePoint(state); }
@@ -98,6 +108,8 @@ class JobRuntime final {
   absl::Status StartParts(JoinedPool& joined);
   // The engine's parts (shapes, leases, executor), wired together; starts the CPU workers.
   void StartEngine();
+  // The worker pool, when the job may run tasks on nodes where it has no process.
+  absl::Status StartWorkers(WorkerPlan plan, const std::string& driver);
 
   // Constant after Start.
   RuntimeOptions options_;
@@ -105,6 +117,7 @@ class JobRuntime final {
   std::unique_ptr<PoolClient> pool_;
   PoolService* embedded_ = nullptr;      // pool_, when it is embedded
   std::string node_label_;                // see node()
+  bool pinned_ = true;                    // leases only on node_label_
   int rank_ = 0, ranks_ = 1;              // under mpirun
   std::string notice_;
   HostedParts hosted_;                             // outlive pool_: see HostedParts
@@ -124,6 +137,8 @@ class JobRuntime final {
   std::unique_ptr<TaskShapes> shapes_;
   std::unique_ptr<LeaseManager> leases_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<RemoteLeases> remote_;  // leases on other nodes: their tasks go to workers
+  std::unique_ptr<WorkerPool> workers_;   // null unless the job may start workers
 };
 
 }  // namespace gpupool::runtime

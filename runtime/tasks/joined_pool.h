@@ -9,10 +9,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pool/devices/device_driver.h"
+#include "absl/status/statusor.h"
 #include "runtime/client/pool_client.h"
 #include "runtime/group/job_group.h"
 
@@ -35,6 +37,15 @@ struct HostedParts {
   std::shared_ptr<NodeAgent> agent;
 };
 
+// How a job joined to a shared head starts workers on nodes where it has no process
+// (runtime/tasks/worker_pool.h): what to run there, where the workers reach this process, and
+// how to describe a node's GPUs to its worker.
+struct WorkerPlan {
+  WorkerLaunch launch;            // executable, args, cwd, env (node and secret filled per start)
+  std::string listen_host;        // this process's address as the pool's nodes see it
+  std::function<absl::StatusOr<std::string>(const std::string& node)> describe_node;  // rpc::EncodeNodes form
+};
+
 struct JoinedPool {
   std::unique_ptr<PoolClient> pool;
   // `pool`, when it is the service living in this process (tests reach its driver through it).
@@ -43,7 +54,9 @@ struct JoinedPool {
   std::vector<pool::DiscoveredNode> local_nodes;  // the GPUs this process's tasks run on
   std::string driver;                             // how they are reached: "nvidia" | "simulated"
   std::string notice;                             // the driver's fallback notice, if any
-  std::string node_label;                         // non-empty: leases are pinned to this node
+  std::string node_label;                         // this process's node in the pool ("" embedded, or none)
+  bool pinned = true;                             // leases only on node_label (else: anywhere, via workers)
+  std::optional<WorkerPlan> workers;              // set when tasks may run on other nodes
   int rank = 0;                                   // under mpirun
   int ranks = 1;
   std::unique_ptr<JobGroup> group;                // the ranks, connected for collectives

@@ -68,6 +68,7 @@ void LeaseManager::OnGranted(const pool::Lease& lease) {
   auto run = std::make_unique<LeaseRun>();
   run->lease = lease;
   gpus_.Describe(lease, *run);
+  run->remote = !gpus_.Holds(lease);
   LeaseRun* raw = run.get();
   // Workers that have given their lease back, reaped here. They are joined only after
   // leases_mu_ is released: a finished worker may still be taking that lock (to ask for the next

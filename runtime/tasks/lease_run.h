@@ -32,6 +32,7 @@ struct LeaseRun {
   std::shared_ptr<MemoryBudget> budget;   // shared with the blocks allocated under it
   void* stream = nullptr;                 // this lease's stream on the first slot's GPU
   double gpus = 0;                        // compute share in GPUs, for busy-time accounting
+  bool remote = false;                    // on another node: its tasks run in the job's worker there
   std::atomic<bool> stop{false};          // revoked, lost or shutting down: take no more tasks
   std::atomic<bool> revoked{false};
   std::atomic<double> revoke_deadline_s{0};  // pool time by which a revoked lease must be released

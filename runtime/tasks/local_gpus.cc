@@ -47,6 +47,13 @@ GpuMemoryPool* LocalGpus::MemoryPoolFor(const pool::GpuRef& gpu) const {
   return it == memory_pools_.end() ? nullptr : it->second.get();
 }
 
+bool LocalGpus::Holds(const pool::Lease& lease) const {
+  for (const pool::GpuRef& ref : lease.gpus) {
+    if (inventory_.Find(ref) == nullptr) return false;
+  }
+  return true;
+}
+
 void LocalGpus::Describe(const pool::Lease& lease, LeaseRun& run) const {
   std::vector<std::string> places;
   const pool::SlotShape& slot = lease.request.slot;

@@ -33,6 +33,8 @@ class LocalGpus {
   absl::Status OpenMemoryPools(bool cuda);
 
   const pool::Inventory& inventory() const { return inventory_; }
+  // Whether every GPU of the lease is this process's (else its tasks run in a worker elsewhere).
+  bool Holds(const pool::Lease& lease) const;
   // Null for a GPU that is not this process's.
   GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu) const;
   // Fills in what a run of `lease` needs from its GPUs: slots, location, compute share, and the

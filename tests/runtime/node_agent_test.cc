@@ -171,7 +171,9 @@ TEST_F(NodeAgents, ASilentAgentsNodeIsLostAndReturnsWhenItSpeaks) {
 int NodeOfTask(gpupool::TaskContext& ctx) { return ctx.slots().at(0).node == "n1" ? 1 : 0; }
 GPUPOOL_REMOTE(NodeOfTask);
 
-TEST_F(NodeAgents, AJobJoinedByAddressRunsItsTasksOnItsNode) {
+// With local_only (GPUPOOL_LOCAL_ONLY=1) a job keeps today's pinned behaviour; without it, tasks
+// go wherever the pool has room (tests/examples/tasks_anywhere.sh runs that with real agents).
+TEST_F(NodeAgents, AJobJoinedByAddressWithLocalOnlyRunsItsTasksOnItsNode) {
   StartHead();
   auto n0 = Agent(SimulatedNode("n0"));
   auto n1 = Agent(SimulatedNode("n1"));
@@ -180,6 +182,7 @@ TEST_F(NodeAgents, AJobJoinedByAddressRunsItsTasksOnItsNode) {
   o.pool_address = "127.0.0.1:" + std::to_string(server_->port());
   o.pool_token = "team-token";
   o.node_name = "n1";
+  o.local_only = true;
   {
     gpupool::Runtime rt = gpupool::Init(o);
     std::vector<gpupool::ObjectRef<int>> refs;

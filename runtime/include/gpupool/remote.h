@@ -37,6 +37,7 @@
   [[maybe_unused]] static const ::gpupool::detail::FunctionInfo* const GPUPOOL_REMOTE_CONCAT( \
       gpupool_remote_registration_, __COUNTER__) =                                         \
       ::gpupool::detail::RegisterFunction(#fn, reinterpret_cast<const void*>(&fn),         \
-                                          &::gpupool::detail::Invoke<&fn>)
+                                          &::gpupool::detail::Invoke<&fn>,                  \
+                                          &::gpupool::detail::DecodeResult<&fn>)
 
 #endif  // GPUPOOL_REMOTE_H_

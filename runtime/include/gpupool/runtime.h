@@ -51,6 +51,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -95,9 +96,24 @@ struct RuntimeOptions {
   // lost (a restarted head). Leases held are lost (their tasks resume from their snapshots);
   // requests not granted yet are sent again. 0: fail the job's waiting tasks at once.
   double pool_reconnect_s = 60;
-  // The node this process runs on, as the head knows it; empty: this host's name. Tasks of this
-  // process run on this node's GPUs. (--gpupool-node, GPUPOOL_NODE)
+  // The node this process runs on, as the head knows it; empty: this host's name. Tasks prefer
+  // this node's GPUs; a driver on no node of the pool runs every GPU task in workers.
+  // (--gpupool-node, GPUPOOL_NODE)
   std::string node_name;
+  // With pool_address: tasks run only on this process's node (the behaviour before workers), not
+  // wherever the pool has room. (--gpupool-local-only, GPUPOOL_LOCAL_ONLY=1)
+  bool local_only = false;
+  // With pool_address, tasks placed on another node run in a worker process of this job that the
+  // node's agent starts: this program re-executed there with --gpupool-worker (the same path:
+  // nodes share or mirror the filesystem, as under MPI or Slurm), or `worker_binary` with
+  // `worker_args` before gpupool's own flags. A worker with no lease for `worker_linger_ms` exits.
+  // (--gpupool-worker-binary, GPUPOOL_WORKER_BINARY; --gpupool-worker-linger-ms, GPUPOOL_WORKER_LINGER_MS)
+  std::string worker_binary;
+  std::vector<std::string> worker_args;
+  std::map<std::string, std::string> worker_env;  // added to the worker's environment
+  int worker_linger_ms = 2000;
+  // Workers' stdout and stderr reach this process's, line by line, prefixed "(<job> <node> pid=<pid>)".
+  bool log_to_driver = true;
   // Under mpirun: where rank 0's head listens (loopback unless set; HOST or HOST:PORT).
   std::string head_listen = "127.0.0.1";
   bool use_mpi = true;       // false: ignore mpirun even when launched by it

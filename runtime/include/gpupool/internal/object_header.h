@@ -58,6 +58,17 @@ class TypedBox final : public ValueBox {
   T value;
 };
 
+// A value that came from another process of the job as its encoded bytes (a task's input sent to
+// a worker), still untyped: the typed reader (remote_function.h's ArgSlot, Python's ValueOf)
+// decodes it with the parameter's codec. Encoding it again gives back the same bytes.
+class EncodedValue final : public ValueBox {
+ public:
+  explicit EncodedValue(std::string b) : bytes(std::move(b)) {}
+  const std::type_info& type() const override { return typeid(EncodedValue); }
+  void EncodeTo(std::string& out) const override { out.append(bytes); }
+  std::string bytes;
+};
+
 // The part of an object-store entry that public templates touch inline. The rest lives in the
 // library. `refs` counts ObjectRefs, Views and tasks holding the entry.
 struct ObjectHeader {

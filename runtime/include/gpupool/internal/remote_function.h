@@ -40,16 +40,21 @@ struct TaskCall {
 };
 using Invoker = void (*)(TaskCall&);
 
+// Turns a result's bytes back into a value of the function's result type (a task run by a worker
+// process sends its result home encoded).
+using ResultDecoder = std::unique_ptr<ValueBox> (*)(Reader& r);
+
 struct FunctionInfo {
   std::string name;
   const void* address = nullptr;
   Invoker invoke = nullptr;
+  ResultDecoder decode_result = nullptr;
 };
 
 // Registers once per process (static initialisation); returns the registry's entry. A second
 // registration of the same name with another address throws at start-up.
 GPUPOOL_API const FunctionInfo* RegisterFunction(const char* name, const void* address,
-                                                 Invoker invoke);
+                                                 Invoker invoke, ResultDecoder decode_result);
 // The registered entry for a function address; throws kNotFound when it was never registered.
 GPUPOOL_API const FunctionInfo* FunctionFor(const void* address);
 
@@ -150,7 +155,13 @@ struct ArgSlot {
       uint64_t k = r.Varint("a dependency index");
       if (k >= call.dep_count) throw Error(ErrorCode::kDataLoss, "dependency index out of range");
       ObjectHeader* h = call.deps[k];
-      borrowed = &ValueAs<P>(h->id, AwaitValue(h, std::chrono::steady_clock::time_point::max()));
+      const ValueBox& box = AwaitValue(h, std::chrono::steady_clock::time_point::max());
+      if (box.type() == typeid(EncodedValue)) {  // sent by the driver to this worker as bytes
+        Reader bytes(static_cast<const EncodedValue&>(box).bytes);
+        owned.emplace(Codec<P>::Decode(bytes));
+      } else {
+        borrowed = &ValueAs<P>(h->id, box);
+      }
     } else {
       throw Error(ErrorCode::kDataLoss, "unknown argument tag " + std::to_string(tag));
     }
@@ -196,6 +207,11 @@ template <auto Fn>
 void Invoke(TaskCall& call) {
   using Traits = FunctionTraits<decltype(Fn)>;
   InvokeImpl<Fn>(call, std::make_index_sequence<Traits::kArgCount>{});
+}
+
+template <auto Fn>
+std::unique_ptr<ValueBox> DecodeResult(Reader& r) {
+  return DecodeBox<StoredResult<typename FunctionTraits<decltype(Fn)>::Result>>(r);
 }
 
 }  // namespace gpupool::detail

@@ -1,0 +1,51 @@
+// A driver joined to a shared pool (`gpupool head` and an agent per node) whose tasks run wherever
+// the pool has GPUs: on its own node in this process, on the other nodes in workers that their
+// agents start for this job (this same program, re-executed there with --gpupool-worker). Each
+// task holds one GPU for a second and says where it ran; the driver prints every task's place and
+// how long all of them took, so four tasks on a 2x2-GPU pool finish in about one second.
+//
+//   GPUPOOL_ADDRESS=127.0.0.1:7070 GPUPOOL_TOKEN=... GPUPOOL_NODE=node-0 \
+//       ./build/examples/tasks_anywhere/tasks_anywhere 4
+// (see the README's shared-pool section for the head and the agents).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpupool/gpupool.h"
+
+// Holds its GPU for `seconds`, then says where it ran: "node/GPU i pid=P".
+std::string HoldGpu(gpupool::TaskContext& ctx, double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const gpupool::SlotInfo& slot = ctx.slots().front();
+  std::printf("task %llu running on %s/GPU %d\n", static_cast<unsigned long long>(ctx.task_id()), slot.node.c_str(),
+              slot.gpu_index);
+  return slot.node + "/GPU " + std::to_string(slot.gpu_index) + " pid=" + std::to_string(getpid());
+}
+GPUPOOL_REMOTE(HoldGpu);
+
+int main(int argc, char** argv) {
+  gpupool::Runtime rt = gpupool::Init(argc, argv);  // in a worker, Init serves the driver and never returns
+  int tasks = argc > 1 ? std::atoi(argv[1]) : 4;
+  double seconds = argc > 2 ? std::atof(argv[2]) : 1.0;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<gpupool::ObjectRef<std::string>> results;
+  for (int i = 0; i < tasks; ++i) results.push_back(gpupool::Task(HoldGpu).Gpus(1).Submit(seconds));
+  std::set<std::string> nodes;
+  std::set<std::string> pids;
+  for (auto& r : results) {
+    std::string where = *gpupool::Get(r);
+    std::printf("ran on %s\n", where.c_str());
+    nodes.insert(where.substr(0, where.find('/')));
+    pids.insert(where.substr(where.find("pid=")));
+  }
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  std::printf("driver pid=%d on node %s: %d tasks of %.1f s on %zu nodes in %zu processes took %.2f s\n",
+              static_cast<int>(getpid()), rt.node().c_str(), tasks, seconds, nodes.size(), pids.size(), took.count());
+  return 0;
+}

@@ -1,0 +1,52 @@
+// File: runtime/bootstrap/worker_join.h
+//
+// How a worker process joins its driver (the driver's side: runtime/tasks/worker_pool.h). A
+// node's agent starts the worker as the job's program with --gpupool-worker and these flags:
+//
+//   --gpupool-worker-driver=HOST:PORT  where the driver listens for its workers
+//   --gpupool-worker-job=JOB           the job's id
+//   --gpupool-worker-node=NODE         the node it serves
+//   --gpupool-worker-secret-fd=N       a pipe holding the job's secret (the agent writes it there,
+//                                      so it is in neither the command line nor the environment)
+//
+// The worker reads the secret, connects, says Hello with it, and takes the Welcome: the node's
+// GPUs and the runtime settings the driver runs with. Its stdout and stderr are then forwarded to
+// the driver line by line.
+#ifndef GPUPOOL_RUNTIME_BOOTSTRAP_WORKER_JOIN_H_
+#define GPUPOOL_RUNTIME_BOOTSTRAP_WORKER_JOIN_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpupool/runtime.h"
+#include "runtime/rpc/frame_socket.h"
+#include "runtime/tasks/joined_pool.h"
+
+namespace gpupool::runtime {
+
+// Whether this process was started as a worker: "--gpupool-worker" among the arguments (or, with
+// none given, on /proc/self/cmdline).
+bool IsWorkerProcess(const std::vector<std::string>& args);
+std::vector<std::string> OwnCommandLine();
+
+struct WorkerJoin {
+  RuntimeOptions options;  // the driver's settings
+  JoinedPool joined;       // the node's GPUs; a pool client that leases nothing (DriverLink)
+  std::unique_ptr<FrameSocket> driver;
+  std::chrono::milliseconds linger{2000};
+};
+
+// Errors name what was wrong (a missing flag, an unreadable secret, a driver that refused).
+absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args);
+
+// Sends this process's stdout and stderr to the driver, line by line, until StopForwardingOutput
+// (which flushes what is left).
+void ForwardOutputTo(FrameSocket* driver);
+void StopForwardingOutput();
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_BOOTSTRAP_WORKER_JOIN_H_

@@ -1,0 +1,237 @@
+// File: runtime/tasks/remote_leases.cc
+#include "runtime/tasks/remote_leases.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gpupool/codec.h"
+#include "gpupool/internal/task_options_codec.h"
+#include "runtime/rpc/lease_codec.h"
+#include "runtime/tasks/shape_queue.h"
+
+namespace gpupool::runtime {
+namespace {
+
+// Tasks one lease keeps at its worker at once, and sends per frame: enough to hide the round
+// trip behind short tasks (a frame costs a system call each way), few enough that a revoked
+// lease hands back little unrun work.
+constexpr int kWindow = 4096;
+constexpr size_t kBatch = 1024;
+
+}  // namespace
+
+RemoteLeases::RemoteLeases(Deps deps)
+    : executor_(*deps.executor),
+      events_(*deps.events),
+      job_id_(std::move(deps.job_id)),
+      lease_linger_ms_(deps.lease_linger_ms) {}
+
+bool RemoteLeases::Describe(Task* task, const std::string& options, wire::TaskToRun& out) {
+  out.id = task->id;
+  out.function = task->function->name;
+  out.args = task->args;
+  out.inputs.clear();
+  out.inputs.reserve(task->deps.size());
+  try {
+    for (detail::ObjectHeader* h : task->deps) {
+      // Resolved before the task became runnable: this does not wait.
+      const detail::ValueBox& value = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
+      out.inputs.emplace_back();
+      value.EncodeTo(out.inputs.back());
+    }
+  } catch (const Error& e) {
+    executor_.FailTask(task, e.code(), "driver",
+                       absl::StrCat("an input cannot be sent to the worker that would run it: ", e.what()));
+    return false;
+  }
+  out.options = options;
+  out.attempt = task->attempt;
+  // The driver's key: every run of the task, on whichever worker, snapshots and resumes there.
+  if (task->checkpoint_key == nullptr) task->checkpoint_key = std::make_unique<std::string>(CheckpointKey(job_id_, task->id));
+  out.checkpoint_key = *task->checkpoint_key;
+  out.resume_from = task->resume_from;
+  out.checkpoint_interval_s = task->shape->checkpoint_interval_s;
+  return true;
+}
+
+void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
+  ShapeQueue* q = run->shape->queue;
+  const std::string node = run->lease.gpus.empty() ? "" : run->lease.gpus.front().node;
+  absl::StatusOr<std::shared_ptr<WorkerConnection>> worker =
+      workers_ != nullptr ? workers_->WorkerOn(node)
+                          : absl::FailedPreconditionError("this process cannot start workers on other nodes");
+  if (!worker.ok()) {
+    // A worker that cannot start fails a task with the reason (never a silent wait); the lease
+    // goes back, and the next task asks again.
+    events_.Emit("worker-failed", run->lease.request.team, run->lease.id, std::string(worker.status().message()));
+    Task* task = nullptr;
+    if (q->PopBatch(&task, 1, std::chrono::steady_clock::now(), run->stop) == 1) {
+      executor_.FailTask(task, static_cast<ErrorCode>(worker.status().code()), run->location,
+                         std::string(worker.status().message()));
+    }
+    return;
+  }
+  LeaseState state{run, worker->get()};
+  {
+    MutexLock lock(&mu_);
+    leases_.insert(&state);
+  }
+  std::string options;
+  {
+    Writer w(options);
+    gpupool::Encode(w, run->shape->options);
+  }
+  const auto linger = std::chrono::milliseconds(lease_linger_ms_);
+  std::vector<Task*> batch(kBatch);
+  bool first = true;
+  while (!run->stop.load()) {
+    size_t room;
+    {
+      MutexLock lock(&mu_);
+      while (state.in_flight >= kWindow && !state.worker_gone && !run->stop.load()) {
+        cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+      }
+      if (state.worker_gone) break;
+      room = static_cast<size_t>(kWindow - state.in_flight);
+    }
+    size_t n = q->PopBatch(batch.data(), std::min(kBatch, room), std::chrono::steady_clock::now() + linger, run->stop);
+    if (n == 0) {
+      MutexLock lock(&mu_);
+      if (state.in_flight == 0 || state.worker_gone) break;  // idle for the linger: the lease goes back
+      continue;
+    }
+    wire::Tasks message;
+    message.lease_id = run->lease.id;
+    if (first) message.lease = rpc::LeaseToBytes(run->lease);
+    message.tasks.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      wire::TaskToRun t;
+      if (Describe(batch[i], options, t)) message.tasks.push_back(std::move(t));
+      else batch[i] = nullptr;
+    }
+    {
+      MutexLock lock(&mu_);
+      for (size_t i = 0; i < n; ++i) {
+        if (batch[i] != nullptr) in_flight_[batch[i]->id] = InFlight{batch[i], &state};
+      }
+      state.in_flight += static_cast<int>(message.tasks.size());
+    }
+    // A send that fails means the connection is going: its reader settles what was in flight.
+    if (!state.worker->Send(wire::Encode(message)).ok()) break;
+    first = false;
+  }
+  if (!first) {
+    wire::StopLease stop{.lease_id = run->lease.id,
+                         .why = run->lost.load()      ? wire::StopLease::Why::kLost
+                                : run->revoked.load() ? wire::StopLease::Why::kRevoked
+                                : run->stop.load()    ? wire::StopLease::Why::kShutdown
+                                                      : wire::StopLease::Why::kDone,
+                         .deadline_s = run->revoke_deadline_s.load()};
+    (void)state.worker->Send(wire::Encode(stop));
+  }
+  Drain(state);
+  MutexLock lock(&mu_);
+  leases_.erase(&state);
+}
+
+void RemoteLeases::Drain(LeaseState& state) {
+  bool told_lost = state.run->lost.load();
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (state.in_flight == 0 || state.worker_gone) return;
+      cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+      if (state.in_flight == 0 || state.worker_gone) return;
+    }
+    if (!told_lost && state.run->lost.load()) {  // the revocation's deadline passed meanwhile
+      told_lost = true;
+      (void)state.worker->Send(wire::Encode(wire::StopLease{.lease_id = state.run->lease.id,
+                                                            .why = wire::StopLease::Why::kLost}));
+    }
+  }
+}
+
+RunOutcome RemoteLeases::Outcome(Task* task, wire::Outcome&& o) {
+  RunOutcome out;
+  out.kind = o.kind <= static_cast<uint64_t>(RunOutcome::Kind::kNotRun) ? static_cast<RunOutcome::Kind>(o.kind)
+                                                                        : RunOutcome::Kind::kFailed;
+  out.code = static_cast<ErrorCode>(o.code);
+  out.message = std::move(o.message);
+  out.cause = std::move(o.cause);
+  out.location = std::move(o.location);
+  out.busy_gpu_micros = o.busy_gpu_micros;
+  out.lost_gpu_micros = o.lost_gpu_micros;
+  out.system_failure = o.system_failure;
+  out.resume_note = std::move(o.resume_note);
+  if (out.kind == RunOutcome::Kind::kDone) {
+    try {
+      if (task->function->decode_result == nullptr) throw Error(ErrorCode::kInternal, "no decoder for its result");
+      Reader r(o.value);
+      out.value = task->function->decode_result(r);
+    } catch (const Error& e) {
+      out.kind = RunOutcome::Kind::kFailed;
+      out.code = ErrorCode::kDataLoss;
+      out.message = absl::StrCat("its result came back from the worker unreadable: ", e.what());
+    }
+  }
+  return out;
+}
+
+void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome> outcomes) {
+  for (wire::Outcome& o : outcomes) {
+    InFlight f{};
+    {
+      MutexLock lock(&mu_);
+      auto it = in_flight_.find(o.id);
+      if (it == in_flight_.end() || it->second.lease->worker != &from) continue;  // not this worker's
+      f = it->second;
+      in_flight_.erase(it);
+    }
+    RunOutcome outcome = Outcome(f.task, std::move(o));
+    if (outcome.lease_id.empty()) outcome.lease_id = f.lease->run->lease.id;
+    executor_.Settle(f.task, std::move(outcome));
+    MutexLock lock(&mu_);
+    --f.lease->in_flight;
+    cv_.NotifyAll();
+  }
+}
+
+void RemoteLeases::OnLost(WorkerConnection& gone, const absl::Status& why, bool bye) {
+  std::vector<InFlight> lost;
+  {
+    MutexLock lock(&mu_);
+    for (LeaseState* l : leases_) {
+      if (l->worker == &gone) l->worker_gone = true;
+    }
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (it->second.lease->worker == &gone) {
+        lost.push_back(it->second);
+        it = in_flight_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    cv_.NotifyAll();
+  }
+  if (!bye) events_.Emit("worker-lost", "", "", std::string(why.message()));
+  for (InFlight& f : lost) {
+    RunOutcome outcome;
+    outcome.lease_id = f.lease->run->lease.id;
+    outcome.location = absl::StrCat(f.lease->run->location, " (worker pid ", gone.pid(), ")");
+    if (bye) {
+      outcome.kind = RunOutcome::Kind::kNotRun;  // it left before it took them: nothing ran
+    } else {
+      outcome.kind = RunOutcome::Kind::kStopped;
+      outcome.system_failure = true;
+      outcome.resume_note = absl::StrCat("its worker died (", why.message(), "); runs again");
+    }
+    executor_.Settle(f.task, std::move(outcome));
+    MutexLock lock(&mu_);
+    --f.lease->in_flight;
+    cv_.NotifyAll();
+  }
+}
+
+}  // namespace gpupool::runtime

@@ -1,0 +1,312 @@
+// File: runtime/tasks/worker_host.cc
+#include "runtime/tasks/worker_host.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gpupool/codec.h"
+#include "gpupool/internal/task_options_codec.h"
+#include "runtime/rpc/lease_codec.h"
+#include "runtime/tasks/function_registry.h"
+
+namespace gpupool::runtime {
+namespace {
+
+// Outcomes per frame, and how long a finished outcome may wait for company before it is sent.
+constexpr size_t kOutcomesPerFrame = 1024;
+constexpr auto kOutcomeDelay = std::chrono::milliseconds(2);
+
+std::string ProgramPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("this program");
+}
+
+}  // namespace
+
+absl::Status DriverLink::Request(pool::LeaseRequest request, LeaseListener* listener) {
+  (void)request;
+  (void)listener;
+  return absl::UnimplementedError(
+      "a task running in a worker process cannot ask the pool for GPU leases yet: submit GPU tasks from the "
+      "driver (CPU tasks submitted here run in this worker)");
+}
+absl::Status DriverLink::Withdraw(const std::string& request_id) {
+  return absl::NotFoundError(absl::StrCat("no request ", request_id));
+}
+absl::Status DriverLink::Release(const std::string& lease_id) {
+  return absl::NotFoundError(absl::StrCat("no lease ", lease_id));
+}
+void DriverLink::Checkpointed(const std::string& lease_id, const CheckpointNote& note) {
+  (void)driver_->Send(wire::Encode(
+      wire::Checkpointed{.lease_id = lease_id, .task_key = note.task_key, .version = note.version, .step = note.step,
+                         .path = note.path}));
+}
+double DriverLink::Now() const {
+  std::chrono::duration<double> since = std::chrono::steady_clock::now() - since_;
+  return base_s_ + since.count() * clock_speed_;
+}
+
+WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger)
+    : rt_(runtime), driver_(driver), linger_(linger), worker_name_(absl::StrCat(" (worker pid ", getpid(), ")")) {}
+
+WorkerHost::~WorkerHost() { StopAll(); }
+
+absl::Status WorkerHost::Serve() {
+  auto idle_since = std::chrono::steady_clock::now();
+  while (true) {
+    absl::StatusOr<std::string> frame = driver_.Receive(std::chrono::milliseconds(100));
+    if (!frame.ok() && frame.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      ReapFinished();
+      if (!leases_.empty()) {
+        idle_since = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - idle_since >= linger_) {
+        // Bye first: the driver sends nothing new once it has it, and hands back (unrun) what it
+        // sent meanwhile.
+        (void)driver_.Send(wire::EncodeBye());
+        return absl::OkStatus();
+      }
+      continue;
+    }
+    if (!frame.ok()) {
+      StopAll();
+      return frame.status();
+    }
+    absl::StatusOr<wire::Kind> kind = wire::KindOf(*frame);
+    absl::Status bad = kind.status();
+    if (kind.ok()) {
+      switch (*kind) {
+        case wire::Kind::kTasks: {
+          absl::StatusOr<wire::Tasks> tasks = wire::DecodeTasks(*frame);
+          if (tasks.ok()) OnTasks(*std::move(tasks));
+          bad = tasks.status();
+          break;
+        }
+        case wire::Kind::kStopLease: {
+          absl::StatusOr<wire::StopLease> stop = wire::DecodeStopLease(*frame);
+          if (stop.ok()) OnStopLease(*stop);
+          bad = stop.status();
+          break;
+        }
+        case wire::Kind::kStop:
+          StopAll();
+          return absl::OkStatus();
+        default:
+          bad = absl::DataLossError(absl::StrCat("the driver sent message kind ", static_cast<int>(*kind)));
+      }
+    }
+    if (!bad.ok()) {
+      StopAll();
+      return bad;
+    }
+    idle_since = std::chrono::steady_clock::now();
+  }
+}
+
+void WorkerHost::OnTasks(wire::Tasks&& message) {
+  auto it = leases_.find(message.lease_id);
+  if (it == leases_.end()) {
+    absl::StatusOr<pool::Lease> lease = rpc::LeaseFromBytes(message.lease);
+    std::vector<wire::Outcome> refused;
+    if (!lease.ok()) {
+      // Without its lease nothing can run: every task goes back as failed, naming why.
+      for (wire::TaskToRun& t : message.tasks) {
+        refused.push_back(wire::Outcome{.id = t.id, .kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed),
+                                        .code = static_cast<int64_t>(ErrorCode::kDataLoss),
+                                        .message = absl::StrCat("the worker could not read lease ", message.lease_id,
+                                                                ": ", lease.status().message())});
+      }
+      Send(refused);
+      return;
+    }
+    auto l = std::make_unique<Lease>();
+    l->run.lease = *std::move(lease);
+    rt_.gpus().Describe(l->run.lease, l->run);
+    l->run.location += worker_name_;
+    Lease* raw = l.get();
+    it = leases_.emplace(message.lease_id, std::move(l)).first;
+    raw->thread = std::thread([this, raw] { LeaseLoop(raw); });
+  }
+  Lease& lease = *it->second;
+  std::vector<wire::Outcome> refused;
+  std::vector<Task*> tasks;
+  tasks.reserve(message.tasks.size());
+  for (wire::TaskToRun& t : message.tasks) {
+    wire::Outcome refusal;
+    if (Task* task = MakeTask(std::move(t), refusal)) {
+      tasks.push_back(task);
+    } else {
+      refusal.location = lease.run.location;
+      refused.push_back(std::move(refusal));
+    }
+  }
+  {
+    MutexLock lock(&lease.mu);
+    for (Task* t : tasks) lease.queue.push_back(t);
+  }
+  lease.cv.NotifyAll();
+  if (!refused.empty()) Send(refused);
+}
+
+Task* WorkerHost::MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal) {
+  refusal.id = t.id;
+  refusal.kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed);
+  const detail::FunctionInfo* function = detail::FunctionNamed(t.function);
+  if (function == nullptr) {
+    refusal.code = static_cast<int64_t>(ErrorCode::kNotFound);
+    refusal.message = absl::StrCat("the worker's program ", ProgramPath(), " has no remote function '", t.function,
+                                   "' (the worker runs the driver's executable, or --gpupool-worker-binary: register "
+                                   "the function there with GPUPOOL_REMOTE)");
+    return nullptr;
+  }
+  TaskOptions options;
+  try {
+    Reader r(t.options);
+    options = gpupool::Decode<TaskOptions>(r);
+  } catch (const Error& e) {
+    refusal.code = static_cast<int64_t>(ErrorCode::kDataLoss);
+    refusal.message = absl::StrCat("the task's options arrived unreadable: ", e.what());
+    return nullptr;
+  }
+  auto task = std::make_unique<Task>();
+  task->id = t.id;
+  task->function = function;
+  task->shape = rt_.shapes().ShapeFor(&options);
+  // The driver knows the priority class's forced interval; this worker's pool client has no
+  // configuration. Every task of a shape brings the same value.
+  if (task->shape->checkpoint_interval_s != t.checkpoint_interval_s) task->shape->checkpoint_interval_s = t.checkpoint_interval_s;
+  task->args = std::move(t.args);
+  for (std::string& input : t.inputs) {
+    task->deps.push_back(rt_.Put(std::make_unique<detail::EncodedValue>(std::move(input))));
+  }
+  task->attempt = static_cast<int>(t.attempt);
+  task->checkpoint_key = std::make_unique<std::string>(std::move(t.checkpoint_key));
+  task->resume_from = std::move(t.resume_from);
+  return task.release();
+}
+
+void WorkerHost::DropTask(Task* task) {
+  for (detail::ObjectHeader* h : task->deps) detail::Release(h);
+  delete task;
+}
+
+wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
+  wire::Outcome out{.id = task->id,
+                    .kind = static_cast<uint64_t>(o.kind),
+                    .code = static_cast<int64_t>(o.code),
+                    .message = std::move(o.message),
+                    .cause = std::move(o.cause),
+                    .location = o.location.empty() ? run.location : std::move(o.location),
+                    .busy_gpu_micros = o.busy_gpu_micros,
+                    .lost_gpu_micros = o.lost_gpu_micros,
+                    .system_failure = o.system_failure,
+                    .resume_note = std::move(o.resume_note)};
+  if (o.kind == RunOutcome::Kind::kDone) {
+    try {
+      o.value->EncodeTo(out.value);
+    } catch (const Error& e) {
+      out.kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed);
+      out.code = static_cast<int64_t>(e.code());
+      out.message = absl::StrCat("its result cannot be sent from the worker to the driver: ", e.what());
+    }
+  }
+  // Done for good (not stopped): its snapshots here are no longer needed.
+  if ((o.kind == RunOutcome::Kind::kDone || o.kind == RunOutcome::Kind::kFailed) && task->checkpoint_key != nullptr &&
+      !task->checkpoint_key->empty()) {
+    rt_.checkpoints().Forget(*task->checkpoint_key);
+  }
+  return out;
+}
+
+void WorkerHost::LeaseLoop(Lease* lease) {
+  std::vector<wire::Outcome> out;
+  auto first_waiting = std::chrono::steady_clock::now();
+  while (true) {
+    Task* task = nullptr;
+    bool more;
+    {
+      MutexLock lock(&lease->mu);
+      if (lease->queue.empty() && !out.empty()) {
+        lock.Unlock();
+        Send(out);
+        lock.Lock();
+      }
+      while (lease->queue.empty() && !lease->done && !lease->run.stop.load()) lease->cv.Wait(&lease->mu);
+      if (lease->queue.empty()) break;
+      task = lease->queue.front();
+      lease->queue.pop_front();
+      more = !lease->queue.empty();
+    }
+    if (out.empty()) first_waiting = std::chrono::steady_clock::now();
+    RunOutcome outcome;
+    if (lease->run.stop.load()) {
+      outcome.kind = RunOutcome::Kind::kNotRun;  // its lease went before it started
+    } else {
+      outcome = rt_.executor().Run(task, &lease->run);
+    }
+    out.push_back(Report(task, lease->run, std::move(outcome)));
+    DropTask(task);
+    if (!more || out.size() >= kOutcomesPerFrame || std::chrono::steady_clock::now() - first_waiting >= kOutcomeDelay) {
+      Send(out);
+    }
+  }
+  Send(out);
+  lease->finished.store(true);
+}
+
+void WorkerHost::Send(std::vector<wire::Outcome>& outcomes) {
+  if (outcomes.empty()) return;
+  (void)driver_.Send(wire::Encode(outcomes));
+  outcomes.clear();
+}
+
+void WorkerHost::OnStopLease(const wire::StopLease& stop) {
+  auto it = leases_.find(stop.lease_id);
+  if (it == leases_.end()) return;
+  Lease& lease = *it->second;
+  {
+    MutexLock lock(&lease.mu);
+    if (stop.why == wire::StopLease::Why::kDone) {
+      lease.done = true;
+    } else if (stop.why == wire::StopLease::Why::kShutdown) {
+      lease.run.stop.store(true);
+    } else {
+      lease.run.revoke_deadline_s.store(stop.deadline_s);
+      (stop.why == wire::StopLease::Why::kLost ? lease.run.lost : lease.run.revoked).store(true);
+      lease.run.stop.store(true);
+    }
+  }
+  lease.cv.NotifyAll();
+}
+
+void WorkerHost::ReapFinished() {
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second->finished.load()) {
+      it->second->thread.join();
+      if (it->second->run.memory != nullptr) it->second->run.memory->ReleaseStream(it->second->run.stream);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void WorkerHost::StopAll() {
+  for (auto& [id, lease] : leases_) {
+    {
+      MutexLock lock(&lease->mu);
+      lease->run.lost.store(true);
+      lease->run.stop.store(true);
+    }
+    lease->cv.NotifyAll();
+  }
+  for (auto& [id, lease] : leases_) {
+    if (lease->thread.joinable()) lease->thread.join();
+    if (lease->run.memory != nullptr) lease->run.memory->ReleaseStream(lease->run.stream);
+  }
+  leases_.clear();
+}
+
+}  // namespace gpupool::runtime

@@ -1,0 +1,102 @@
+// File: runtime/tasks/worker_host.h
+//
+// A worker process's side of its driver (the other side is runtime/tasks/worker_pool.h and
+// remote_leases.h). A node's agent starts the worker for a job that holds leases on the node;
+// the worker joins its driver (runtime/bootstrap/worker_join.h), starts a JobRuntime over the
+// node's GPUs, and WorkerHost serves the driver with it: for each lease the driver names, a thread
+// runs the tasks sent for it one after another (as a local lease's thread does in the driver),
+// each confined to the lease's slots, memory budget and stream; outcomes go back in batches. One
+// worker serves all of the job's leases on its node, so tasks share its CUDA contexts, as tasks
+// in one process do.
+//
+// The worker leases nothing itself: its pool client (DriverLink) refuses requests (GPU tasks
+// submitted from inside a worker's task are not supported yet) and passes snapshot notes to the
+// driver, which tells the head.
+//
+// Thread-safety: Serve runs on the caller's thread (it reads the connection); each lease has its
+// own thread; sends are serialised by the FrameSocket.
+#ifndef GPUPOOL_RUNTIME_TASKS_WORKER_HOST_H_
+#define GPUPOOL_RUNTIME_TASKS_WORKER_HOST_H_
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/client/pool_client.h"
+#include "runtime/rpc/frame_socket.h"
+#include "runtime/sync/mutex.h"
+#include "runtime/tasks/job_runtime.h"
+#include "runtime/tasks/worker_protocol.h"
+
+namespace gpupool::runtime {
+
+// The worker's pool client: see the top of the file.
+class DriverLink final : public PoolClient {
+ public:
+  DriverLink(FrameSocket* driver, double pool_now_s, double clock_speed)
+      : driver_(driver), base_s_(pool_now_s), clock_speed_(clock_speed), since_(std::chrono::steady_clock::now()) {}
+  absl::Status Request(pool::LeaseRequest request, LeaseListener* listener) override;
+  absl::Status Withdraw(const std::string& request_id) override;
+  absl::Status Release(const std::string& lease_id) override;
+  void Checkpointed(const std::string& lease_id, const CheckpointNote& note) override;
+  double Now() const override;
+  const pool::PoolConfig& config() const override { return config_; }
+  double capacity_gpus() const override { return 0; }
+  std::map<std::string, LedgerTeam> Ledger() const override { return {}; }
+
+ private:
+  FrameSocket* const driver_;
+  const double base_s_;
+  const double clock_speed_;
+  const std::chrono::steady_clock::time_point since_;
+  const pool::PoolConfig config_;
+};
+
+class WorkerHost {
+ public:
+  // `linger`: with no lease for this long, the worker says Bye and Serve returns.
+  WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger);
+  ~WorkerHost();
+
+  // Serves until the driver says stop, the connection ends, or the linger passes with no lease.
+  // OK for a stop or the linger; the connection's error otherwise.
+  absl::Status Serve();
+
+ private:
+  struct Lease {
+    LeaseRun run;
+    Mutex mu;
+    CondVar cv;
+    std::deque<Task*> queue ABSL_GUARDED_BY(mu);
+    bool done ABSL_GUARDED_BY(mu) = false;  // the driver is done with it: end once the queue is empty
+    std::atomic<bool> finished{false};
+    std::thread thread;
+  };
+
+  void OnTasks(wire::Tasks&& tasks);
+  void OnStopLease(const wire::StopLease& stop);
+  void StopAll();  // every lease lost, every thread joined
+  void ReapFinished();
+  void LeaseLoop(Lease* lease);
+  // The task for a message, or null with `refusal` filled (a function this program lacks, bad options).
+  Task* MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal);
+  wire::Outcome Report(Task* task, LeaseRun& run, RunOutcome&& outcome);
+  void DropTask(Task* task);
+  void Send(std::vector<wire::Outcome>& outcomes);
+
+  JobRuntime& rt_;
+  FrameSocket& driver_;
+  const std::chrono::milliseconds linger_;
+  const std::string worker_name_;  // " (worker pid N)", appended to locations
+  std::map<std::string, std::unique_ptr<Lease>> leases_;  // Serve's thread only
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_TASKS_WORKER_HOST_H_

@@ -1,0 +1,247 @@
+// File: runtime/tasks/worker_pool.cc
+#include "runtime/tasks/worker_pool.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/client/fresh_token.h"
+
+namespace gpupool::runtime {
+namespace {
+
+// Compares without stopping at the first difference, so the time taken says nothing of the secret.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(WorkerPoolOptions options) {
+  if (options.launch.secret.empty()) {
+    absl::StatusOr<std::string> secret = FreshToken();
+    if (!secret.ok()) return secret.status();
+    options.launch.secret = *secret;
+  }
+  absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen(options.listen_host, 0);
+  if (!listener.ok()) return listener.status();
+  // gpupool's own flags go last, after the program's (worker_args): Init finds them anywhere.
+  std::string host = options.listen_host.find(':') != std::string::npos ? absl::StrCat("[", options.listen_host, "]")
+                                                                         : options.listen_host;
+  options.launch.args.push_back("--gpupool-worker");
+  options.launch.args.push_back(absl::StrCat("--gpupool-worker-driver=", host, ":", (*listener)->port()));
+  options.launch.args.push_back(absl::StrCat("--gpupool-worker-job=", options.job_id));
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(std::move(options)));
+  pool->listener_ = *std::move(listener);
+  pool->accept_thread_ = std::thread([p = pool.get()] { p->AcceptLoop(); });
+  return pool;
+}
+
+WorkerPool::~WorkerPool() {
+  std::vector<std::shared_ptr<WorkerConnection>> all;
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    all = all_;
+    cv_.NotifyAll();
+  }
+  listener_->Shutdown();
+  accept_thread_.join();
+  const std::string stop = wire::EncodeStop();
+  for (auto& w : all) (void)w->Send(stop);
+  // A worker told to stop closes its end; one that does not (hung in a task) is cut off after a
+  // while, and its agent kills it when the head sees this job gone.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (auto& w : all) {
+    while (!w->leaving() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    w->socket_->Shutdown();
+    if (w->reader_.joinable()) w->reader_.join();
+  }
+}
+
+size_t WorkerPool::connected() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [node, slot] : nodes_) n += slot.worker != nullptr && !slot.worker->leaving();
+  return n;
+}
+
+absl::StatusOr<std::shared_ptr<WorkerConnection>> WorkerPool::WorkerOn(const std::string& node) {
+  uint64_t generation;
+  bool launch = false;  // this caller asks the pool; concurrent callers wait for the same worker
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("the job is shutting down");
+    Slot& slot = nodes_[node];
+    if (slot.worker != nullptr && !slot.worker->leaving()) return slot.worker;
+    if (!slot.starting) {
+      slot.starting = true;
+      slot.worker = nullptr;
+      slot.failure = absl::OkStatus();
+      ++slot.generation;
+      launch = true;
+    }
+    generation = slot.generation;
+  }
+  if (launch) {
+    WorkerLaunch start = options_.launch;
+    start.node = node;
+    start.args.push_back(absl::StrCat("--gpupool-worker-node=", node));
+    absl::StatusOr<int> pid = options_.pool->StartWorker(start);
+    if (!pid.ok()) {
+      absl::Status failed(pid.status().code(), absl::StrCat("could not start a worker of job ", options_.job_id,
+                                                            " on node ", node, ": ", pid.status().message()));
+      MutexLock lock(&mu_);
+      Slot& slot = nodes_[node];
+      if (slot.generation == generation) {
+        slot.starting = false;
+        slot.failure = failed;
+      }
+      cv_.NotifyAll();
+      return failed;
+    }
+  }
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  MutexLock lock(&mu_);
+  while (true) {
+    if (stopping_) return absl::CancelledError("the job is shutting down");
+    Slot& slot = nodes_[node];
+    if (slot.generation != generation) {  // a later start took over; follow it
+      if (slot.worker != nullptr && !slot.worker->leaving()) return slot.worker;
+      if (!slot.starting) return slot.failure.ok() ? absl::UnavailableError(absl::StrCat("the worker on node ", node, " left")) : slot.failure;
+    } else if (!slot.starting) {
+      if (slot.worker != nullptr) return slot.worker;
+      return slot.failure;
+    }
+    if (cv_.WaitUntil(&mu_, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline) {
+      if (slot.generation == generation && slot.starting) {
+        slot.starting = false;
+        slot.failure = absl::DeadlineExceededError(
+            absl::StrCat("the worker started on node ", node, " did not connect to this driver within ",
+                         options_.start_timeout.count(), " ms (can the node reach ", options_.listen_host, ":",
+                         listener_->port(), "? is the executable the same program?)"));
+        cv_.NotifyAll();
+        return slot.failure;
+      }
+    }
+  }
+}
+
+void WorkerPool::AcceptLoop() {
+  while (true) {
+    absl::StatusOr<std::unique_ptr<FrameSocket>> socket = listener_->Accept();
+    if (!socket.ok()) {
+      if (socket.status().code() == absl::StatusCode::kCancelled) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    // Admitting reads one frame with a timeout: a connection that says nothing cannot hold up
+    // the others for long, and a worker's start takes far longer than its hello.
+    Admit(*std::move(socket));
+  }
+}
+
+void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
+  absl::StatusOr<std::string> frame = socket->Receive(std::chrono::milliseconds(5000));
+  if (!frame.ok()) return;  // garbage, silence or a closed connection: dropped
+  absl::StatusOr<wire::Hello> hello = wire::DecodeHello(*frame);
+  if (!hello.ok()) return;
+  wire::Welcome welcome = options_.welcome;
+  if (!SameSecret(hello->secret, options_.launch.secret) || hello->job != options_.job_id) {
+    welcome = wire::Welcome{.refusal = "this connection does not carry the job's secret"};
+    (void)socket->Send(wire::Encode(welcome));
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    auto it = nodes_.find(hello->node);
+    if (stopping_ || it == nodes_.end() || !it->second.starting) {
+      welcome = wire::Welcome{.refusal = absl::StrCat("this driver did not ask for a worker on node ", hello->node)};
+      (void)socket->Send(wire::Encode(welcome));
+      return;
+    }
+  }
+  absl::StatusOr<std::string> inventory = options_.describe_node(hello->node);
+  if (!inventory.ok()) {
+    welcome = wire::Welcome{.refusal = std::string(inventory.status().message())};
+  } else {
+    welcome.node_inventory = *inventory;
+    welcome.pool_now_s = options_.pool_now();
+  }
+  if (!socket->Send(wire::Encode(welcome)).ok() || !welcome.refusal.empty()) return;
+  auto worker = std::make_shared<WorkerConnection>(hello->node, hello->pid, std::move(socket));
+  MutexLock lock(&mu_);
+  Slot& slot = nodes_[hello->node];
+  if (stopping_ || !slot.starting) {
+    worker->socket_->Shutdown();
+    return;
+  }
+  slot.starting = false;
+  slot.worker = worker;
+  all_.push_back(worker);
+  worker->reader_ = std::thread([this, worker] { ReadLoop(worker); });
+  cv_.NotifyAll();
+}
+
+void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
+  absl::Status why;
+  bool bye = false;
+  while (true) {
+    absl::StatusOr<std::string> frame = worker->socket_->Receive();
+    if (!frame.ok()) {
+      why = frame.status();
+      break;
+    }
+    absl::StatusOr<wire::Kind> kind = wire::KindOf(*frame);
+    if (!kind.ok()) {
+      why = kind.status();
+      break;
+    }
+    absl::Status bad = absl::OkStatus();
+    switch (*kind) {
+      case wire::Kind::kOutcomes: {
+        absl::StatusOr<std::vector<wire::Outcome>> outcomes = wire::DecodeOutcomes(*frame);
+        if (!outcomes.ok()) bad = outcomes.status();
+        else options_.on_outcomes(*worker, *std::move(outcomes));
+        break;
+      }
+      case wire::Kind::kLog: {
+        absl::StatusOr<wire::Log> line = wire::DecodeLog(*frame);
+        if (!line.ok()) bad = line.status();
+        else if (options_.on_log) options_.on_log(*worker, *line);
+        break;
+      }
+      case wire::Kind::kCheckpointed: {
+        absl::StatusOr<wire::Checkpointed> note = wire::DecodeCheckpointed(*frame);
+        if (!note.ok()) bad = note.status();
+        else if (options_.on_checkpointed) options_.on_checkpointed(*worker, *note);
+        break;
+      }
+      case wire::Kind::kBye:
+        worker->leaving_.store(true);
+        bye = true;
+        break;
+      default:
+        bad = absl::DataLossError(absl::StrCat("a worker sent message kind ", static_cast<int>(*kind)));
+    }
+    if (!bad.ok()) {
+      why = bad;
+      break;
+    }
+  }
+  worker->leaving_.store(true);
+  {
+    MutexLock lock(&mu_);
+    auto it = nodes_.find(worker->node());
+    if (it != nodes_.end() && it->second.worker == worker) it->second.worker = nullptr;
+  }
+  options_.on_lost(*worker, absl::Status(why.code(), absl::StrCat("worker pid ", worker->pid(), " on node ",
+                                                                  worker->node(), ": ", why.message())),
+                   bye);
+}
+
+}  // namespace gpupool::runtime

@@ -1,0 +1,118 @@
+// File: runtime/tasks/worker_pool.h
+//
+// The driver's side of its worker processes: a job joined to a shared head runs tasks wherever
+// it holds leases, and on a node where it has no process of its own a worker runs them for it
+// (Ray's model: the driver owns the tasks, workers execute them). WorkerPool listens for the
+// workers, has the pool start one when a node needs one (PoolClient::StartWorker: the head tells
+// the node's agent), admits it once it presents the job's secret, and keeps one connection per
+// node. The lease threads (runtime/tasks/remote_leases.h) send tasks over it; the connection's
+// reader thread hands each frame it receives to the handlers the pool was made with.
+//
+// A worker leaves by itself when it has had no lease for its linger (it says Bye first); it dies
+// with its agent, and is told to stop when the driver ends. Which of its tasks were running then
+// is the handlers' business (on_lost).
+//
+// Thread-safety: thread-safe. The handlers run on the connection's reader thread.
+#ifndef GPUPOOL_RUNTIME_TASKS_WORKER_POOL_H_
+#define GPUPOOL_RUNTIME_TASKS_WORKER_POOL_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/client/pool_client.h"
+#include "runtime/rpc/frame_socket.h"
+#include "runtime/sync/mutex.h"
+#include "runtime/tasks/worker_protocol.h"
+
+namespace gpupool::runtime {
+
+// One worker process of the job, connected.
+class WorkerConnection {
+ public:
+  WorkerConnection(std::string node, int64_t pid, std::unique_ptr<FrameSocket> socket)
+      : node_(std::move(node)), pid_(pid), socket_(std::move(socket)) {}
+  const std::string& node() const { return node_; }
+  int64_t pid() const { return pid_; }
+  absl::Status Send(std::string_view frame) { return socket_->Send(frame); }
+  // The worker said Bye, or its connection ended: send it nothing new.
+  bool leaving() const { return leaving_.load(); }
+
+ private:
+  friend class WorkerPool;
+  const std::string node_;
+  const int64_t pid_;
+  std::unique_ptr<FrameSocket> socket_;
+  std::atomic<bool> leaving_{false};
+  std::thread reader_;
+};
+
+struct WorkerPoolOptions {
+  PoolClient* pool = nullptr;  // starts workers (outlives the WorkerPool)
+  std::string job_id;
+  // What every worker is started as (node and secret filled in per start).
+  WorkerLaunch launch;
+  // Where workers reach the driver: this host's address as the nodes see it.
+  std::string listen_host = "127.0.0.1";
+  // The Welcome every worker gets (node_inventory filled in per node by describe_node).
+  wire::Welcome welcome;
+  std::function<absl::StatusOr<std::string>(const std::string& node)> describe_node;
+  std::function<double()> pool_now;
+  std::chrono::milliseconds start_timeout{30000};
+
+  // Handlers, called on the connection's reader thread.
+  std::function<void(WorkerConnection& from, std::vector<wire::Outcome> outcomes)> on_outcomes;
+  // The connection ended (`bye`: the worker said it was leaving, so nothing it had was running).
+  std::function<void(WorkerConnection& gone, const absl::Status& why, bool bye)> on_lost;
+  std::function<void(WorkerConnection& from, const wire::Log& line)> on_log;
+  std::function<void(WorkerConnection& from, const wire::Checkpointed& note)> on_checkpointed;
+};
+
+class WorkerPool {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(WorkerPoolOptions options);
+  // Tells every worker to stop, then waits for their connections to end (at most ~2 s).
+  ~WorkerPool();
+
+  // The job's worker on `node`, started (and waited for) when it has none. Concurrent callers
+  // for one node share one start. Errors name the node and why (the agent's refusal, a worker
+  // that never connected, one that exited before it said hello).
+  absl::StatusOr<std::shared_ptr<WorkerConnection>> WorkerOn(const std::string& node) ABSL_LOCKS_EXCLUDED(mu_);
+  // How many workers are connected now (tests, Stats).
+  size_t connected() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint16_t port() const { return listener_->port(); }
+
+ private:
+  explicit WorkerPool(WorkerPoolOptions options) : options_(std::move(options)) {}
+  void AcceptLoop();
+  // Admits one connection (its Hello checked against the job and the node it was started for).
+  void Admit(std::unique_ptr<FrameSocket> socket) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReadLoop(std::shared_ptr<WorkerConnection> worker);
+
+  const WorkerPoolOptions options_;
+  std::unique_ptr<FrameListener> listener_;
+  std::thread accept_thread_;
+
+  // A node's worker, from the start request until it is gone.
+  struct Slot {
+    std::shared_ptr<WorkerConnection> worker;  // once connected
+    bool starting = false;
+    absl::Status failure;                      // the last start's, for the callers waiting on it
+    uint64_t generation = 0;                   // bumped per start
+  };
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::map<std::string, Slot> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<WorkerConnection>> all_ ABSL_GUARDED_BY(mu_);  // every connection made, to join
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_TASKS_WORKER_POOL_H_

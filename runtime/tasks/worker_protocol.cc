@@ -1,0 +1,159 @@
+// File: runtime/tasks/worker_protocol.cc
+//
+// Each message is its fields in order, through gpupool's codec. One field list per message
+// (Fields below) serves both directions, so encoder and decoder cannot disagree.
+#include "runtime/tasks/worker_protocol.h"
+
+#include <type_traits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gpupool/codec.h"
+
+namespace gpupool::runtime::wire {
+
+template <typename M, typename F>
+void Fields(M& m, F&& f) {
+  using T = std::remove_const_t<M>;
+  if constexpr (std::is_same_v<T, Hello>) {
+    f(m.secret), f(m.job), f(m.node), f(m.pid);
+  } else if constexpr (std::is_same_v<T, Welcome>) {
+    f(m.refusal), f(m.team), f(m.driver), f(m.node_inventory), f(m.pool_now_s), f(m.clock_speed),
+        f(m.checkpoint_dir), f(m.checkpoint_dir_shared), f(m.checkpoint_keep_last), f(m.checkpoint_staging_mib),
+        f(m.linger_ms);
+  } else if constexpr (std::is_same_v<T, TaskToRun>) {
+    f(m.id), f(m.function), f(m.args), f(m.inputs), f(m.options), f(m.attempt), f(m.checkpoint_key),
+        f(m.resume_from), f(m.checkpoint_interval_s);
+  } else if constexpr (std::is_same_v<T, Tasks>) {
+    f(m.lease_id), f(m.lease), f(m.tasks);
+  } else if constexpr (std::is_same_v<T, StopLease>) {
+    uint64_t why = static_cast<uint64_t>(m.why);
+    f(m.lease_id), f(why), f(m.deadline_s);
+    if constexpr (!std::is_const_v<M>) {
+      if (why > static_cast<uint64_t>(StopLease::Why::kShutdown)) throw Error(ErrorCode::kDataLoss, "unknown stop reason");
+      m.why = static_cast<StopLease::Why>(why);
+    }
+  } else if constexpr (std::is_same_v<T, Outcome>) {
+    f(m.id), f(m.kind), f(m.value), f(m.code), f(m.message), f(m.cause), f(m.location), f(m.busy_gpu_micros),
+        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note);
+  } else if constexpr (std::is_same_v<T, Log>) {
+    f(m.is_stderr), f(m.line);
+  } else if constexpr (std::is_same_v<T, Checkpointed>) {
+    f(m.lease_id), f(m.task_key), f(m.version), f(m.step), f(m.path);
+  }
+}
+
+}  // namespace gpupool::runtime::wire
+
+namespace gpupool {
+
+// The nested messages, for vectors of them.
+template <typename T>
+struct WireCodec {
+  static void Encode(Writer& w, const T& m) {
+    runtime::wire::Fields(m, [&](const auto& field) { gpupool::Encode(w, field); });
+  }
+  static T Decode(Reader& r) {
+    T m;
+    runtime::wire::Fields(m, [&](auto& field) { field = gpupool::Decode<std::decay_t<decltype(field)>>(r); });
+    return m;
+  }
+};
+template <>
+struct Codec<runtime::wire::TaskToRun> : WireCodec<runtime::wire::TaskToRun> {};
+template <>
+struct Codec<runtime::wire::Outcome> : WireCodec<runtime::wire::Outcome> {};
+
+}  // namespace gpupool
+
+namespace gpupool::runtime::wire {
+namespace {
+
+template <typename M>
+std::string EncodeAs(Kind kind, const M& m) {
+  std::string out;
+  Writer w(out);
+  w.Varint(static_cast<uint64_t>(kind));
+  Codec<M>::Encode(w, m);
+  return out;
+}
+
+std::string Bare(Kind kind) {
+  std::string out;
+  Writer w(out);
+  w.Varint(static_cast<uint64_t>(kind));
+  return out;
+}
+
+template <typename M>
+absl::StatusOr<M> DecodeAs(Kind kind, std::string_view frame, const char* what) {
+  try {
+    Reader r(frame);
+    uint64_t got = r.Varint("a message kind");
+    if (got != static_cast<uint64_t>(kind)) {
+      return absl::DataLossError(absl::StrCat("expected a ", what, " message, got kind ", got));
+    }
+    M m = Codec<M>::Decode(r);
+    if (r.remaining() != 0) return absl::DataLossError(absl::StrCat(r.remaining(), " stray bytes after a ", what, " message"));
+    return m;
+  } catch (const Error& e) {
+    return absl::DataLossError(absl::StrCat("malformed ", what, " message: ", e.what()));
+  }
+}
+
+}  // namespace
+}  // namespace gpupool::runtime::wire
+
+namespace gpupool {
+template <>
+struct Codec<runtime::wire::Hello> : WireCodec<runtime::wire::Hello> {};
+template <>
+struct Codec<runtime::wire::Welcome> : WireCodec<runtime::wire::Welcome> {};
+template <>
+struct Codec<runtime::wire::Tasks> : WireCodec<runtime::wire::Tasks> {};
+template <>
+struct Codec<runtime::wire::StopLease> : WireCodec<runtime::wire::StopLease> {};
+template <>
+struct Codec<runtime::wire::Log> : WireCodec<runtime::wire::Log> {};
+template <>
+struct Codec<runtime::wire::Checkpointed> : WireCodec<runtime::wire::Checkpointed> {};
+}  // namespace gpupool
+
+namespace gpupool::runtime::wire {
+
+std::string Encode(const Hello& m) { return EncodeAs(Kind::kHello, m); }
+std::string Encode(const Welcome& m) { return EncodeAs(Kind::kWelcome, m); }
+std::string Encode(const Tasks& m) { return EncodeAs(Kind::kTasks, m); }
+std::string Encode(const StopLease& m) { return EncodeAs(Kind::kStopLease, m); }
+std::string EncodeStop() { return Bare(Kind::kStop); }
+std::string Encode(const std::vector<Outcome>& m) { return EncodeAs(Kind::kOutcomes, m); }
+std::string Encode(const Log& m) { return EncodeAs(Kind::kLog, m); }
+std::string Encode(const Checkpointed& m) { return EncodeAs(Kind::kCheckpointed, m); }
+std::string EncodeBye() { return Bare(Kind::kBye); }
+
+absl::StatusOr<Kind> KindOf(std::string_view frame) {
+  try {
+    Reader r(frame);
+    uint64_t k = r.Varint("a message kind");
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kBye)) {
+      return absl::DataLossError(absl::StrCat("unknown message kind ", k));
+    }
+    return static_cast<Kind>(k);
+  } catch (const Error& e) {
+    return absl::DataLossError(absl::StrCat("malformed message: ", e.what()));
+  }
+}
+
+absl::StatusOr<Hello> DecodeHello(std::string_view f) { return DecodeAs<Hello>(Kind::kHello, f, "hello"); }
+absl::StatusOr<Welcome> DecodeWelcome(std::string_view f) { return DecodeAs<Welcome>(Kind::kWelcome, f, "welcome"); }
+absl::StatusOr<Tasks> DecodeTasks(std::string_view f) { return DecodeAs<Tasks>(Kind::kTasks, f, "tasks"); }
+absl::StatusOr<StopLease> DecodeStopLease(std::string_view f) { return DecodeAs<StopLease>(Kind::kStopLease, f, "stop-lease"); }
+absl::StatusOr<std::vector<Outcome>> DecodeOutcomes(std::string_view f) {
+  return DecodeAs<std::vector<Outcome>>(Kind::kOutcomes, f, "outcomes");
+}
+absl::StatusOr<Log> DecodeLog(std::string_view f) { return DecodeAs<Log>(Kind::kLog, f, "log"); }
+absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view f) {
+  return DecodeAs<Checkpointed>(Kind::kCheckpointed, f, "checkpointed");
+}
+
+}  // namespace gpupool::runtime::wire

@@ -1,0 +1,136 @@
+// File: runtime/tasks/worker_protocol.h
+//
+// What a job's driver and its worker processes say to each other, one message per frame of a
+// FrameSocket (runtime/rpc/frame_socket.h), encoded with gpupool's codec (gpupool/codec.h): a
+// kind, then the message. Decoding treats the bytes as untrusted (gpupool::Error kDataLoss, turned
+// into a status here).
+//
+//   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Bye
+//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Stop
+//
+// A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
+// own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
+// encoded); the worker sends back each task's outcome (the result encoded, or why it failed or
+// stopped).
+#ifndef GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
+#define GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpupool/error.h"
+
+namespace gpupool::runtime::wire {
+
+enum class Kind : uint64_t {
+  kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
+  kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9,
+};
+
+// The first frame a worker sends. `secret` is the job's worker key, which the worker read from
+// the pipe its agent handed it (never from argv or the environment).
+struct Hello {
+  std::string secret;
+  std::string job;
+  std::string node;
+  int64_t pid = 0;
+};
+
+// The driver's answer: what the worker's runtime needs to run the job's tasks like the driver.
+struct Welcome {
+  std::string refusal;         // non-empty: go away (wrong secret, unknown node)
+  std::string team;
+  std::string driver;          // "simulated" | "nvidia": how the node's GPUs are reached
+  std::string node_inventory;  // the node's GPUs as rpc::EncodeNodes encodes them
+  double pool_now_s = 0;       // the driver's pool clock when it answered
+  double clock_speed = 1;
+  std::string checkpoint_dir;  // the driver's (empty: the worker's default)
+  bool checkpoint_dir_shared = false;
+  int64_t checkpoint_keep_last = 2;
+  uint64_t checkpoint_staging_mib = 2048;
+  int64_t linger_ms = 2000;    // exit after this long without a lease
+};
+
+struct TaskToRun {
+  uint64_t id = 0;
+  std::string function;            // the registered name
+  std::string args;                // as encoded by the submitter
+  std::vector<std::string> inputs; // each ObjectRef argument's value, encoded, in order
+  std::string options;             // TaskOptions, encoded
+  int64_t attempt = 0;
+  std::string checkpoint_key;      // the driver's key for the task: snapshots go there, a rerun resumes
+  std::string resume_from;
+  double checkpoint_interval_s = 0;
+};
+
+// Tasks for one lease; the first batch for a lease carries the lease itself (pool::Lease as
+// rpc::LeaseToBytes encodes it).
+struct Tasks {
+  std::string lease_id;
+  std::string lease;  // empty after the first batch
+  std::vector<TaskToRun> tasks;
+};
+
+// The driver's lease is revoked (stop at a safe point; `deadline_s` pool time), lost (stop now),
+// simply done (no more tasks: end its thread once the queue is empty), or the driver is shutting
+// down (start nothing more; the running task finishes or stops at a safe point, as in-process).
+struct StopLease {
+  enum class Why : uint64_t { kDone = 0, kRevoked = 1, kLost = 2, kShutdown = 3 };
+  std::string lease_id;
+  Why why = Why::kDone;
+  double deadline_s = 0;
+};
+
+// One task's outcome (runtime/tasks/run_outcome.h), its value encoded.
+struct Outcome {
+  uint64_t id = 0;
+  uint64_t kind = 0;  // RunOutcome::Kind
+  std::string value;
+  int64_t code = 0;   // ErrorCode
+  std::string message;
+  std::string cause;
+  std::string location;
+  int64_t busy_gpu_micros = 0;
+  int64_t lost_gpu_micros = 0;
+  bool system_failure = false;
+  std::string resume_note;
+};
+
+struct Log {
+  bool is_stderr = false;
+  std::string line;  // without its newline
+};
+
+struct Checkpointed {
+  std::string lease_id;
+  std::string task_key;
+  uint64_t version = 0;
+  int64_t step = 0;
+  std::string path;
+};
+
+std::string Encode(const Hello& m);
+std::string Encode(const Welcome& m);
+std::string Encode(const Tasks& m);
+std::string Encode(const StopLease& m);
+std::string EncodeStop();
+std::string Encode(const std::vector<Outcome>& m);
+std::string Encode(const Log& m);
+std::string Encode(const Checkpointed& m);
+std::string EncodeBye();
+
+// The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
+absl::StatusOr<Kind> KindOf(std::string_view frame);
+absl::StatusOr<Hello> DecodeHello(std::string_view frame);
+absl::StatusOr<Welcome> DecodeWelcome(std::string_view frame);
+absl::StatusOr<Tasks> DecodeTasks(std::string_view frame);
+absl::StatusOr<StopLease> DecodeStopLease(std::string_view frame);
+absl::StatusOr<std::vector<Outcome>> DecodeOutcomes(std::string_view frame);
+absl::StatusOr<Log> DecodeLog(std::string_view frame);
+absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view frame);
+
+}  // namespace gpupool::runtime::wire
+
+#endif  // GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
