@@ -85,13 +85,25 @@ absl::Status ReadPriorityClasses(const ConfigReader& r, const YAML::Node& node,
   return absl::OkStatus();
 }
 
+// A user name as useradd accepts one (and no more: the name reaches getpwnam on every node, and
+// a typo that looked like a path or an option should fail here, not there).
+bool IsUserName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (!letter(name[0])) return false;
+  for (char c : name) {
+    if (!letter(c) && !(c >= '0' && c <= '9') && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
 absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, SchedulingConfig& config) {
   if (!node.IsSequence()) return r.Error(node, "teams", "must be a list of teams");
   std::set<std::string> names;
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node& t = node[i];
     std::string path = absl::StrCat("teams[", i, "]");
-    if (absl::Status s = r.CheckKeys(t, path, {"name", "weight", "quotas"}); !s.ok()) return s;
+    if (absl::Status s = r.CheckKeys(t, path, {"name", "weight", "run_as", "quotas"}); !s.ok()) return s;
     if (!t["name"]) return r.Error(t, path, "needs a name");
     Team team;
     absl::StatusOr<std::string> name = r.String(t["name"], path + ".name");
@@ -106,6 +118,16 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
       if (!w.ok()) return w.status();
       if (!(*w > 0)) return r.Error(t["weight"], path + ".weight", "must be greater than 0");
       team.weight = *w;
+    }
+    if (t["run_as"]) {
+      absl::StatusOr<std::string> user = r.String(t["run_as"], path + ".run_as");
+      if (!user.ok()) return user.status();
+      if (!IsUserName(*user)) {
+        return r.Error(t["run_as"], path + ".run_as",
+                       absl::StrCat("'", *user, "' is not a user name (a letter or '_', then letters, digits, "
+                                    "'_', '.' or '-', at most 32 characters)"));
+      }
+      team.run_as = *user;
     }
     const YAML::Node& quotas = t["quotas"];
     if (quotas && !quotas.IsSequence()) return r.Error(quotas, path + ".quotas", "must be a list");

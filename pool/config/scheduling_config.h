@@ -57,6 +57,9 @@ struct TeamQuota {
 struct Team {
   std::string name;
   double weight = 1.0;
+  // The OS user a node agent running as root starts this team's worker processes as (DESIGN §6);
+  // empty: none, and a root agent refuses the team's workers unless it allows root workers.
+  std::string run_as;
   std::vector<TeamQuota> quotas;
   const TeamQuota* QuotaFor(absl::string_view group) const;
 };

@@ -110,6 +110,7 @@ priority_classes:
 teams:
   - name: vision
     weight: 2
+    run_as: vision-jobs
     quotas:
       - {gpus: hopper, nominal: 8, borrowing_limit: 4, lending_limit: 2.5}
       - {gpus: L4, nominal: 0.5}
@@ -124,6 +125,8 @@ teams:
   const Team* vision = s.FindTeam("vision");
   ASSERT_NE(vision, nullptr);
   EXPECT_EQ(vision->weight, 2);
+  EXPECT_EQ(vision->run_as, "vision-jobs");
+  EXPECT_EQ(s.FindTeam("nlp")->run_as, "") << "no run_as: none";
   const TeamQuota* hopper = vision->QuotaFor("hopper");
   ASSERT_NE(hopper, nullptr);
   EXPECT_EQ(hopper->nominal_milli, 8000);
@@ -148,6 +151,10 @@ TEST(SchedulingConfig, InvalidFieldsAreNamed) {
                 "belongs to model group 'big'"},
            Case{"teams:\n  - name: a\n  - name: a\n", "team 'a' is defined twice"},
            Case{"teams:\n  - name: a\n    weight: 0\n", "teams[0].weight: must be greater than 0"},
+           Case{"teams:\n  - name: a\n    run_as: ../root\n", "teams[0].run_as: '../root' is not a user name"},
+           Case{"teams:\n  - name: a\n    run_as: 1000\n", "teams[0].run_as: '1000' is not a user name"},
+           Case{"teams:\n  - name: a\n    run_as: \"-u root\"\n", "teams[0].run_as: '-u root' is not a user name"},
+           Case{"teams:\n  - name: a\n    run_as: \"\"\n", "teams[0].run_as: '' is not a user name"},
            Case{"priority_classes:\n  - {name: x}\n", "priority_classes[0]: needs a name and a value"},
            Case{"priority_classes:\n  - {name: x, value: 1, preemptible: maybe}\n",
                 "priority_classes[0].preemptible: must be true or false"},
