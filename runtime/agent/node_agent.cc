@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/agent/agent_control.h"
 #include "runtime/rpc/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
@@ -15,7 +16,11 @@ struct NodeAgent::Capabilities {
 };
 
 NodeAgent::NodeAgent(NodeAgentOptions options)
-    : options_(std::move(options)), caps_(std::make_unique<Capabilities>()) {
+    : options_(std::move(options)),
+      launcher_(std::make_unique<WorkerLauncher>(WorkerLauncherOptions{
+          .node = options_.node.nodes.empty() ? std::string() : options_.node.nodes[0].name,
+          .allow_root_workers = options_.allow_root_workers})),
+      caps_(std::make_unique<Capabilities>()) {
   for (const pool::DiscoveredGpu& gpu : options_.node.nodes[0].gpus) health_[gpu.index] = gpu.health;
 }
 
@@ -26,6 +31,7 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
   std::unique_ptr<NodeAgent> agent(new NodeAgent(std::move(options)));
   std::string bytes = rpc::EncodeNodes(agent->options_.node);
   Capabilities* caps = agent->caps_.get();  // the loop thread's: used by `setup`, which runs there
+  WorkerLauncher* launcher = agent->launcher_.get();
   absl::StatusOr<std::unique_ptr<RpcConnection>> c = RpcConnection::Connect(
       RpcConnectionOptions{.host = agent->options_.host, .port = agent->options_.port,
                            .on_disconnected = agent->options_.on_disconnected},
@@ -33,6 +39,7 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
         auto req = head.registerAgentRequest();
         req.setToken(agent->options_.token);
         req.setInventory(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+        req.setControl(kj::heap<AgentControl>(*launcher));
         auto resp = req.send().wait(wait);
         absl::Status st = rpc::DecodeStatus(resp.getStatus());
         if (st.ok()) caps->session = resp.getAgent();
@@ -56,8 +63,9 @@ NodeAgent::~NodeAgent() {
       loop_.AssertOnThread();
       caps_->session.reset();
     });
-    connection_.reset();
+    connection_.reset();  // the head's AgentControl capability goes with it
   }
+  launcher_.reset();  // stops every worker, and waits until they are reaped
 }
 
 bool NodeAgent::connected() const { return connection_ != nullptr && connection_->connected(); }

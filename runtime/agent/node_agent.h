@@ -1,7 +1,9 @@
 // File: runtime/agent/node_agent.h
 //
 // A node's agent (DESIGN §3): registers the node's GPUs with the head, heartbeats so the head
-// knows the node is alive, and reports each GPU's health as the driver reads it. The head
+// knows the node is alive, reports each GPU's health as the driver reads it, and starts and
+// stops jobs' workers on the head's word (runtime/agent/worker_launcher.h: its workers die
+// with it, when this object goes or its process dies). The head
 // schedules the node only while its agent is connected and heartbeating; when the agent's
 // process dies, the connection closes and the head loses the node's leases at once.
 //
@@ -27,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "pool/devices/device_driver.h"
 #include "pool/health.h"
+#include "runtime/agent/worker_launcher.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/sync/mutex.h"
 
@@ -46,6 +49,9 @@ struct NodeAgentOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds health_interval{1000};
   std::function<void(const absl::Status&)> on_disconnected;  // RPC thread
+  // Workers may run as root: when the agent is root and a team has no run_as user
+  // (`gpupool agent --allow-root-workers`). Otherwise such a team's workers are refused.
+  bool allow_root_workers = false;
 };
 
 class NodeAgent {
@@ -58,6 +64,8 @@ class NodeAgent {
   bool connected() const;
   const std::string& node() const { return options_.node.nodes[0].name; }
   uint64_t heartbeats_sent() const;
+  // The workers this agent started and has not reaped yet.
+  const WorkerLauncher& workers() const { return *launcher_; }
 
  private:
   explicit NodeAgent(NodeAgentOptions options);
@@ -65,6 +73,8 @@ class NodeAgent {
   void PollHealth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(heartbeat_);
 
   NodeAgentOptions options_;
+  // Outlives the connection (whose AgentControl capability uses it): reset after it.
+  std::unique_ptr<WorkerLauncher> launcher_;
   std::unique_ptr<RpcConnection> connection_;
   struct Capabilities;
   // Each thread's own state says so: the connection's loop thread (what runs in its Call/Sync

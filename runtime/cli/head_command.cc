@@ -6,6 +6,9 @@
 //                --listen 127.0.0.1:7070
 //   gpupool agent --head 127.0.0.1:7070 --node node-1 --simulate 4xH100-80GB --token-file agent.token
 //
+// The agent starts jobs' workers on the head's word, as the team's `run_as` user when it runs as
+// root (and as root only with --allow-root-workers); they die with it.
+//
 // Both run until SIGINT or SIGTERM.
 #include <signal.h>
 
@@ -82,6 +85,7 @@ struct HeadFlags {
   double clock_speed = 1.0;
   int heartbeat_timeout_ms = 3000;
   std::string journal;
+  double reclaim_window_s = 30;
   bool insecure_network = false;
 };
 
@@ -119,6 +123,11 @@ void RunHead(const HeadFlags& flags) {
   so.port = port;
   so.heartbeat_timeout = std::chrono::milliseconds(flags.heartbeat_timeout_ms);
   so.journal_path = flags.journal;
+  if (!(flags.reclaim_window_s >= 0) || flags.reclaim_window_s > 86400 * 365) {
+    throw CommandFailed(absl::StrCat("--reclaim-window-s must be between 0 and a year of seconds, not ",
+                                     flags.reclaim_window_s));
+  }
+  so.reclaim_window = std::chrono::milliseconds(static_cast<int64_t>(flags.reclaim_window_s * 1000));
   for (const auto& [name, token] : tokens) {
     if (name == "agents") {
       so.agent_token = token;
@@ -147,6 +156,7 @@ struct AgentFlags {
   std::string token;
   std::string token_file;
   int heartbeat_ms = 500;
+  bool allow_root_workers = false;
 };
 
 void RunAgent(const AgentFlags& flags) {
@@ -172,7 +182,8 @@ void RunAgent(const AgentFlags& flags) {
   while (true) {
     absl::StatusOr<std::unique_ptr<runtime::NodeAgent>> agent = runtime::NodeAgent::Start(runtime::NodeAgentOptions{
         .host = host, .port = port, .token = token, .node = mine, .driver = driver->driver.get(),
-        .driver_node = driver_node, .heartbeat_interval = std::chrono::milliseconds(flags.heartbeat_ms)});
+        .driver_node = driver_node, .heartbeat_interval = std::chrono::milliseconds(flags.heartbeat_ms),
+        .allow_root_workers = flags.allow_root_workers});
     if (!agent.ok() && !absl::IsUnavailable(agent.status())) throw CommandFailed(std::string(agent.status().message()));
     if (agent.ok()) {
       std::cout << "gpupool agent: node " << flags.node << " (" << mine.nodes[0].gpus.size() << " GPUs) registered with "
@@ -212,6 +223,8 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--clock-speed", flags->clock_speed, "pool seconds per real second");
   head->add_option("--heartbeat-timeout-ms", flags->heartbeat_timeout_ms, "a silent agent's node is lost after this");
   head->add_option("--journal", flags->journal, "SQLite file (WAL) for requests, leases and the usage ledger");
+  head->add_option("--reclaim-window-s", flags->reclaim_window_s,
+                   "with --journal: how long a vanished job's leases are kept for it to reclaim (default 30)");
   head->callback([flags] { RunHead(*flags); });
 
   auto aflags = std::make_shared<AgentFlags>();
@@ -222,6 +235,9 @@ void RegisterHeadCommand(CLI::App& app) {
   agent->add_option("--token-file", aflags->token_file, "file holding the head's agent token");
   agent->add_option("--token", aflags->token, "the agent token (visible in ps: prefer --token-file)");
   agent->add_option("--heartbeat-ms", aflags->heartbeat_ms, "how often to tell the head the node is alive");
+  agent->add_flag("--allow-root-workers", aflags->allow_root_workers,
+                  "an agent running as root may run a team's workers as root when the team has no run_as user "
+                  "(otherwise it refuses them)");
   agent->callback([aflags] { RunAgent(*aflags); });
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "pool/config/pool_config.h"
 #include "pool/scheduler/scheduler.h"
+#include "runtime/rpc/worker_launch.h"
 
 namespace gpupool::runtime {
 
@@ -55,22 +56,8 @@ struct CheckpointNote {
   std::string path;  // the snapshot file, as the job sees it
 };
 
-// A worker process of a job, to be started by a node's agent on the head's word (a job runs its
-// tasks wherever it holds leases: runtime/tasks/worker_pool.h). The agent starts `executable`
-// with `args`, in `cwd` (or "/" when that is missing there), with `env` added to its own
-// environment, and hands it `secret` through an inherited pipe: it appends
-// "--gpupool-worker-secret-fd=N" to the arguments and writes the secret into that pipe, so the
-// secret never shows in /proc/PID/cmdline or /proc/PID/environ. The worker dies with the agent
-// (PR_SET_PDEATHSIG) and leads a process group of its own.
-struct WorkerLaunch {
-  std::string node;                        // the node whose agent starts it
-  std::string job;                         // names the job's workers (StopJob on the agent kills them)
-  std::string executable;                  // absolute path; must exist on that node
-  std::vector<std::string> args;           // argv[1..]
-  std::string cwd;
-  std::map<std::string, std::string> env;  // added to (or replacing in) the agent's environment
-  std::string secret;                      // the job's worker key
-};
+// WorkerLaunch (what StartWorker asks for) is in runtime/rpc/worker_launch.h, so that the agent,
+// which starts the worker and sees no client code, reads the same struct.
 
 class PoolClient {
  public:

@@ -5,6 +5,7 @@
 #include <kj/debug.h>
 
 #include "runtime/rpc/lease_codec.h"
+#include "runtime/rpc/worker_launch_codec.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -215,6 +216,22 @@ absl::StatusOr<rpc::DiscoveredPool> PoolLink::DescribeNode(const std::string& na
   });
   if (!st.ok()) return st;
   return rpc::DecodeNodes(bytes);
+}
+
+absl::StatusOr<int> PoolLink::StartWorker(const WorkerLaunch& launch) {
+  int pid = 0;
+  absl::Status st = connection_->Call([&]() -> kj::Promise<absl::Status> {
+    loop_.AssertOnThread();
+    auto req = session_->startWorkerRequest();
+    rpc::EncodeWorkerLaunch(launch, req.initLaunch());
+    return req.send().then([&pid](capnp::Response<rpc::Session::StartWorkerResults>&& resp) {
+      absl::Status s = rpc::DecodeStatus(resp.getStatus());
+      if (s.ok()) pid = resp.getPid();
+      return s;
+    });
+  });
+  if (!st.ok()) return st;
+  return pid;
 }
 
 absl::StatusOr<PoolLink::Reclaimed> PoolLink::Reclaim(const Holders& held, const std::vector<std::string>& given_back,

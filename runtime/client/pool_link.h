@@ -14,7 +14,7 @@
 // pool_link.cc and in head_report.cc (RemotePool's other parts use none). Included by
 // remote_pool.cc and reconnector.cc; never above the client layer.
 //
-// Threads: the waiting calls (Request, Withdraw, Release, DescribeNode, Reclaim) from any thread
+// Threads: the waiting calls (Request, Withdraw, Release, DescribeNode, StartWorker, Reclaim) from any thread
 // but the link's own loop thread; the Post... calls from any thread, the loop's included. Every
 // call and Post runs on the loop thread in the order made. The session and listener capabilities
 // are the loop thread's only. Events are called on the loop thread.
@@ -113,6 +113,8 @@ class PoolLink {
   void PostCheckpointed(const std::string& lease_id, const CheckpointNote& note);
   void PostForgetCheckpoints(const std::string& task_key);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
+  // Session.startWorker: the worker's pid, or the head's (or its agent's) refusal.
+  absl::StatusOr<int> StartWorker(const WorkerLaunch& launch);
   // Takes over, for this session, the leases `held` (with their listeners) and `given_back`
   // (with none, to be released), and the requests `waiting`. An error when the call failed.
   absl::StatusOr<Reclaimed> Reclaim(const Holders& held, const std::vector<std::string>& given_back,

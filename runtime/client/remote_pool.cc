@@ -45,6 +45,7 @@ class RemotePool::Impl final : public PoolLink::Events {
   void Checkpointed(const std::string& lease_id, const CheckpointNote& note);
   void ForgetCheckpoints(const std::string& task_key);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
+  absl::StatusOr<int> StartWorker(const WorkerLaunch& launch);
   bool connected() const {
     std::shared_ptr<PoolLink> link = CurrentLink();
     return link != nullptr && link->connected();
@@ -280,6 +281,14 @@ absl::StatusOr<rpc::DiscoveredPool> RemotePool::Impl::DescribeNode(const std::st
   return link->DescribeNode(name);
 }
 
+absl::StatusOr<int> RemotePool::Impl::StartWorker(const WorkerLaunch& launch) {
+  // Not queued for a reconnection: a worker is wanted for a lease, which a lost connection has
+  // lost too; the job asks again for the leases it is granted next.
+  std::shared_ptr<PoolLink> link = CurrentLink();
+  if (link == nullptr) return absl::UnavailableError(RpcConnection::kConnectionLost);
+  return link->StartWorker(launch);
+}
+
 absl::StatusOr<std::unique_ptr<RemotePool>> RemotePool::Connect(const RemotePoolOptions& options) {
   auto impl = std::make_unique<Impl>(options);
   absl::Status st = impl->Start();
@@ -306,6 +315,7 @@ std::map<std::string, LedgerTeam> RemotePool::Ledger() const { return impl_->Led
 absl::StatusOr<rpc::DiscoveredPool> RemotePool::DescribeNode(const std::string& name) {
   return impl_->DescribeNode(name);
 }
+absl::StatusOr<int> RemotePool::StartWorker(const WorkerLaunch& launch) { return impl_->StartWorker(launch); }
 bool RemotePool::connected() const { return impl_->connected(); }
 uint64_t RemotePool::reconnections() const { return impl_->reconnections(); }
 

@@ -70,6 +70,10 @@ class RemotePool final : public PoolClient {
   const pool::PoolConfig& config() const override;
   double capacity_gpus() const override;
   std::map<std::string, LedgerTeam> Ledger() const override;  // this job's own leases
+  // Asks the head, on this job's session, for a worker on `launch.node`; waits for the agent's
+  // answer (the worker has exec'd, or why it could not). The head's or agent's refusal as it
+  // sent it (the node and the reason named); kUnavailable when the connection is lost.
+  absl::StatusOr<int> StartWorker(const WorkerLaunch& launch) override;
 
   // One node's GPUs as the head knows them (a job process asks for the node it runs on).
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);

@@ -146,6 +146,40 @@ interface Session {
   # The job is ending: when this connection closes, what it still holds goes back at once (a
   # connection lost without this is kept for the job to reclaim, when it has a key).
   leave @8 () -> ();
+  # Asks the agent of `launch.node` for a worker process of this job (runtime/rpc/worker_launch.h).
+  # A session starts workers of one job only: the job id its first call names (another is
+  # refused), so that ending the session stops that job's workers and no other. The answer is the
+  # agent's: the worker's pid, or why it did not start (no agent on the node, an agent too old to
+  # start workers, a missing executable, a refusal to run it as root).
+  startWorker @9 (launch :WorkerLaunch) -> (status :Status, pid :Int32);
+}
+
+struct EnvVar {
+  name @0 :Text;
+  value @1 :Text;
+}
+
+# A worker process of a job, as the job asks for it (runtime/rpc/worker_launch.h says what each
+# field means).
+struct WorkerLaunch {
+  node @0 :Text;
+  job @1 :Text;
+  executable @2 :Text;
+  args @3 :List(Text);
+  cwd @4 :Text;
+  env @5 :List(EnvVar);
+  secret @6 :Text;
+}
+
+# Implemented by a node agent; the head calls it, on a job's word (Session.startWorker), for the
+# jobs it vouches for. The agent acts on nothing else.
+interface AgentControl {
+  # Starts a worker of `launch.job` as the OS user `runAs` (the team's `run_as` in the head's
+  # configuration; "" when it has none), for team `team` (named in a refusal). The worker's pid,
+  # or why it did not start.
+  startWorker @0 (launch :WorkerLaunch, runAs :Text, team :Text) -> (status :Status, pid :Int32);
+  # Stops every worker of `job` on this node (their process groups: SIGTERM, then SIGKILL).
+  stopJob @1 (job :Text) -> ();
 }
 
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are
@@ -165,8 +199,10 @@ interface PoolService {
   # them at once.
   authenticate @0 (team :Text, token :Text, jobKey :Text) -> (status :Status, session :Session);
   # A node agent registers its node: `inventory` is an encoded Inventory.PoolInventory holding
-  # exactly that node, which must be one the head was configured with (same GPUs).
-  registerAgent @1 (token :Text, inventory :Data) -> (status :Status, agent :AgentSession);
+  # exactly that node, which must be one the head was configured with (same GPUs). `control` is
+  # how the head asks the agent for workers; an agent older than workers sends none, and the head
+  # then refuses jobs' workers on its node.
+  registerAgent @1 (token :Text, inventory :Data, control :AgentControl) -> (status :Status, agent :AgentSession);
   # Operators' views (`gpupool status`, `queue`), for any authenticated team or agent token.
   describe @2 (token :Text) -> (status :Status, report :Text);
   # GPU-hours from the head's journal over [fromS, toS) (Unix seconds), grouped by "team",

@@ -56,7 +56,8 @@ absl::Status AgentRegistry::CheckNode(const pool::DiscoveredNode& node) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> AgentRegistry::Register(capnp::Data::Reader inventory, AgentSession* agent) {
+absl::StatusOr<std::string> AgentRegistry::Register(capnp::Data::Reader inventory, AgentSession* agent,
+                                                    std::optional<rpc::AgentControl::Client> control) {
   absl::StatusOr<rpc::DiscoveredPool> sent = rpc::DecodeNodes(
       absl::string_view(reinterpret_cast<const char*>(inventory.begin()), inventory.size()));
   if (!sent.ok()) return sent.status();
@@ -73,7 +74,7 @@ absl::StatusOr<std::string> AgentRegistry::Register(capnp::Data::Reader inventor
                                                "' already has a live agent; a second one is taken once the "
                                                "first has gone or missed its heartbeats"));
   }
-  agents_[node.name] = Agent{agent, std::chrono::steady_clock::now(), false};
+  agents_[node.name] = Agent{agent, std::chrono::steady_clock::now(), false, std::move(control)};
   absl::Status up = pool_.NodeUp(node.name);
   if (!up.ok()) return up;
   return node.name;
@@ -107,6 +108,28 @@ kj::Promise<void> AgentRegistry::WatchHeartbeats(kj::Timer& timer) {
     }
     return WatchHeartbeats(timer);
   });
+}
+
+absl::StatusOr<rpc::AgentControl::Client> AgentRegistry::ControlOf(const std::string& node) {
+  auto it = agents_.find(node);
+  if (it == agents_.end()) {
+    return absl::UnavailableError(absl::StrCat("node '", node, "' has no agent connected to start a worker"));
+  }
+  if (it->second.silent) {
+    return absl::UnavailableError(absl::StrCat("the agent of node '", node, "' has missed its heartbeats"));
+  }
+  if (!it->second.control.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("the agent of node '", node, "' is too old to start workers"));
+  }
+  return rpc::AgentControl::Client(*it->second.control);
+}
+
+void AgentRegistry::StopJob(const std::string& node, const std::string& job) {
+  auto it = agents_.find(node);
+  if (it == agents_.end() || !it->second.control.has_value()) return;
+  auto req = it->second.control->stopJobRequest();
+  req.setJob(job);
+  req.send().detach([](kj::Exception&&) {});  // an agent gone meanwhile took its workers with it
 }
 
 absl::string_view AgentRegistry::StateOf(const std::string& node) const {

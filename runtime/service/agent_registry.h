@@ -8,7 +8,7 @@
 //
 //   AgentRegistry agents(pool, options.heartbeat_timeout);
 //   auto agent = kj::heap<AgentSession>(agents);
-//   absl::StatusOr<std::string> node = agents.Register(inventory, agent.get());
+//   absl::StatusOr<std::string> node = agents.Register(inventory, agent.get(), control);
 //   if (node.ok()) agent->set_node(*node);           // the agent's connection holds it now
 //   tasks.add(agents.WatchHeartbeats(timer));
 //
@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <capnp/blob.h>
@@ -63,8 +64,10 @@ class AgentRegistry {
 
   // Checks an agent's node against the pool's and takes it up; returns the node's name. A node
   // has one agent: a second one is refused (Unavailable, the agent retries) until the first has
-  // gone or fallen silent, and then replaces it.
-  absl::StatusOr<std::string> Register(capnp::Data::Reader inventory, AgentSession* agent);
+  // gone or fallen silent, and then replaces it. `control` is how the head asks the agent for
+  // workers (none from an agent older than workers).
+  absl::StatusOr<std::string> Register(capnp::Data::Reader inventory, AgentSession* agent,
+                                       std::optional<rpc::AgentControl::Client> control = std::nullopt);
   // `agent`'s connection closed: its node goes down, unless a newer agent speaks for it.
   void Gone(const std::string& node, AgentSession* agent, const std::string& why);
   // `agent` is alive: a node taken down for its silence comes back up.
@@ -72,6 +75,15 @@ class AgentRegistry {
   // Takes down the nodes whose agents fell silent, checking four times per timeout, for as long
   // as the loop runs (add it to the loop's task set; it never resolves).
   kj::Promise<void> WatchHeartbeats(kj::Timer& timer);
+
+  // The worker-starting capability of `node`'s live agent. kUnavailable naming the node when it
+  // has no agent or its agent fell silent (it may come back: try again); kFailedPrecondition when
+  // its agent is too old to start workers (it must be upgraded).
+  absl::StatusOr<rpc::AgentControl::Client> ControlOf(const std::string& node);
+  // Asks `node`'s agent, if it has one that starts workers, to stop `job`'s workers; no answer
+  // awaited. Without an agent there is nothing to ask: an agent that goes away takes its
+  // workers with it (they die with it, or with its connection: runtime/agent/node_agent.h).
+  void StopJob(const std::string& node, const std::string& job);
 
   // Node agents registered now (silent ones included).
   size_t size() const { return agents_.size(); }
@@ -86,6 +98,7 @@ class AgentRegistry {
     AgentSession* session = nullptr;
     std::chrono::steady_clock::time_point last_heartbeat;
     bool silent = false;  // its node was taken down for missing heartbeats
+    std::optional<rpc::AgentControl::Client> control;  // none: too old to start workers
   };
   // Whether the node an agent registers is the one the head was configured with.
   absl::Status CheckNode(const pool::DiscoveredNode& node) const;

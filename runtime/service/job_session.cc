@@ -7,6 +7,8 @@
 #include "checkpoint/task_key.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/node_codec.h"
+#include "runtime/rpc/rpc_connection.h"
+#include "runtime/rpc/worker_launch_codec.h"
 #include "runtime/service/pool_ids.h"
 
 namespace gpupool::runtime {
@@ -55,6 +57,8 @@ JobSession::JobSession(const JobSessionDeps& deps, std::string team, std::string
 }
 
 JobSession::~JobSession() {
+  // Not when the head itself stops: the agents lose it too and stop their workers themselves.
+  if (!deps_.sessions.stopping()) StopWorkers();
   const bool newest = deps_.sessions.EndSession(job_key_, this);
   // The head is stopping, not the job: with a journal, its leases and queued requests stay
   // there for the next run to take back and the job to reclaim (its tasks run on, its requests
@@ -297,7 +301,67 @@ bool JobSession::RecordedByThisJob(const std::string& key) {
 
 kj::Promise<void> JobSession::leave(LeaveContext) {
   leaving_ = true;
+  StopWorkers();  // the job is ending: its workers have nothing more to do
   return kj::READY_NOW;
+}
+
+absl::Status JobSession::CheckLaunch(const WorkerLaunch& launch) {
+  if (launch.job.empty()) return absl::InvalidArgumentError("a worker launch names no job");
+  if (launch.executable.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("a worker launch for node '", launch.node, "' names no executable"));
+  }
+  if (launch.secret.empty()) {
+    return absl::InvalidArgumentError("a worker launch carries no secret: the worker could not tell its job's peers");
+  }
+  if (rpc::DiscoveredNodes(deps_.pool.inventory(), launch.node).empty()) {
+    return absl::NotFoundError(absl::StrCat("node '", launch.node, "' is not in this pool"));
+  }
+  // One job per session: its end stops that job's workers, so it must not name another's.
+  if (!worker_job_.empty() && worker_job_ != launch.job) {
+    return absl::PermissionDeniedError(absl::StrCat("this session starts workers of job '", worker_job_,
+                                                    "'; it cannot start workers of job '", launch.job, "'"));
+  }
+  if (worker_job_.empty()) {
+    if (absl::Status st = deps_.workers.Claim(launch.job, job_key_, this); !st.ok()) return st;
+    worker_job_ = launch.job;
+  }
+  return absl::OkStatus();
+}
+
+void JobSession::StopWorkers() {
+  if (worker_job_.empty()) return;
+  for (const std::string& node : deps_.workers.Release(worker_job_, this)) deps_.agents.StopJob(node, worker_job_);
+}
+
+kj::Promise<void> JobSession::startWorker(StartWorkerContext context) {
+  absl::StatusOr<WorkerLaunch> launch = rpc::DecodeWorkerLaunch(context.getParams().getLaunch());
+  absl::Status st = launch.status();
+  if (st.ok() && leaving_) st = absl::FailedPreconditionError("the job said it is leaving: no more workers");
+  if (st.ok()) st = CheckLaunch(*launch);
+  absl::StatusOr<rpc::AgentControl::Client> control =
+      st.ok() ? deps_.agents.ControlOf(launch->node) : absl::StatusOr<rpc::AgentControl::Client>(st);
+  if (!control.ok()) {
+    rpc::EncodeStatus(control.status(), context.getResults().initStatus());
+    return kj::READY_NOW;
+  }
+  // Recorded before the agent answers: a session that ends meanwhile still stops this worker (the
+  // agent hears stopJob after startWorker: calls on one capability arrive in order).
+  deps_.workers.AddNode(launch->job, launch->node);
+  const pool::Team* team = deps_.pool.config().scheduling.FindTeam(team_);
+  auto req = control->startWorkerRequest();
+  rpc::EncodeWorkerLaunch(*launch, req.initLaunch());
+  req.setRunAs(team != nullptr ? team->run_as : std::string());
+  req.setTeam(team_);
+  return req.send().then(
+      [context](capnp::Response<rpc::AgentControl::StartWorkerResults>&& resp) mutable {
+        auto results = context.getResults();
+        results.setStatus(resp.getStatus());
+        results.setPid(resp.getPid());
+      },
+      [context, node = launch->node](kj::Exception&& e) mutable {
+        rpc::EncodeStatus(StatusFromKj(e, absl::StrCat("the agent of node '", node, "'")),
+                          context.getResults().initStatus());
+      });
 }
 
 kj::Promise<void> JobSession::info(InfoContext context) {

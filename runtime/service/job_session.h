@@ -8,6 +8,12 @@
 // team its own). With a journal, a request, release or checkpoint is acknowledged only once it
 // is durable.
 //
+// A session may ask a node's agent for a worker of its job (startWorker): the head checks the
+// launch, adds the team's `run_as` user from its configuration, and forwards it to the node's
+// live agent. A session starts workers of one job id only (the first it names; WorkerJobs keeps
+// another session from naming it too), and when the session ends or its job leaves, the head
+// tells each agent that started one of them to stop that job's workers.
+//
 // When a session ends (the job dropped it or its connection closed), what it held goes back to
 // the pool, unless its job may come back (it presented a job key, the head keeps a journal, and
 // it did not say it was leaving): then its leases and requests are kept for the reclaim window
@@ -33,11 +39,13 @@
 
 #include "absl/status/status.h"
 #include "runtime/rpc/pool_service.capnp.h"
+#include "runtime/service/agent_registry.h"
 #include "runtime/service/event_pump.h"
 #include "runtime/service/head_auth.h"
 #include "runtime/service/head_durability.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/service/session_directory.h"
+#include "runtime/service/worker_jobs.h"
 
 namespace gpupool::runtime {
 
@@ -49,6 +57,8 @@ struct JobSessionDeps {
   SessionDirectory& sessions;  // who holds what
   HeadDurability& durable;     // the journal and the leases kept for jobs that are away
   const HeadAuth& auth;        // for requests that name another team
+  AgentRegistry& agents;       // the node agents that start workers
+  WorkerJobs& workers;         // which session speaks for each job's workers, and where they are
 };
 
 // The pool told the server of a grant, revocation or loss (the event pump's handler): it goes
@@ -73,6 +83,7 @@ class JobSession final : public rpc::Session::Server {
   kj::Promise<void> leave(LeaveContext) override;
   kj::Promise<void> info(InfoContext context) override;
   kj::Promise<void> describeNode(DescribeNodeContext context) override;
+  kj::Promise<void> startWorker(StartWorkerContext context) override;
 
   const std::string& team() const { return team_; }
 
@@ -100,6 +111,11 @@ class JobSession final : public rpc::Session::Server {
   std::string IndexOwner() const { return job_key_.empty() ? prefix_ : job_key_; }
   // An index entry this job recorded on an earlier connection (a read of the journal).
   bool RecordedByThisJob(const std::string& key);
+  // Why the head will not forward `launch` (a field missing, an unknown node, another job's id),
+  // or OK; binds the session to the launch's job on its first call.
+  absl::Status CheckLaunch(const WorkerLaunch& launch);
+  // Tells the agents that started this session's workers to stop them (once).
+  void StopWorkers();
 
   const JobSessionDeps deps_;
   const std::string team_;
@@ -114,6 +130,7 @@ class JobSession final : public rpc::Session::Server {
   std::map<std::string, Pending> pending_;                     // by the job's own request id
   std::map<std::string, rpc::LeaseListener::Client> leases_;   // by lease id
   std::set<std::string> checkpoint_keys_;  // task keys this session recorded in the index
+  std::string worker_job_;  // the job whose workers this session starts ("" until its first)
 };
 
 }  // namespace gpupool::runtime

@@ -42,7 +42,7 @@ PoolServer::Impl::Impl(std::unique_ptr<PoolService> pool, PoolServerOptions opti
       pump_(*pool_, [this](PoolEvent& e) { DeliverPoolEvent(session_deps_, e); }),
       durable_({*pool_, pump_, sessions_}, options_.journal_path, options_.reclaim_window),
       agents_(*pool_, options_.heartbeat_timeout),
-      session_deps_{*pool_, pump_, sessions_, durable_, auth_} {}
+      session_deps_{*pool_, pump_, sessions_, durable_, auth_, agents_, workers_} {}
 
 std::string PoolServer::Impl::Report() {
   return HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()});

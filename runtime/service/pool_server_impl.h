@@ -7,6 +7,7 @@
 //   - SessionDirectory (session_directory.h): which job session holds each request and lease;
 //   - HeadDurability (head_durability.h): the journal and what is kept for jobs that are away;
 //   - AgentRegistry (agent_registry.h): the node agents and their heartbeats;
+//   - WorkerJobs (worker_jobs.h): which session speaks for each job's workers, and where they are;
 //   - HeadAuth (head_auth.h): the tokens;
 //   - JobSession (job_session.h), AgentSession and PoolServiceRpc (pool_service_rpc.h): the RPC
 //     objects the connections hold;
@@ -35,6 +36,7 @@
 #include "runtime/service/pool_server.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/service/session_directory.h"
+#include "runtime/service/worker_jobs.h"
 #include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
@@ -98,6 +100,7 @@ class PoolServer::Impl : private kj::TaskSet::ErrorHandler {
   EventPump pump_;  // the pool's listener: outlives the pool (reset in ~Impl)
   HeadDurability durable_;
   AgentRegistry agents_;
+  WorkerJobs workers_;
   const JobSessionDeps session_deps_;
 };
 

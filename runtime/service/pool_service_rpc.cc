@@ -1,6 +1,8 @@
 #include "runtime/service/pool_service_rpc.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "runtime/rpc/lease_codec.h"
@@ -33,7 +35,9 @@ kj::Promise<void> PoolServiceRpc::registerAgent(RegisterAgentContext context) {
                         : deps_.auth.AuthenticateAgent(params.getToken());
   if (st.ok()) {
     auto agent = kj::heap<AgentSession>(agents_);
-    absl::StatusOr<std::string> node = agents_.Register(params.getInventory(), agent.get());
+    std::optional<rpc::AgentControl::Client> control;
+    if (params.hasControl()) control = params.getControl();  // an agent older than workers sends none
+    absl::StatusOr<std::string> node = agents_.Register(params.getInventory(), agent.get(), std::move(control));
     st = node.status();
     if (node.ok()) {
       agent->set_node(*node);
