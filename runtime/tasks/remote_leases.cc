@@ -19,6 +19,9 @@ namespace {
 // lease hands back little unrun work.
 constexpr int kWindow = 4096;
 constexpr size_t kBatch = 1024;
+// A lease sends tasks ahead of its running one only while its shape's queue holds at least this
+// many, and takes a 1/kPipelineBacklog share of the queue per frame.
+constexpr size_t kPipelineBacklog = 32;
 
 }  // namespace
 
@@ -87,16 +90,21 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
   std::vector<Task*> batch(kBatch);
   bool first = true;
   while (!run->stop.load()) {
-    size_t room;
+    size_t want;
     {
       MutexLock lock(&mu_);
-      while (state.in_flight >= kWindow && !state.worker_gone && !run->stop.load()) {
-        cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+      // Sending ahead hides the round trip behind short tasks, but tasks sent to this lease are
+      // out of reach of the shape's other leases: ahead of a running task, only a long backlog
+      // is sent (long tasks then spread over every lease the shape gets, as local ones do).
+      while (!state.worker_gone && !run->stop.load() && state.in_flight > 0 &&
+             (state.in_flight >= kWindow || q->size() < kPipelineBacklog)) {
+        cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(1));
       }
-      if (state.worker_gone) break;
-      room = static_cast<size_t>(kWindow - state.in_flight);
+      if (state.worker_gone || run->stop.load()) break;
+      size_t backlog_share = std::max<size_t>(1, q->size() / kPipelineBacklog);
+      want = std::min({kBatch, static_cast<size_t>(kWindow - state.in_flight), backlog_share});
     }
-    size_t n = q->PopBatch(batch.data(), std::min(kBatch, room), std::chrono::steady_clock::now() + linger, run->stop);
+    size_t n = q->PopBatch(batch.data(), want, std::chrono::steady_clock::now() + linger, run->stop);
     if (n == 0) {
       MutexLock lock(&mu_);
       if (state.in_flight == 0 || state.worker_gone) break;  // idle for the linger: the lease goes back

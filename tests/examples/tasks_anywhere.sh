@@ -12,8 +12,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 
-printf 'default: team-secret\nagents: agent-secret\n' > "$dir/tokens"
-echo agent-secret > "$dir/agent-token"
+printf 'default: team-secret-0123456789\nagents: agent-secret-0123456789\n' > "$dir/tokens"
+echo agent-secret-0123456789 > "$dir/agent-token"
 "$cli" head --simulate 2xH100-80GB --node-count 2 --tokens "$dir/tokens" --listen 127.0.0.1:0 \
   --port-file "$dir/port" > "$dir/head.log" 2>&1 &
 pids+=($!)
@@ -29,7 +29,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
-out=$(GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=team-secret GPUPOOL_NODE=node-0 \
+out=$(GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=team-secret-0123456789 GPUPOOL_NODE=node-0 \
       timeout 60 "$driver" 4 1.0 2>&1) || { echo "$out"; cat "$dir"/*.log; exit 1; }
 echo "$out"
 # Four tasks of 1 s on 4 GPUs: together well under the 2 s that two at a time would take.
