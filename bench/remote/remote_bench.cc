@@ -1,0 +1,190 @@
+// Tasks on another node, against tasks in the driver's own process, measured in the same run.
+//
+// One process hosts a head over two nodes (n0, n1: one simulated GPU each) and both nodes'
+// agents; it joins the head by address as a driver on n0. Tasks labelled for n0 run in this
+// process; tasks labelled for n1 run in the job's worker there (this program re-executed by n1's
+// agent with --gpupool-worker, over loopback), exactly as with separate machines.
+//
+//   bench/run remote [--json]
+//   build/bench/remote/remote_bench [--json] [--tasks N] [--sync N] [--starts N]
+//
+// Figures: no-op tasks/s from one driver (async: submit all, then get all) and sync round
+// trips/s (submit, get, one at a time), remote beside in-process; and worker start to first task
+// (submit to result with no worker running: the lease, the agent's start, the worker's hello,
+// the task) p50/p99 beside fork+exec of this same binary.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/common/json_figure.h"
+#include "gpupool/gpupool.h"
+#include "runtime/agent/node_agent.h"
+#include "runtime/rpc/node_codec.h"
+#include "runtime/service/pool_server.h"
+#include "runtime/service/pool_service.h"
+#include "pool/devices/driver_selection.h"
+
+namespace {
+
+int NoOp(int x) { return x; }
+GPUPOOL_REMOTE(NoOp);
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+gpupool::rpc::DiscoveredPool Node(const std::string& name) {
+  auto selected = gpupool::pool::SelectDriver(
+      gpupool::pool::DriverChoice{.driver = "simulated", .simulation_spec = "1xH100-80GB"});
+  auto nodes = selected->driver->Discover();
+  gpupool::rpc::DiscoveredPool p{"simulated", {(*nodes)[0]}};
+  p.nodes[0].name = name;
+  return p;
+}
+
+// Async: all submitted, then all read. Returns tasks/s.
+double Async(const std::string& node, int n) {
+  auto start = Clock::now();
+  std::vector<gpupool::ObjectRef<int>> refs;
+  refs.reserve(n);
+  for (int i = 0; i < n; ++i) refs.push_back(gpupool::Task(NoOp).Gpus(1).Label("node", node).Submit(i));
+  for (auto& r : refs) (void)*gpupool::Get(r);
+  return n / Seconds(start);
+}
+
+double Sync(const std::string& node, int n) {
+  auto start = Clock::now();
+  for (int i = 0; i < n; ++i) (void)*gpupool::Get(gpupool::Task(NoOp).Gpus(1).Label("node", node).Submit(i));
+  return n / Seconds(start);
+}
+
+struct Row {
+  std::string metric;
+  double value;
+  std::string unit;
+  std::string reference;
+  double reference_value;
+  std::string note;
+};
+
+void Print(const std::vector<Row>& rows, bool json) {
+  if (json) {
+    for (const Row& r : rows) {
+      gpupool::bench::PrintJsonFigure("remote", r.metric.c_str(), r.value, r.unit.c_str(), r.reference.c_str(),
+                                      r.reference_value);
+    }
+    return;
+  }
+  std::printf("%-36s %14s %-8s  %-36s %14s %8s  %s\n", "metric", "value", "unit", "baseline (same run)", "baseline",
+              "ratio", "note");
+  for (const Row& r : rows) {
+    std::printf("%-36s %14.2f %-8s  %-36s %14.2f %8.3f  %s\n", r.metric.c_str(), r.value, r.unit.c_str(),
+                r.reference.c_str(), r.reference_value, r.reference_value != 0 ? r.value / r.reference_value : 0.0,
+                r.note.c_str());
+  }
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A worker of this benchmark's job serves here and never returns.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gpupool-worker") == 0) gpupool::Init(argc, argv);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--exit-at-once") == 0) return 0;  // the fork+exec baseline
+  bool json = false;
+  int tasks = 200000, sync = 5000, starts = 10;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
+    if (a == "--json") json = true;
+    else if (a == "--tasks") tasks = value();
+    else if (a == "--sync") sync = value();
+    else if (a == "--starts") starts = value();
+    else {
+      std::fprintf(stderr, "remote_bench: unknown flag %s (--json --tasks N --sync N --starts N)\n", a.c_str());
+      return 2;
+    }
+  }
+  using namespace gpupool::runtime;
+  PoolServiceOptions po;
+  po.remote_nodes = {Node("n0").nodes[0], Node("n1").nodes[0]};
+  auto service = PoolService::Start(po);
+  PoolServerOptions so;
+  so.team_tokens = {{"default", "bench-team-token-0123"}};
+  so.agent_token = "bench-agent-token-0123";
+  auto server = PoolServer::Start(*std::move(service), so);
+  if (!server.ok()) {
+    std::fprintf(stderr, "remote_bench: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::vector<std::unique_ptr<NodeAgent>> agents;
+  for (const char* n : {"n0", "n1"}) {
+    auto agent = NodeAgent::Start(NodeAgentOptions{.port = (*server)->port(), .token = "bench-agent-token-0123",
+                                                   .node = Node(n), .allow_root_workers = true});
+    if (!agent.ok()) {
+      std::fprintf(stderr, "remote_bench: agent %s: %s\n", n, std::string(agent.status().message()).c_str());
+      return 1;
+    }
+    agents.push_back(*std::move(agent));
+  }
+  std::vector<Row> rows;
+  {
+    gpupool::RuntimeOptions o;
+    o.pool_address = "127.0.0.1:" + std::to_string((*server)->port());
+    o.pool_token = "bench-team-token-0123";
+    o.node_name = "n0";
+    o.worker_linger_ms = 100;
+    o.lease_linger_ms = 50;
+    gpupool::Runtime rt = gpupool::Init(o);
+    // Warm both paths (the worker starts here), then measure.
+    Async("n0", 1000);
+    Async("n1", 1000);
+    double local_async = Async("n0", tasks);
+    double remote_async = Async("n1", tasks);
+    double local_sync = Sync("n0", sync);
+    double remote_sync = Sync("n1", sync);
+    rows.push_back({"remote_noop_tasks_per_s", remote_async, "tasks/s", "in_process_noop_tasks_per_s", local_async,
+                    "one driver, 1-GPU no-op tasks, loopback worker on another node"});
+    rows.push_back({"remote_sync_round_trips_per_s", remote_sync, "1/s", "in_process_sync_round_trips_per_s", local_sync,
+                    "submit then get, one at a time"});
+    // Worker start to first task: the worker has lingered out (100 ms), so each task starts a fresh one.
+    std::vector<double> first;
+    for (int i = 0; i < starts; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the worker and the lease go
+      auto t0 = Clock::now();
+      (void)*gpupool::Get(gpupool::Task(NoOp).Gpus(1).Label("node", "n1").Submit(i));
+      first.push_back(Seconds(t0) * 1000);
+    }
+    std::vector<double> spawn;
+    for (int i = 0; i < starts; ++i) {
+      auto t0 = Clock::now();
+      pid_t pid = fork();
+      if (pid == 0) {
+        execl("/proc/self/exe", "remote_bench", "--exit-at-once", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      int status = 0;
+      waitpid(pid, &status, 0);
+      spawn.push_back(Seconds(t0) * 1000);
+    }
+    rows.push_back({"worker_start_to_first_task_p50_ms", Percentile(first, 0.5), "ms", "fork_exec_same_binary_p50_ms",
+                    Percentile(spawn, 0.5), "lease, agent start, hello, task, result"});
+    rows.push_back({"worker_start_to_first_task_p99_ms", Percentile(first, 0.99), "ms", "fork_exec_same_binary_p99_ms",
+                    Percentile(spawn, 0.99), ""});
+  }
+  Print(rows, json);
+  return 0;
+}
