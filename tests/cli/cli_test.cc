@@ -455,6 +455,12 @@ TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
   EXPECT_EQ(exposed.exit_code, 1);
   EXPECT_THAT(exposed.err, HasSubstr("listens on loopback unless told it may use the network; got '0.0.0.0'"));
   EXPECT_THAT(exposed.err, HasSubstr("--insecure-network"));
+
+  // The reclaim window is the operator's (tests shorten it); a negative one is refused up front.
+  Result negative = RunCli("head --simulate 1xL4 --tokens " + Path("tokens") + " --reclaim-window-s -1");
+  EXPECT_EQ(negative.exit_code, 1);
+  EXPECT_THAT(negative.err, HasSubstr("--reclaim-window-s must be between 0 and a year of seconds, not -1"));
+  EXPECT_THAT(RunCli("agent --help").out, HasSubstr("--allow-root-workers"));
 }
 
 }  // namespace
