@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -47,14 +46,6 @@ void WorkerLauncher::StartAsync(WorkerLaunch launch, std::string run_as, std::st
     }
   }
   std::move(done)(absl::UnavailableError(absl::StrCat("the agent of node ", options_.node, " is stopping")));
-}
-
-absl::StatusOr<int> WorkerLauncher::Start(const WorkerLaunch& launch, const std::string& run_as,
-                                          const std::string& team) {
-  std::promise<absl::StatusOr<int>> answer;
-  std::future<absl::StatusOr<int>> result = answer.get_future();
-  StartAsync(launch, run_as, team, [&answer](absl::StatusOr<int> pid) { answer.set_value(std::move(pid)); });
-  return result.get();
 }
 
 void WorkerLauncher::StopJob(const std::string& job) {

@@ -6,7 +6,8 @@
 // runtime/agent/worker_spawn.h.
 //
 //   WorkerLauncher workers({.node = "node-1", .allow_root_workers = false});
-//   absl::StatusOr<int> pid = workers.Start(launch, /*run_as=*/"vision", /*team=*/"vision");
+//   workers.StartAsync(launch, /*run_as=*/"vision", /*team=*/"vision",
+//                      [](absl::StatusOr<int> pid) { /* the worker has exec'd, or why not */ });
 //   workers.StopJob(launch.job);   // SIGTERM to each of its process groups, SIGKILL 1 s later
 //
 // Who a worker runs as. An agent running as root starts workers as the team's `run_as` user, and
@@ -63,8 +64,6 @@ class WorkerLauncher {
   // the policy refuses (FailedPrecondition, saying what to configure), an unknown run_as user
   // (NotFound), an agent that is stopping (Unavailable).
   void StartAsync(WorkerLaunch launch, std::string run_as, std::string team, Done done);
-  // StartAsync, waiting for the answer. Not from the launcher's thread.
-  absl::StatusOr<int> Start(const WorkerLaunch& launch, const std::string& run_as, const std::string& team);
   // Stops `job`'s workers: SIGTERM to each one's process group now, SIGKILL after the grace if
   // it has not exited. Returns at once; a job without workers here is no error.
   void StopJob(const std::string& job);
