@@ -40,7 +40,7 @@ void WorkerLauncher::StartAsync(WorkerLaunch launch, std::string run_as, std::st
   {
     MutexLock lock(&mu_);
     if (!stop_) {
-      pending_.push_back(Pending{std::move(launch), std::move(run_as), std::move(team), std::move(done)});
+      pending_.push_back(Pending{std::move(launch), std::move(run_as), std::move(team), std::move(done), ++seq_});
       cv_.NotifyAll();
       return;
     }
@@ -51,6 +51,7 @@ void WorkerLauncher::StartAsync(WorkerLaunch launch, std::string run_as, std::st
 void WorkerLauncher::StopJob(const std::string& job) {
   {
     MutexLock lock(&mu_);
+    stopped_at_[job] = ++seq_;
     for (auto& [pid, w] : workers_) {
       if (w.job == job) Terminate(pid, w);
     }
@@ -65,6 +66,11 @@ std::vector<int> WorkerLauncher::WorkersOf(const std::string& job) const {
     if (w.job == job) pids.push_back(pid);
   }
   return pids;
+}
+
+bool WorkerLauncher::StoppedSince(const Pending& p) const {
+  auto it = stopped_at_.find(p.launch.job);
+  return it != stopped_at_.end() && it->second > p.asked_at;
 }
 
 void WorkerLauncher::Terminate(int pid, Worker& w) {
@@ -168,17 +174,21 @@ void WorkerLauncher::Loop() {
     while (!pending_.empty()) {
       Pending p = std::move(pending_.front());
       pending_.pop_front();
-      const bool stopping = stop_;
+      absl::Status refused;
+      if (stop_) refused = absl::UnavailableError(absl::StrCat("the agent of node ", options_.node, " is stopping"));
+      if (StoppedSince(p)) {
+        refused = absl::AbortedError(absl::StrCat("job ", p.launch.job, " was stopped before its worker started"));
+      }
       lock.Unlock();
-      absl::StatusOr<int> pid =
-          stopping ? absl::UnavailableError(absl::StrCat("the agent of node ", options_.node, " is stopping"))
-                   : Spawn(p);
+      absl::StatusOr<int> pid = refused.ok() ? Spawn(p) : absl::StatusOr<int>(refused);
       lock.Lock();
       if (pid.ok()) {
         Worker& w = workers_[*pid];
         w.job = p.launch.job;
-        if (stop_) Terminate(*pid, w);  // the agent began to stop while it started
+        // The agent began to stop, or the job was stopped, while it started.
+        if (stop_ || StoppedSince(p)) Terminate(*pid, w);
       }
+      if (pending_.empty()) stopped_at_.clear();  // no start older than these stops is left
       lock.Unlock();
       std::move(p.done)(std::move(pid));
       lock.Lock();

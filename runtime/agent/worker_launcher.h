@@ -25,6 +25,7 @@
 #define GPUPOOL_RUNTIME_AGENT_WORKER_LAUNCHER_H_
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
@@ -65,7 +66,9 @@ class WorkerLauncher {
   // (NotFound), an agent that is stopping (Unavailable).
   void StartAsync(WorkerLaunch launch, std::string run_as, std::string team, Done done);
   // Stops `job`'s workers: SIGTERM to each one's process group now, SIGKILL after the grace if
-  // it has not exited. Returns at once; a job without workers here is no error.
+  // it has not exited. Returns at once; a job without workers here is no error. A start of the
+  // job asked for before this and not done yet is stopped too: the head asks for a start, then
+  // (its job gone) for the stop, in that order, and the start may still be queued here.
   void StopJob(const std::string& job);
 
   // The workers of `job` not reaped yet (being stopped included), by pid.
@@ -77,6 +80,7 @@ class WorkerLauncher {
     std::string run_as;
     std::string team;
     Done done;
+    uint64_t asked_at = 0;  // seq_ when it was asked for
   };
   struct Worker {
     std::string job;
@@ -97,6 +101,11 @@ class WorkerLauncher {
   CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Orders starts and stops: a start asked for before its job's last stop is not wanted. Stops
+  // are remembered only while some start may still be older than them (cleared when none waits).
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> stopped_at_ ABSL_GUARDED_BY(mu_);  // by job
+  bool StoppedSince(const Pending& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unreaped workers by pid (which is also their process group's id). A pid here cannot have
   // been reused: it is reaped, under mu_, only when it leaves this map; so signals sent to it
   // under mu_ reach the worker and nothing else.

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 #include <string>
@@ -26,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/agent/node_agent.h"
+#include "runtime/agent/worker_launcher.h"
 #include "runtime/client/remote_pool.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/rpc_connection.h"
@@ -394,6 +396,31 @@ TEST_F(WorkerLaunches, AWorkerDiesWithItsKilledAgentProcess) {
   int status = 0;
   ASSERT_EQ(::waitpid(agent_pid, &status, 0), agent_pid);
   EXPECT_TRUE(GoneWithin(*pid, std::chrono::seconds(2), /*reaped=*/false)) << "the worker outlived its agent";
+}
+
+// The head asks for a start, then (the job gone) for a stop; the stop may reach the launcher
+// while the start still waits for its thread. Whichever way they interleave, no worker survives.
+TEST(WorkerLauncherOrder, AStopAfterAStartThatHasNotHappenedYetStillStopsIt) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / absl::StrCat("gpupool_order_", ::getpid());
+  std::filesystem::create_directories(dir);
+  WorkerLauncher launcher({.node = "n0", .allow_root_workers = true});
+  for (int round = 0; round < 20; ++round) {
+    std::promise<absl::StatusOr<int>> answer;
+    launcher.StartAsync(WorkerLaunch{.node = "n0", .job = "job-1", .executable = WORKER_PROBE_PATH,
+                                     .args = {absl::StrCat("--out=", (dir / std::to_string(round)).string())},
+                                     .cwd = "/", .env = {}, .secret = "k"},
+                        "", "default", [&answer](absl::StatusOr<int> pid) { answer.set_value(std::move(pid)); });
+    launcher.StopJob("job-1");
+    absl::StatusOr<int> pid = answer.get_future().get();
+    if (pid.ok()) {
+      EXPECT_TRUE(GoneWithin(*pid, std::chrono::seconds(2))) << "round " << round;
+    } else {
+      EXPECT_EQ(pid.status().code(), absl::StatusCode::kAborted) << pid.status();
+      EXPECT_THAT(pid.status().message(), HasSubstr("job job-1 was stopped before its worker started"));
+    }
+  }
+  EXPECT_TRUE(launcher.WorkersOf("job-1").empty());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
