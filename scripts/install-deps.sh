@@ -16,6 +16,7 @@ packages=(
   pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy
   libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libzstd-dev libhwloc-dev
+  procps  # pgrep: tests check the process table (no worker outlives its driver)
 )
 
 sudo_cmd=()
