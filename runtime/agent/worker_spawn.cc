@@ -157,6 +157,10 @@ struct ChildPlan {
   }
   // After the user switch: the directory must be one the worker's user may enter.
   if (plan.cwd[0] == '\0' || ::chdir(plan.cwd) != 0) (void)::chdir("/");
+  // Armed again after the user switch: changing the uid or gid clears the parent-death signal
+  // (prctl(2)), so a run_as worker would otherwise outlive a killed agent.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) Fail(plan, kParentDeathSignal);
+  if (::getppid() != plan.agent) Fail(plan, kAgentGone);
   ::execve(plan.executable, plan.argv.data(), plan.envp.data());
   Fail(plan, kExec);
 }

@@ -80,6 +80,7 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
   {
     MutexLock lock(&mu_);
     leases_.insert(&state);
+    if (state.worker->leaving()) state.worker_gone = true;  // its reader may have ended already
   }
   std::string options;
   {
@@ -119,12 +120,25 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
       if (Describe(batch[i], options, t)) message.tasks.push_back(std::move(t));
       else batch[i] = nullptr;
     }
+    bool gone;
     {
       MutexLock lock(&mu_);
-      for (size_t i = 0; i < n; ++i) {
-        if (batch[i] != nullptr) in_flight_[batch[i]->id] = InFlight{batch[i], &state};
+      gone = state.worker_gone || state.worker->leaving();
+      if (!gone) {
+        for (size_t i = 0; i < n; ++i) {
+          if (batch[i] != nullptr) in_flight_[batch[i]->id] = InFlight{batch[i], &state};
+        }
+        state.in_flight += static_cast<int>(message.tasks.size());
       }
-      state.in_flight += static_cast<int>(message.tasks.size());
+    }
+    if (gone) {  // OnLost has run (or will find none of these): they go back to the queue unrun
+      for (size_t i = 0; i < n; ++i) {
+        if (batch[i] == nullptr) continue;
+        RunOutcome unrun;
+        unrun.kind = RunOutcome::Kind::kNotRun;
+        executor_.Settle(batch[i], std::move(unrun));
+      }
+      break;
     }
     // A send that fails means the connection is going: its reader settles what was in flight.
     if (!state.worker->Send(wire::Encode(message)).ok()) break;
@@ -149,9 +163,10 @@ void RemoteLeases::Drain(LeaseState& state) {
   while (true) {
     {
       MutexLock lock(&mu_);
-      if (state.in_flight == 0 || state.worker_gone) return;
+      // Not on worker_gone alone: OnLost still settles (and counts down) what it took, using the state.
+      if (state.in_flight == 0) return;
       cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
-      if (state.in_flight == 0 || state.worker_gone) return;
+      if (state.in_flight == 0) return;
     }
     if (!told_lost && state.run->lost.load()) {  // the revocation's deadline passed meanwhile
       told_lost = true;
