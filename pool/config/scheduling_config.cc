@@ -103,7 +103,7 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node& t = node[i];
     std::string path = absl::StrCat("teams[", i, "]");
-    if (absl::Status s = r.CheckKeys(t, path, {"name", "weight", "run_as", "quotas"}); !s.ok()) return s;
+    if (absl::Status s = r.CheckKeys(t, path, {"name", "weight", "run_as", "cost_center", "quotas"}); !s.ok()) return s;
     if (!t["name"]) return r.Error(t, path, "needs a name");
     Team team;
     absl::StatusOr<std::string> name = r.String(t["name"], path + ".name");
@@ -112,7 +112,19 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
     if (!names.insert(*name).second) {
       return r.Error(t["name"], path + ".name", absl::StrCat("team '", *name, "' is defined twice"));
     }
+    // The tokens file gives these names to the node agents and the operators, not to teams.
+    if (*name == "agents" || *name == "operators") {
+      return r.Error(t["name"], path + ".name",
+                     absl::StrCat("'", *name, "' is reserved (the tokens file's line for the ", *name,
+                                  "); name the team otherwise"));
+    }
     team.name = *name;
+    if (t["cost_center"]) {
+      absl::StatusOr<std::string> cc = r.String(t["cost_center"], path + ".cost_center");
+      if (!cc.ok()) return cc.status();
+      if (cc->empty()) return r.Error(t["cost_center"], path + ".cost_center", "must not be empty when given");
+      team.cost_center = *cc;
+    }
     if (t["weight"]) {
       absl::StatusOr<double> w = r.Double(t["weight"], path + ".weight");
       if (!w.ok()) return w.status();

@@ -10,8 +10,9 @@
 //     - {name: training,   value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
 //     - {name: experiment, value: 100, preemptible: true, grace_period_s: 30,  checkpoint_interval_s: 600}
 //   teams:
-//     - name: vision
+//     - name: vision               # not "agents" or "operators" (the tokens file's reserved names)
 //       weight: 2                  # fair-share weight, > 0
+//       cost_center: cc-4711       # who pays (`gpupool usage --by cost-center`); default: the team
 //       quotas:
 //         - {gpus: hopper, nominal: 8, borrowing_limit: 8, lending_limit: 4}
 //
@@ -60,6 +61,8 @@ struct Team {
   // The OS user a node agent running as root starts this team's worker processes as (DESIGN §6);
   // empty: none, and a root agent refuses the team's workers unless it allows root workers.
   std::string run_as;
+  // Who pays for the team's GPU-hours (`gpupool usage --by cost-center`); empty: the team's name.
+  std::string cost_center;
   std::vector<TeamQuota> quotas;
   const TeamQuota* QuotaFor(absl::string_view group) const;
 };

@@ -31,7 +31,8 @@ void RegisterDevicesCommand(CLI::App& app);
 void RegisterHeadCommand(CLI::App& app);  // and `agent`
 void RegisterMigCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
-void RegisterStatusCommands(CLI::App& app);  // `status`, `queue` and `usage`
+void RegisterStatusCommands(CLI::App& app);  // `status` and `queue`
+void RegisterUsageCommand(CLI::App& app);
 void RegisterVersionCommand(CLI::App& app);
 
 }  // namespace gpupool::cli

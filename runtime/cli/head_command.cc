@@ -51,8 +51,10 @@ std::string ReadFile(const std::string& path, const char* what) {
   return s.str();
 }
 
-// "name: token" per line ('#' comments); the name "agents" is the node agents' token. Tokens
-// live in their own file, readable by the head's user only, not in the pool's configuration.
+// "name: token" per line ('#' comments); the name "agents" is the node agents' token, the name
+// "operators" the operators' (the whole pool: every team's rows), every other name a team's.
+// Tokens live in their own file, readable by the head's user only, not in the pool's
+// configuration. One token per name, and no token for two names (it would be ambiguous who reads).
 std::map<std::string, std::string> ParseTokens(const std::string& path) {
   std::map<std::string, std::string> tokens;
   std::istringstream in(ReadFile(path, "tokens"));
@@ -70,7 +72,15 @@ std::map<std::string, std::string> ParseTokens(const std::string& path) {
     if (token.size() < 16) {
       throw CommandFailed(absl::StrCat(path, ":", number, ": the token for '", name, "' is shorter than 16 characters"));
     }
-    tokens[name] = token;
+    if (!tokens.emplace(name, token).second) {
+      throw CommandFailed(absl::StrCat(path, ":", number, ": a second token for '", name, "'"));
+    }
+    for (const auto& [other, t] : tokens) {
+      if (other != name && t == token) {
+        throw CommandFailed(absl::StrCat(path, ":", number, ": '", name, "' has the same token as '", other,
+                                         "'; every name needs a token of its own"));
+      }
+    }
   }
   return tokens;
 }
@@ -131,6 +141,8 @@ void RunHead(const HeadFlags& flags) {
   for (const auto& [name, token] : tokens) {
     if (name == "agents") {
       so.agent_token = token;
+    } else if (name == "operators") {
+      so.operator_token = token;
     } else {
       so.team_tokens[name] = token;
     }
@@ -143,7 +155,8 @@ void RunHead(const HeadFlags& flags) {
   }
   std::cout << "gpupool head: listening on " << host << ":" << (*server)->port() << "; " << nodes->size()
             << " nodes, " << gpus << " GPUs, down until their agents register; " << so.team_tokens.size()
-            << " teams" << (so.agent_token.empty() ? "; no agent token: agents are refused" : "") << std::endl;
+            << " teams" << (so.agent_token.empty() ? "; no agent token: agents are refused" : "")
+            << (so.operator_token.empty() ? "; no operators' token" : "") << std::endl;
   int signal = 0;
   sigwait(&stop, &signal);
   std::cout << "gpupool head: stopping (" << strsignal(signal) << ")" << std::endl;
@@ -214,7 +227,8 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--config", flags->config_path, "YAML: teams, quotas, priority classes, simulated nodes");
   head->add_option("--simulate", flags->simulate, "the nodes, COUNTxMODEL per node (when the config has none)");
   head->add_option("--node-count", flags->node_count, "how many such nodes (node-0, node-1, ...)");
-  head->add_option("--tokens", flags->tokens_path, "file of 'team: token' lines; 'agents: token' for node agents")
+  head->add_option("--tokens", flags->tokens_path,
+                   "file of 'team: token' lines; 'agents: token' for node agents, 'operators: token' for the whole view")
       ->required();
   head->add_option("--listen", flags->listen, "HOST:PORT to listen on (port 0 picks one); loopback unless --insecure-network");
   head->add_flag("--insecure-network", flags->insecure_network,

@@ -1,6 +1,7 @@
-// `gpupool status`, `gpupool queue` and `gpupool usage`: the operators' views of a running head,
-// like Slurm's sinfo, squeue and sacct. Both read the head's report (runtime/client/head_report.h) with a team's or
-// the agents' token and print a table, or the report itself with --json.
+// `gpupool status` and `gpupool queue`: the views of a running head, like Slurm's sinfo and
+// squeue. Both read the head's report (runtime/client/head_report.h) and print a table, or the
+// report itself with --json. The operators' (or the agents') token sees the whole pool; a team's
+// token sees every node and GPU, the pool's totals, and its own team's leases and requests.
 //
 //   gpupool status --pool 127.0.0.1:7070 --token-file team.token
 //   gpupool queue  --pool 127.0.0.1:7070 --token-file team.token --json
@@ -17,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cli/command.h"
+#include "runtime/cli/head_address.h"
 #include "runtime/cli/text_table.h"
 #include "runtime/client/head_report.h"
 #include "runtime/rpc/rpc_connection.h"
@@ -31,40 +33,7 @@ struct ViewFlags {
   std::string token;
   std::string token_file;
   bool json = false;
-  // usage only
-  double from_s = 0;
-  double to_s = 0;  // 0: now
-  std::string by = "team";
 };
-
-struct Head {
-  std::string host;
-  uint16_t port = 0;
-  std::string token;
-};
-
-Head ResolveHead(const ViewFlags& flags) {
-  std::string address = flags.pool;
-  if (address.empty()) {
-    if (const char* env = std::getenv("GPUPOOL_ADDRESS")) address = env;
-  }
-  if (address.empty()) throw CommandFailed("which head? give --pool HOST:PORT (or set GPUPOOL_ADDRESS)");
-  std::string host;
-  uint16_t port = 0;
-  if (absl::Status st = runtime::ParseHostPort(address, &host, &port); !st.ok()) throw CommandFailed(std::string(st.message()));
-  std::string token = flags.token;
-  if (!flags.token_file.empty()) {
-    std::ifstream in(flags.token_file);
-    if (!in) throw CommandFailed(absl::StrCat("cannot read the token file '", flags.token_file, "'"));
-    std::stringstream s;
-    s << in.rdbuf();
-    token = std::string(absl::StripAsciiWhitespace(s.str()));
-  }
-  if (token.empty()) {
-    if (const char* env = std::getenv("GPUPOOL_TOKEN")) token = env;
-  }
-  return Head{host, port, token};
-}
 
 json Parse(const std::string& text) {
   json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -73,32 +42,10 @@ json Parse(const std::string& text) {
 }
 
 json FetchReport(const ViewFlags& flags) {
-  Head head = ResolveHead(flags);
+  HeadAddress head = ResolveHead(flags.pool, flags.token, flags.token_file);
   absl::StatusOr<std::string> report = runtime::FetchHeadReport(head.host, head.port, head.token);
   if (!report.ok()) throw CommandFailed(std::string(report.status().message()));
   return Parse(*report);
-}
-
-void RunUsage(const ViewFlags& flags) {
-  Head head = ResolveHead(flags);
-  double to = flags.to_s > 0 ? flags.to_s
-                             : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  absl::StatusOr<std::string> rows = runtime::FetchHeadUsage(head.host, head.port, head.token, flags.from_s, to, flags.by);
-  if (!rows.ok()) throw CommandFailed(std::string(rows.status().message()));
-  json usage = Parse(*rows);
-  if (flags.json) {
-    std::cout << json{{"from_s", flags.from_s}, {"to_s", to}, {"by", flags.by}, {"rows", usage}}.dump(2) << "\n";
-    return;
-  }
-  std::string column = absl::AsciiStrToUpper(flags.by);
-  TextTable table({column, "GPU-HOURS", "LEASES"});
-  double total = 0;
-  for (const json& r : usage) {
-    total += r["gpu_hours"].get<double>();
-    table.AddRow({r["group"], absl::StrFormat("%.3f", r["gpu_hours"].get<double>()), std::to_string(r["leases"].get<int64_t>())});
-  }
-  std::cout << table.Render();
-  std::cout << absl::StrFormat("%.3f GPU-hours (wall clock) in the period\n", total);
 }
 
 void RunStatus(const ViewFlags& flags) {
@@ -153,7 +100,12 @@ void RunQueue(const ViewFlags& flags) {
     table.AddRow({"PENDING", p["request"], p["team"], "", "", "", "", "", "", reason});
   }
   std::cout << table.Render();
-  std::cout << report["leases"].size() << " running, " << report["pending"].size() << " pending\n";
+  std::cout << report["leases"].size() << " running, " << report["pending"].size() << " pending";
+  if (report.contains("totals") && report.value("viewer", "pool") != "pool") {
+    std::cout << " for team " << report["viewer"].get<std::string>() << " (pool: " << report["totals"]["leases"]
+              << " running, " << report["totals"]["pending"] << " pending)";
+  }
+  std::cout << "\n";
 }
 
 void AddViewFlags(CLI::App* app, ViewFlags& flags) {
@@ -174,13 +126,6 @@ void RegisterStatusCommands(CLI::App& app) {
   CLI::App* q = app.add_subcommand("queue", "Running leases and pending requests with their reasons (like squeue)");
   AddViewFlags(q, *queue);
   q->callback([queue] { RunQueue(*queue); });
-  auto usage = std::make_shared<ViewFlags>();
-  CLI::App* u = app.add_subcommand("usage", "GPU-hours per team, project, class or model from the head's ledger (like sacct)");
-  AddViewFlags(u, *usage);
-  u->add_option("--from", usage->from_s, "period start, Unix seconds (default: the beginning)");
-  u->add_option("--to", usage->to_s, "period end, Unix seconds (default: now)");
-  u->add_option("--by", usage->by, "team, project, class, workload or model");
-  u->callback([usage] { RunUsage(*usage); });
 }
 
 }  // namespace gpupool::cli

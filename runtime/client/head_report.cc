@@ -34,13 +34,15 @@ absl::StatusOr<std::string> FetchHeadReport(const std::string& host, uint16_t po
 }
 
 absl::StatusOr<std::string> FetchHeadUsage(const std::string& host, uint16_t port, const std::string& token,
-                                           double from_s, double to_s, const std::string& group_by) {
+                                           double from_s, double to_s, const std::string& group_by,
+                                           bool idle_share) {
   return AskHead(host, port, [&](rpc::PoolService::Client& head) {
     auto req = head.usageRequest();
     req.setToken(token);
     req.setFromS(from_s);
     req.setToS(to_s);
     req.setGroupBy(group_by);
+    req.setIdleShare(idle_share);
     return req;
   });
 }

@@ -16,10 +16,13 @@ namespace gpupool::runtime {
 // kUnavailable when the head cannot be reached; kUnauthenticated for an unknown token.
 absl::StatusOr<std::string> FetchHeadReport(const std::string& host, uint16_t port, const std::string& token);
 
-// GPU-hours from the head's journal over [from_s, to_s) in Unix seconds, grouped by "team",
-// "project", "class", "workload" or "model": a JSON array of {group, gpu_hours, leases}.
+// GPU-hours and cost from the head's journal over [from_s, to_s) in Unix seconds, grouped by
+// "team", "project", "class", "workload", "model" or "cost-center": a JSON object (the head's
+// runtime/service/usage_report.h) whose `rows` are {group, gpu_hours, leases, cost, cost_cents}.
+// `idle_share`: idle capacity's cost spread over the rows in proportion to use.
 absl::StatusOr<std::string> FetchHeadUsage(const std::string& host, uint16_t port, const std::string& token,
-                                           double from_s, double to_s, const std::string& group_by);
+                                           double from_s, double to_s, const std::string& group_by,
+                                           bool idle_share = false);
 
 }  // namespace gpupool::runtime
 

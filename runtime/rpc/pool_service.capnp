@@ -203,9 +203,12 @@ interface PoolService {
   # how the head asks the agent for workers; an agent older than workers sends none, and the head
   # then refuses jobs' workers on its node.
   registerAgent @1 (token :Text, inventory :Data, control :AgentControl) -> (status :Status, agent :AgentSession);
-  # Operators' views (`gpupool status`, `queue`), for any authenticated team or agent token.
+  # The pool's views (`gpupool status`, `queue`), for the operators', the agents' or a team's
+  # token; a team's sees the pool's totals and its own rows only.
   describe @2 (token :Text) -> (status :Status, report :Text);
-  # GPU-hours from the head's journal over [fromS, toS) (Unix seconds), grouped by "team",
-  # "project", "class" or "model": JSON rows, for `gpupool usage`.
-  usage @3 (token :Text, fromS :Float64, toS :Float64, groupBy :Text) -> (status :Status, report :Text);
+  # GPU-hours and their cost from the head's journal over [fromS, toS) (Unix seconds), grouped by
+  # "team", "project", "class", "workload", "model" or "cost-center": a JSON object whose `rows`
+  # are the groups, for `gpupool usage`. `idleShare`: idle capacity's cost spread over the rows.
+  usage @3 (token :Text, fromS :Float64, toS :Float64, groupBy :Text, idleShare :Bool)
+      -> (status :Status, report :Text);
 }

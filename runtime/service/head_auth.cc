@@ -31,10 +31,16 @@ absl::Status HeadAuth::AuthenticateAgent(const std::string& token) const {
   return absl::OkStatus();
 }
 
-bool HeadAuth::Known(const std::string& token) const {
-  bool known = AuthenticateAgent(token).ok();
-  for (const auto& [team, t] : team_tokens_) known = known || SameToken(token, t);
-  return known;
+std::optional<Viewer> HeadAuth::Identify(const std::string& token) const {
+  if (token.empty()) return std::nullopt;
+  // Every comparison is made whatever matched, so the time taken does not say which kind matched.
+  std::optional<Viewer> who;
+  if (!operator_token_.empty() && SameToken(token, operator_token_)) who = Viewer::Operator();
+  if (AuthenticateAgent(token).ok()) who = Viewer{Viewer::Kind::kAgents, ""};
+  for (const auto& [team, t] : team_tokens_) {
+    if (SameToken(token, t) && !who.has_value()) who = Viewer::Team(team);
+  }
+  return who;
 }
 
 }  // namespace gpupool::runtime

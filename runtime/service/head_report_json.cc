@@ -10,10 +10,7 @@
 #include "runtime/service/job_session.h"
 
 namespace gpupool::runtime {
-namespace {
 
-// The team of a pending request: its session's, or, for a request kept for a job that is away,
-// the one it was kept with.
 std::string TeamOfRequest(const HeadView& view, const std::string& request_id) {
   const auto& by_request = view.sessions.by_request();
   if (auto it = by_request.find(request_id); it != by_request.end()) return it->second->team();
@@ -21,6 +18,9 @@ std::string TeamOfRequest(const HeadView& view, const std::string& request_id) {
   return kept == nullptr ? std::string() : kept->team;
 }
 
+namespace {
+
+// `leases` are those the viewer may see: a GPU lists only those.
 nlohmann::json NodesJson(const HeadView& view, const std::vector<pool::Lease>& leases) {
   using nlohmann::json;
   PoolService& pool = view.pool;
@@ -47,10 +47,14 @@ nlohmann::json NodesJson(const HeadView& view, const std::vector<pool::Lease>& l
 
 }  // namespace
 
-std::string HeadReportJson(const HeadView& view) {
+std::string HeadReportJson(const HeadView& view, const Viewer& viewer) {
   using nlohmann::json;
   PoolService& pool = view.pool;
-  std::vector<pool::Lease> leases = pool.Leases();
+  std::vector<pool::Lease> all_leases = pool.Leases();
+  std::vector<pool::Lease> leases;
+  for (pool::Lease& l : all_leases) {
+    if (viewer.Sees(l.request.team)) leases.push_back(std::move(l));
+  }
   json nodes = NodesJson(view, leases);
   json held = json::array();
   for (const pool::Lease& l : leases) {
@@ -63,39 +67,38 @@ std::string HeadReportJson(const HeadView& view) {
                     {"revoking", l.revoke_deadline_s.has_value()}, {"job_away", view.kept.KeepsLease(l.id)}});
   }
   json pending = json::array();
-  for (const pool::PendingInfo& p : pool.Pending()) {
-    pending.push_back({{"request", p.request_id}, {"team", TeamOfRequest(view, p.request_id)},
+  std::vector<pool::PendingInfo> all_pending = pool.Pending();
+  for (const pool::PendingInfo& p : all_pending) {
+    std::string team = TeamOfRequest(view, p.request_id);
+    if (!viewer.Sees(team)) continue;
+    pending.push_back({{"request", p.request_id}, {"team", team},
                        {"reason", std::string(pool::WaitReasonName(p.reason))}, {"submitted_s", p.submitted_s},
                        {"job_away", view.kept.FindRequest(p.request_id) != nullptr}});
   }
   json report = {{"pool_time_s", pool.Now()}, {"driver", pool.driver_name()}, {"capacity_gpus", pool.capacity_gpus()},
-                 {"nodes", nodes}, {"leases", held}, {"pending", pending}};
+                 {"nodes", nodes}, {"leases", held}, {"pending", pending},
+                 {"totals", {{"leases", all_leases.size()}, {"pending", all_pending.size()}}},
+                 {"viewer", viewer.sees_everything() ? "pool" : viewer.team}};
   return report.dump();
 }
 
-absl::StatusOr<std::string> UsageJson(HeadJournal* journal, double from_s, double to_s, const std::string& group_by) {
+absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, const UsageQuery& query,
+                                      const Viewer& viewer) {
   if (journal == nullptr) {
     return absl::FailedPreconditionError("this head keeps no journal (start it with --journal PATH)");
   }
-  const std::pair<const char*, UsageGroup> groups[] = {{"team", UsageGroup::kTeam},
-                                                       {"project", UsageGroup::kProject},
-                                                       {"class", UsageGroup::kPriorityClass},
-                                                       {"workload", UsageGroup::kWorkloadClass},
-                                                       {"model", UsageGroup::kGpuModel}};
-  const UsageGroup* group = nullptr;
-  for (const auto& [name, g] : groups) {
-    if (group_by == name) group = &g;
-  }
-  if (group == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot group usage by '", group_by,
-                                                   "' (team, project, class, workload or model)"));
-  }
   if (absl::Status flushed = journal->Flush(); !flushed.ok()) return flushed;
-  absl::StatusOr<std::vector<UsageRow>> rows = journal->Usage(from_s, to_s, *group);
-  if (!rows.ok()) return rows.status();
-  nlohmann::json out = nlohmann::json::array();
-  for (const UsageRow& r : *rows) out.push_back({{"group", r.group}, {"gpu_hours", r.gpu_hours}, {"leases", r.leases}});
-  return out.dump();
+  absl::StatusOr<std::vector<UsageCell>> cells = journal->UsageCells(query.from_s, query.to_s);
+  if (!cells.ok()) return cells.status();
+  UsageCapacity capacity;
+  if (query.from_s > 0) {
+    const double hours = (query.to_s - query.from_s) / 3600.0;
+    for (const pool::InventoryGpu& gpu : pool.inventory().gpus()) capacity.declared_gpu_hours[gpu.device.model] += hours;
+    capacity.unavailable_gpu_hours = pool.UnavailableGpuHours(query.from_s, query.to_s);
+  }
+  absl::StatusOr<nlohmann::json> report = UsageReport(*cells, query, viewer, pool.config(), capacity);
+  if (!report.ok()) return report.status();
+  return report->dump();
 }
 
 }  // namespace gpupool::runtime

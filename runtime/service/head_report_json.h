@@ -4,8 +4,11 @@
 // and PoolService.describe) and the ledger's usage (`gpupool usage`; PoolService.usage). Each is
 // a function of what it reads, and changes nothing. Internal to the service's RPC server.
 //
-//   std::string json = HeadReportJson(HeadView{pool, agents, sessions, durable.kept()});
-//   absl::StatusOr<std::string> usage = UsageJson(durable.journal(), from_s, to_s, "team");
+//   std::string json = HeadReportJson(HeadView{pool, agents, sessions, durable.kept()}, viewer);
+//   absl::StatusOr<std::string> usage = UsageJson(durable.journal(), pool, query, viewer);
+//
+// Who reads decides what is in them (head_auth.h's Viewer): a team sees every node and GPU with
+// its health, the pool's totals, and its own team's leases, requests and usage rows only.
 //
 // Threads: the server's loop thread (what they read is confined to it).
 #ifndef GPUPOOL_RUNTIME_SERVICE_HEAD_REPORT_JSON_H_
@@ -15,10 +18,12 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/service/agent_registry.h"
+#include "runtime/service/head_auth.h"
 #include "runtime/service/journal/head_journal.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/service/reclaim_book.h"
 #include "runtime/service/session_directory.h"
+#include "runtime/service/usage_report.h"
 
 namespace gpupool::runtime {
 
@@ -31,13 +36,19 @@ struct HeadView {
   const ReclaimBook& kept;           // what waits for a job that is away
 };
 
-// Nodes with their agents and GPUs, leases held, requests pending with the reason each waits.
-std::string HeadReportJson(const HeadView& view);
+// Nodes with their agents and GPUs, leases held, requests pending with the reason each waits, and
+// the pool's totals (`totals`: leases and pending requests of every team).
+std::string HeadReportJson(const HeadView& view, const Viewer& viewer);
 
-// GPU-hours of the leases closed in [from_s, to_s] (Unix seconds), grouped by `group_by` (team,
-// project, class, workload or model), as a JSON array. FailedPrecondition without a journal,
-// InvalidArgument for another grouping; the journal's error when it cannot be read.
-absl::StatusOr<std::string> UsageJson(HeadJournal* journal, double from_s, double to_s, const std::string& group_by);
+// The team of a pending request: its session's, or, for a request kept for a job that is away,
+// the one it was kept with ("" when neither knows it).
+std::string TeamOfRequest(const HeadView& view, const std::string& request_id);
+
+// GPU-hours and their cost over [query.from_s, query.to_s) (Unix seconds), grouped as the query
+// says (usage_report.h), as a JSON object whose `rows` are the groups. FailedPrecondition without
+// a journal, InvalidArgument for an unknown grouping; the journal's error when it cannot be read.
+absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, const UsageQuery& query,
+                                      const Viewer& viewer);
 
 }  // namespace gpupool::runtime
 

@@ -38,14 +38,14 @@ struct Connection {
 PoolServer::Impl::Impl(std::unique_ptr<PoolService> pool, PoolServerOptions options)
     : pool_(std::move(pool)),
       options_(std::move(options)),
-      auth_(options_.team_tokens, options_.agent_token),
+      auth_(options_.team_tokens, options_.agent_token, options_.operator_token),
       pump_(*pool_, [this](PoolEvent& e) { DeliverPoolEvent(session_deps_, e); }),
       durable_({*pool_, pump_, sessions_}, options_.journal_path, options_.reclaim_window),
       agents_(*pool_, options_.heartbeat_timeout),
       session_deps_{*pool_, pump_, sessions_, durable_, auth_, agents_, workers_} {}
 
 std::string PoolServer::Impl::Report() {
-  return HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()});
+  return HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()}, Viewer::Operator());
 }
 
 kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks) {

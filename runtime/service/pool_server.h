@@ -45,6 +45,9 @@ struct PoolServerOptions {
   uint16_t port = 0;                  // 0: the system picks one; see PoolServer::port()
   std::map<std::string, std::string> team_tokens;  // team -> token; a team not here is refused
   std::string agent_token;   // what node agents present; empty: agents are refused
+  // What operators present to see the whole pool (a team's token sees its own rows and the
+  // pool's totals); empty: none.
+  std::string operator_token;
   std::chrono::milliseconds heartbeat_timeout{3000};  // a silent agent's node is lost after this
   // The head's durable journal (runtime/service/journal/head_journal.h); empty: none (nothing survives a
   // restart). With one, a job's request and release are acknowledged only once they are

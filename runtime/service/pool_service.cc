@@ -226,8 +226,12 @@ void PoolService::PollHealth() {
 }
 
 void PoolService::ApplyHealth(const std::vector<NodeLiveness::Change>& changes, const std::string& lost_why) {
+  const double wall_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const NodeLiveness::Change& c : changes) {
     if (!liveness_->Apply(c.gpu, c.state)) continue;
+    const pool::InventoryGpu* gpu = inventory_.Find(c.gpu);
+    availability_.Set(absl::StrCat(c.gpu.node, "/", c.gpu.index), gpu == nullptr ? "" : gpu->device.model,
+                      c.state == pool::HealthState::kHealthy || c.state == pool::HealthState::kDegraded, wall_s);
     Absorb(scheduler_->SetGpuHealth(c.gpu, c.state, NowSeconds()), lost_why);
     dirty_ = true;
   }
@@ -292,6 +296,12 @@ std::vector<pool::Lease> PoolService::Leases() const {
 std::vector<pool::PendingInfo> PoolService::Pending() const {
   MutexLock lock(&mu_);
   return scheduler_->Pending();
+}
+
+std::map<std::string, double> PoolService::UnavailableGpuHours(double from_s, double to_s) const {
+  const double wall_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  MutexLock lock(&mu_);
+  return availability_.UnavailableGpuHours(from_s, to_s, wall_s);
 }
 
 void PoolService::PollHealthNow() {

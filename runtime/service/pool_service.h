@@ -44,6 +44,7 @@
 #include "pool/scheduler/scheduler.h"
 #include "runtime/client/lease_book.h"
 #include "runtime/client/pool_client.h"
+#include "runtime/service/availability_log.h"
 #include "runtime/service/listener_outbox.h"
 #include "runtime/service/node_liveness.h"
 #include "runtime/sync/mutex.h"
@@ -127,6 +128,9 @@ class PoolService final : public PoolClient {
   // Leases held now, for operators (`gpupool status` / `queue`).
   std::vector<pool::Lease> Leases() const;
   std::vector<pool::PendingInfo> Pending() const;
+  // GPU-hours in [from_s, to_s) (Unix seconds) that GPUs were unavailable (lost or draining), per
+  // model: known since this service started (availability_log.h).
+  std::map<std::string, double> UnavailableGpuHours(double from_s, double to_s) const;
 
  private:
   PoolService() = default;
@@ -175,6 +179,7 @@ class PoolService final : public PoolClient {
   std::map<std::string, LeaseListener*> request_listeners_ ABSL_GUARDED_BY(mu_);  // by request id
   LeaseBook leases_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<NodeLiveness> liveness_ ABSL_GUARDED_BY(mu_);  // over inventory_
+  AvailabilityLog availability_ ABSL_GUARDED_BY(mu_);  // in Unix seconds, for chargeback
   std::thread thread_;
 };
 

@@ -51,11 +51,18 @@ kj::Promise<void> PoolServiceRpc::registerAgent(RegisterAgentContext context) {
 kj::Promise<void> PoolServiceRpc::usage(UsageContext context) {
   auto p = context.getParams();
   auto results = context.getResults();
-  if (!deps_.auth.Known(p.getToken())) {
-    rpc::EncodeStatus(absl::UnauthenticatedError("usage needs a team's or the agents' token"), results.initStatus());
+  std::optional<Viewer> viewer = deps_.auth.Identify(p.getToken());
+  if (!viewer.has_value()) {
+    rpc::EncodeStatus(absl::UnauthenticatedError("usage needs the operators', a team's or the agents' token"),
+                      results.initStatus());
     return kj::READY_NOW;
   }
-  absl::StatusOr<std::string> report = UsageJson(deps_.durable.journal(), p.getFromS(), p.getToS(), p.getGroupBy());
+  if (p.getGroupBy().size() > rpc::kMaxTextBytes) {
+    rpc::EncodeStatus(absl::InvalidArgumentError("the grouping is longer than 4096 bytes"), results.initStatus());
+    return kj::READY_NOW;
+  }
+  UsageQuery query{.from_s = p.getFromS(), .to_s = p.getToS(), .group_by = p.getGroupBy(), .idle_share = p.getIdleShare()};
+  absl::StatusOr<std::string> report = UsageJson(deps_.durable.journal(), deps_.pool, query, *viewer);
   rpc::EncodeStatus(report.status(), results.initStatus());
   if (report.ok()) results.setReport(*report);
   return kj::READY_NOW;
@@ -63,11 +70,13 @@ kj::Promise<void> PoolServiceRpc::usage(UsageContext context) {
 
 kj::Promise<void> PoolServiceRpc::describe(DescribeContext context) {
   auto results = context.getResults();
-  if (!deps_.auth.Known(context.getParams().getToken())) {
-    rpc::EncodeStatus(absl::UnauthenticatedError("describe needs a team's or the agents' token"), results.initStatus());
+  std::optional<Viewer> viewer = deps_.auth.Identify(context.getParams().getToken());
+  if (!viewer.has_value()) {
+    rpc::EncodeStatus(absl::UnauthenticatedError("describe needs the operators', a team's or the agents' token"),
+                      results.initStatus());
     return kj::READY_NOW;
   }
-  results.setReport(HeadReportJson(HeadView{deps_.pool, agents_, deps_.sessions, deps_.durable.kept()}));
+  results.setReport(HeadReportJson(HeadView{deps_.pool, agents_, deps_.sessions, deps_.durable.kept()}, *viewer));
   rpc::EncodeStatus(absl::OkStatus(), results.initStatus());
   return kj::READY_NOW;
 }

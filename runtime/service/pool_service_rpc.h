@@ -2,8 +2,8 @@
 //
 // The head's bootstrap capability (rpc::PoolService), what every connection gets first: a job
 // authenticates as a team and gets its JobSession, a node agent registers its node and gets its
-// AgentSession, and a holder of any team's or the agents' token reads the operators' report and
-// the usage ledger. (Named for the RPC interface it serves; PoolService is the pool's core.)
+// AgentSession, and a holder of the operators', a team's or the agents' token reads the pool's
+// report and the usage ledger (a team's token its own rows only: head_auth.h). (Named for the RPC interface it serves; PoolService is the pool's core.)
 // Internal to the service's RPC server.
 //
 //   bootstrap = capnp::Capability::Client(kj::heap<PoolServiceRpc>(session_deps, agents));

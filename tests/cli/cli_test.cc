@@ -432,7 +432,7 @@ TEST_F(SharedPoolDaemons, AgentsRegisterAndAKilledAgentsNodeGoesDown) {
 TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
   Result wrong = RunCli("status --pool 127.0.0.1:" + port_ + " --token not-a-token");
   EXPECT_EQ(wrong.exit_code, 1);
-  EXPECT_THAT(wrong.err, HasSubstr("describe needs a team's or the agents' token"));
+  EXPECT_THAT(wrong.err, HasSubstr("describe needs the operators', a team's or the agents' token"));
 
   Result mismatch = RunCli("agent --head 127.0.0.1:" + port_ + " --node node-0 --simulate 4xH100-80GB --token-file " +
                            Path("agent.token"));
@@ -449,6 +449,11 @@ TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
   EXPECT_EQ(short_token.exit_code, 1);
   EXPECT_THAT(short_token.err, HasSubstr("short.tokens:1: the token for 'vision' is shorter than 16 characters"));
 
+  std::ofstream(Path("shared.tokens")) << "vision: same-token-0123456789\noperators: same-token-0123456789\n";
+  Result shared = RunCli("head --simulate 1xL4 --tokens " + Path("shared.tokens"));
+  EXPECT_EQ(shared.exit_code, 1);
+  EXPECT_THAT(shared.err, HasSubstr("shared.tokens:2: 'operators' has the same token as 'vision'"));
+
   // Listening where other machines can connect needs the operator to say so (no TLS yet). The
   // refusal comes before anything binds, so this test listens nowhere but loopback.
   Result exposed = RunCli("head --simulate 1xL4 --tokens " + Path("tokens") + " --listen 0.0.0.0:0");
@@ -461,6 +466,26 @@ TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
   EXPECT_EQ(negative.exit_code, 1);
   EXPECT_THAT(negative.err, HasSubstr("--reclaim-window-s must be between 0 and a year of seconds, not -1"));
   EXPECT_THAT(RunCli("agent --help").out, HasSubstr("--allow-root-workers"));
+}
+
+// `usage` refuses what it cannot answer before asking the head, naming the flag.
+TEST_F(SharedPoolDaemons, UsageNamesTheFlagItCannotRead) {
+  const std::string head = "usage --pool 127.0.0.1:" + port_ + " --token vision-token-0123456789";
+  Result unbounded = RunCli(head + " --cost");
+  EXPECT_EQ(unbounded.exit_code, 1);
+  EXPECT_THAT(unbounded.err, HasSubstr("--cost needs a bounded period (--since"));
+  Result since = RunCli(head + " --since yesterday");
+  EXPECT_EQ(since.exit_code, 1);
+  EXPECT_THAT(since.err, HasSubstr("--since: cannot read 'yesterday' as a time"));
+  Result backwards = RunCli(head + " --since 2025-01-02 --until 2025-01-01T00:00:00Z");
+  EXPECT_EQ(backwards.exit_code, 1);
+  EXPECT_THAT(backwards.err, HasSubstr("the period is empty: it starts at 1735776000 and ends at 1735689600"));
+  Result format = RunCli(head + " --since -7d --format xml");
+  EXPECT_EQ(format.exit_code, 1);
+  EXPECT_THAT(format.err, HasSubstr("--format must be table, json or csv, not 'xml'"));
+  Result no_journal = RunCli(head + " --since -7d --cost --format csv");
+  EXPECT_EQ(no_journal.exit_code, 1);
+  EXPECT_THAT(no_journal.err, HasSubstr("this head keeps no journal"));
 }
 
 }  // namespace

@@ -111,6 +111,7 @@ teams:
   - name: vision
     weight: 2
     run_as: vision-jobs
+    cost_center: cc-4711
     quotas:
       - {gpus: hopper, nominal: 8, borrowing_limit: 4, lending_limit: 2.5}
       - {gpus: L4, nominal: 0.5}
@@ -127,6 +128,8 @@ teams:
   EXPECT_EQ(vision->weight, 2);
   EXPECT_EQ(vision->run_as, "vision-jobs");
   EXPECT_EQ(s.FindTeam("nlp")->run_as, "") << "no run_as: none";
+  EXPECT_EQ(vision->cost_center, "cc-4711");
+  EXPECT_EQ(s.FindTeam("nlp")->cost_center, "");
   const TeamQuota* hopper = vision->QuotaFor("hopper");
   ASSERT_NE(hopper, nullptr);
   EXPECT_EQ(hopper->nominal_milli, 8000);
@@ -155,6 +158,9 @@ TEST(SchedulingConfig, InvalidFieldsAreNamed) {
            Case{"teams:\n  - name: a\n    run_as: 1000\n", "teams[0].run_as: '1000' is not a user name"},
            Case{"teams:\n  - name: a\n    run_as: \"-u root\"\n", "teams[0].run_as: '-u root' is not a user name"},
            Case{"teams:\n  - name: a\n    run_as: \"\"\n", "teams[0].run_as: '' is not a user name"},
+           Case{"teams:\n  - name: operators\n", "teams[0].name: 'operators' is reserved"},
+           Case{"teams:\n  - name: agents\n", "teams[0].name: 'agents' is reserved"},
+           Case{"teams:\n  - name: a\n    cost_center: ''\n", "teams[0].cost_center: must not be empty"},
            Case{"priority_classes:\n  - {name: x}\n", "priority_classes[0]: needs a name and a value"},
            Case{"priority_classes:\n  - {name: x, value: 1, preemptible: maybe}\n",
                 "priority_classes[0].preemptible: must be true or false"},

@@ -242,6 +242,10 @@ absl::StatusOr<std::vector<UsageRow>> HeadJournal::Usage(double from_s, double t
   return reader_->Usage(from_s, to_s, group_by);
 }
 
+absl::StatusOr<std::vector<UsageCell>> HeadJournal::UsageCells(double from_s, double to_s) {
+  return reader_->UsageCells(from_s, to_s);
+}
+
 absl::StatusOr<std::vector<LedgerEntry>> HeadJournal::Ledger(double from_s, double to_s) {
   return reader_->Ledger(from_s, to_s);
 }

@@ -137,6 +137,9 @@ class HeadJournal {
   // weighted by its `gpus`. Live leases count as running until `to_s`, so pass `to_s` <= now.
   // InvalidArgument when from_s >= to_s.
   absl::StatusOr<std::vector<UsageRow>> Usage(double from_s, double to_s, UsageGroup group_by);
+  // As Usage, grouped by every accounting column at once (team, project, workload class, priority
+  // class, GPU model), ordered by them: what chargeback regroups and prices.
+  absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   // Ledger entries that overlap [from_s, to_s), by end time.
   absl::StatusOr<std::vector<LedgerEntry>> Ledger(double from_s, double to_s);
   // Every version recorded for `task_key`, oldest first (Load has only the newest).

@@ -183,6 +183,26 @@ absl::StatusOr<std::vector<UsageRow>> JournalReader::Usage(double from_s, double
       [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); }, UsageAt);
 }
 
+absl::StatusOr<std::vector<UsageCell>> JournalReader::UsageCells(double from_s, double to_s) {
+  if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
+  constexpr char kCells[] = "team, project, workload_class, priority_class, gpu_model";
+  std::string sql = absl::StrCat(
+      "SELECT ", kCells, ", SUM((MIN(end_s, ?2) - MAX(start_s, ?1)) * gpus) / 3600.0, COUNT(*) FROM ("
+      " SELECT ", kCells, ", start_s, end_s, gpus FROM ledger WHERE end_s > ?1 AND start_s < ?2"
+      " UNION ALL"
+      " SELECT ", kCells, ", granted_s, ?2, gpus FROM leases WHERE granted_s < ?2"
+      ") GROUP BY ", kCells, " ORDER BY ", kCells);
+  absl::MutexLock lock(&mu_);
+  return Query(
+      *db_, sql, "summing usage by every accounting column",
+      [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); },
+      +[](const sqlite::Statement& s) {
+        return UsageCell{.team = s.Text(0), .project = s.Text(1), .workload_class = s.Text(2),
+                         .priority_class = s.Text(3), .gpu_model = s.Text(4),
+                         .gpu_hours = s.Double(5), .leases = s.Int(6)};
+      });
+}
+
 absl::StatusOr<std::vector<LedgerEntry>> JournalReader::Ledger(double from_s, double to_s) {
   if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
   std::string sql = absl::StrCat("SELECT lease_id, ", kAccountColumns,

@@ -117,6 +117,18 @@ struct UsageRow {
   bool operator==(const UsageRow&) const = default;
 };
 
+// GPU-hours of one combination of the accounting columns over a period (HeadJournal::UsageCells):
+// the finest grain the ledger has, which chargeback regroups and prices.
+struct UsageCell {
+  std::string team;
+  std::string project;
+  std::string workload_class;
+  std::string priority_class;
+  std::string gpu_model;
+  double gpu_hours = 0;  // slice-weighted, clipped to the period
+  int64_t leases = 0;    // leases that overlap the period
+};
+
 }  // namespace gpupool::runtime
 
 #endif  // GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_RECORDS_H_

@@ -1,0 +1,104 @@
+// Chargeback arithmetic (runtime/service/usage_report.h): regrouping the ledger's cells, prices
+// per model, half-even cents, idle as the remainder, idle shared by use, and a team's view.
+#include "runtime/service/usage_report.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpupool::runtime {
+namespace {
+
+using nlohmann::json;
+
+pool::PoolConfig Config() {
+  absl::StatusOr<pool::PoolConfig> c = pool::ParsePoolConfig(R"(
+prices: {H100-80GB: 3.0, L4: 0.7}
+teams:
+  - {name: vision, cost_center: cc-1}
+  - {name: nlp, cost_center: cc-1}
+  - {name: search}
+)", "t.yaml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+UsageCell Cell(std::string team, std::string project, std::string model, double hours) {
+  return UsageCell{.team = std::move(team), .project = std::move(project), .workload_class = "training",
+                   .priority_class = "training", .gpu_model = std::move(model), .gpu_hours = hours, .leases = 1};
+}
+
+int64_t SumOfParts(const json& r) {
+  int64_t cents = r["idle"]["cost_cents"].get<int64_t>() + r["unavailable"]["cost_cents"].get<int64_t>();
+  for (const json& row : r["rows"]) cents += row["cost_cents"].get<int64_t>();
+  if (r.contains("other_teams")) cents += r["other_teams"]["cost_cents"].get<int64_t>();
+  return cents;
+}
+
+TEST(RoundCentsHalfEven, HalvesGoToTheEvenCent) {
+  EXPECT_EQ(RoundCentsHalfEven(0.125), 12);
+  EXPECT_EQ(RoundCentsHalfEven(0.375), 38);
+  EXPECT_EQ(RoundCentsHalfEven(2.5), 250);
+  EXPECT_EQ(RoundCentsHalfEven(0.0049), 0);
+}
+
+TEST(UsageReport, RowsUnavailableAndIdleAddUpToCapacityToTheCent) {
+  // Awkward fractions, so that every row's rounding matters.
+  std::vector<UsageCell> cells = {Cell("vision", "a", "H100-80GB", 1.0 / 3), Cell("vision", "b", "H100-80GB", 2.0 / 7),
+                                  Cell("nlp", "a", "L4", 5.0 / 9), Cell("search", "x", "H100-80GB", 0.1234567)};
+  UsageCapacity capacity{.declared_gpu_hours = {{"H100-80GB", 10.0 / 3}, {"L4", 7.0 / 3}},
+                         .unavailable_gpu_hours = {{"L4", 1.0 / 6}}};
+  UsageQuery q{.from_s = 1000, .to_s = 1000 + 3600 * 5.0 / 3, .group_by = "project"};
+  absl::StatusOr<json> r = UsageReport(cells, q, Viewer::Operator(), Config(), capacity);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(SumOfParts(*r), (*r)["capacity"]["cost_cents"].get<int64_t>());
+  EXPECT_EQ((*r)["capacity"]["cost_cents"], RoundCentsHalfEven(10.0 / 3 * 3.0 + 7.0 / 3 * 0.7));
+  ASSERT_EQ((*r)["rows"].size(), 3u);  // a, b, x
+  EXPECT_EQ((*r)["rows"][0]["group"], "a");
+  EXPECT_EQ((*r)["rows"][0]["cost_cents"], RoundCentsHalfEven(3.0 / 3 + 0.7 * 5 / 9));
+  EXPECT_EQ((*r)["unavailable"]["cost_cents"], RoundCentsHalfEven(0.7 / 6));
+
+  q.idle_share = true;
+  absl::StatusOr<json> shared = UsageReport(cells, q, Viewer::Operator(), Config(), capacity);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_EQ(SumOfParts(*shared), (*shared)["capacity"]["cost_cents"].get<int64_t>());
+  EXPECT_LE(std::abs((*shared)["idle"]["cost_cents"].get<int64_t>()), 3) << "only rounding leftovers stay idle";
+  EXPECT_GT((*shared)["rows"][0]["cost_cents"].get<int64_t>(), (*r)["rows"][0]["cost_cents"].get<int64_t>());
+}
+
+TEST(UsageReport, CostCentersDefaultToTheTeamsName) {
+  std::vector<UsageCell> cells = {Cell("vision", "a", "H100-80GB", 1), Cell("nlp", "a", "H100-80GB", 1),
+                                  Cell("search", "a", "H100-80GB", 1)};
+  absl::StatusOr<json> r =
+      UsageReport(cells, UsageQuery{.from_s = 0, .to_s = 10, .group_by = "cost-center"}, Viewer::Operator(), Config(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)["rows"].size(), 2u);
+  EXPECT_EQ((*r)["rows"][0]["group"], "cc-1");
+  EXPECT_DOUBLE_EQ((*r)["rows"][0]["gpu_hours"].get<double>(), 2);
+  EXPECT_EQ((*r)["rows"][0]["cost_cents"], 600);
+  EXPECT_EQ((*r)["rows"][1]["group"], "search");
+  EXPECT_FALSE(r->contains("capacity")) << "an unbounded period has no capacity";
+}
+
+TEST(UsageReport, ATeamSeesItsRowsAndTheOthersAsOneLine) {
+  std::vector<UsageCell> cells = {Cell("vision", "a", "H100-80GB", 1), Cell("nlp", "secret", "L4", 2)};
+  absl::StatusOr<json> r =
+      UsageReport(cells, UsageQuery{.from_s = 0, .to_s = 10, .group_by = "project"}, Viewer::Team("vision"), Config(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)["rows"].size(), 1u);
+  EXPECT_EQ((*r)["rows"][0]["group"], "a");
+  EXPECT_EQ((*r)["other_teams"]["cost_cents"], 140);
+  EXPECT_EQ(r->dump().find("secret"), std::string::npos) << "another team's project is not named";
+}
+
+TEST(UsageReport, BadGroupingsAndEmptyPeriodsAreRefusedByName) {
+  absl::StatusOr<json> r = UsageReport({}, UsageQuery{.from_s = 0, .to_s = 10, .group_by = "colour"},
+                                       Viewer::Operator(), Config(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("cannot group usage by 'colour'"));
+  r = UsageReport({}, UsageQuery{.from_s = 10, .to_s = 10, .group_by = "team"}, Viewer::Operator(), Config(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("is empty"));
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
