@@ -939,12 +939,13 @@ std::vector<PendingInfo> Scheduler::Pending() const {
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;
     out.push_back({id, it->second.reason, it->second.submitted_s, it->second.reserved_start_s,
-                   it->second.guaranteed_since_s});
+                   it->second.guaranteed_since_s, it->second.request.team, it->second.request.priority_class});
     listed.insert(id);
   }
   for (const auto& [id, p] : pending_) {  // submitted since the last cycle
     if (!listed.contains(id)) {
-      out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s, p.guaranteed_since_s});
+      out.push_back({id, p.reason, p.submitted_s, p.reserved_start_s, p.guaranteed_since_s, p.request.team,
+                     p.request.priority_class});
     }
   }
   return out;

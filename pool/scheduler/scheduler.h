@@ -127,6 +127,8 @@ struct PendingInfo {
   int64_t submitted_s = 0;
   std::optional<int64_t> reserved_start_s;  // a gang holding the head-of-line reservation
   std::optional<int64_t> guaranteed_since_s;  // within its team's nominal quota since then
+  std::string team;            // the request's, for operators' views and metrics
+  std::string priority_class;  // the request's class as given ("" = the default class)
 };
 
 class Scheduler {

@@ -92,11 +92,13 @@ struct HeadFlags {
   std::string tokens_path;
   std::string listen = "127.0.0.1:7070";
   std::string port_file;
+  std::string http_port_file;
   double clock_speed = 1.0;
   int heartbeat_timeout_ms = 3000;
   std::string journal;
   double reclaim_window_s = 30;
   bool insecure_network = false;
+  std::string http_listen;  // empty: no HTTP endpoint
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -138,6 +140,14 @@ void RunHead(const HeadFlags& flags) {
                                      flags.reclaim_window_s));
   }
   so.reclaim_window = std::chrono::milliseconds(static_cast<int64_t>(flags.reclaim_window_s * 1000));
+  if (!flags.http_listen.empty()) {
+    so.http = true;
+    if (flags.http_listen.size() > 2 && flags.http_listen.rfind(":0") == flags.http_listen.size() - 2) {
+      so.http_address = flags.http_listen.substr(0, flags.http_listen.size() - 2);
+    } else if (absl::Status st = runtime::ParseHostPort(flags.http_listen, &so.http_address, &so.http_port); !st.ok()) {
+      throw CommandFailed(absl::StrCat("--http-listen: ", st.message()));
+    }
+  }
   for (const auto& [name, token] : tokens) {
     if (name == "agents") {
       so.agent_token = token;
@@ -152,6 +162,13 @@ void RunHead(const HeadFlags& flags) {
   if (!server.ok()) throw CommandFailed(std::string(server.status().message()));
   if (!flags.port_file.empty()) {
     std::ofstream(flags.port_file) << (*server)->port() << "\n";
+  }
+  if (!flags.http_port_file.empty()) {
+    std::ofstream(flags.http_port_file) << (*server)->http_port() << "\n";
+  }
+  if (so.http) {
+    std::cout << "gpupool head: HTTP (/metrics, /api/v1, the dashboard at /) on " << so.http_address << ":"
+              << (*server)->http_port() << std::endl;
   }
   std::cout << "gpupool head: listening on " << host << ":" << (*server)->port() << "; " << nodes->size()
             << " nodes, " << gpus << " GPUs, down until their agents register; " << so.team_tokens.size()
@@ -234,6 +251,9 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_flag("--insecure-network", flags->insecure_network,
                  "allow --listen on an address other machines reach: tokens travel unencrypted (no TLS yet)");
   head->add_option("--port-file", flags->port_file, "write the port here once listening");
+  head->add_option("--http-listen", flags->http_listen,
+                   "HOST:PORT for /metrics, /api/v1 and the dashboard (port 0 picks one); loopback unless --insecure-network");
+  head->add_option("--http-port-file", flags->http_port_file, "write the HTTP port here once listening");
   head->add_option("--clock-speed", flags->clock_speed, "pool seconds per real second");
   head->add_option("--heartbeat-timeout-ms", flags->heartbeat_timeout_ms, "a silent agent's node is lost after this");
   head->add_option("--journal", flags->journal, "SQLite file (WAL) for requests, leases and the usage ledger");

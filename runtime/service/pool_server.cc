@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/read_ahead_stream.h"
+#include "runtime/service/head_http.h"
 #include "runtime/service/head_report_json.h"
 #include "runtime/service/pool_server_impl.h"
 #include "runtime/service/pool_service_rpc.h"
@@ -113,11 +114,34 @@ absl::Status PoolServer::Impl::Start() {
   absl::Status st = result.get();
   if (!st.ok()) {
     thread_.join();
+    return st;
   }
-  return st;
+  return StartHttp();  // on failure the destructor stops the loop
+}
+
+absl::Status PoolServer::Impl::StartHttp() {
+  if (!options_.http) return absl::OkStatus();
+  HeadHttpDeps deps{.auth = auth_, .pool = *pool_, .journal = durable_.journal(),
+                    .report = [this](const Viewer& viewer) {
+                      // The sessions and agents are the loop thread's: the report is made there.
+                      std::string out;
+                      executor_->executeSync([&] {
+                        loop_.AssertOnThread();
+                        out = HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()}, viewer);
+                      });
+                      return out;
+                    }};
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+      HttpServerOptions{.address = options_.http_address, .port = options_.http_port,
+                        .allow_network = options_.allow_network},
+      [deps](const HttpRequest& request) { return HandleHeadHttp(deps, request); });
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  return absl::OkStatus();
 }
 
 PoolServer::Impl::~Impl() noexcept {
+  http_.reset();  // its handler reaches into the loop: it stops first
   if (thread_.joinable()) {
     executor_->executeSync([this] {
       loop_.AssertOnThread();
@@ -142,6 +166,7 @@ absl::StatusOr<std::unique_ptr<PoolServer>> PoolServer::Start(std::unique_ptr<Po
 PoolServer::PoolServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PoolServer::~PoolServer() = default;
 uint16_t PoolServer::port() const { return impl_->port_; }
+uint16_t PoolServer::http_port() const { return impl_->http_ ? impl_->http_->port() : 0; }
 PoolService& PoolServer::pool() { return *impl_->pool_; }
 uint64_t PoolServer::connections_accepted() const { return impl_->accepted_.load(); }
 std::string PoolServer::Report() { return impl_->ReportFromAnyThread(); }

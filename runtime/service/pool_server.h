@@ -59,6 +59,11 @@ struct PoolServerOptions {
   // their jobs, which reclaim them when they reconnect (their tasks keep running through the
   // restart); those not reclaimed within this window are released.
   std::chrono::milliseconds reclaim_window{30000};
+  // The HTTP endpoint (head_http.h: /metrics, /api/v1/..., the dashboard), on a thread of its
+  // own; loopback unless allow_network. Off unless `http`.
+  bool http = false;
+  std::string http_address = "127.0.0.1";
+  uint16_t http_port = 0;  // 0: the system picks one; see PoolServer::http_port()
 };
 
 class PoolServer {
@@ -70,6 +75,8 @@ class PoolServer {
   ~PoolServer();
 
   uint16_t port() const;
+  // The HTTP endpoint's port; 0 without one.
+  uint16_t http_port() const;
   PoolService& pool();
   // Connections accepted so far (tests, operators).
   uint64_t connections_accepted() const;

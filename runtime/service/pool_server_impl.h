@@ -32,6 +32,7 @@
 #include "runtime/service/event_pump.h"
 #include "runtime/service/head_auth.h"
 #include "runtime/service/head_durability.h"
+#include "runtime/service/http/http_server.h"
 #include "runtime/service/job_session.h"
 #include "runtime/service/pool_server.h"
 #include "runtime/service/pool_service.h"
@@ -54,6 +55,8 @@ class PoolServer::Impl : private kj::TaskSet::ErrorHandler {
   // Opens the journal, then starts the loop's thread and listens; fails when the address may not
   // be used or cannot be bound, or the journal cannot be opened.
   absl::Status Start();
+  // After the loop runs: the HTTP endpoint, if the options ask for one.
+  absl::Status StartHttp();
 
   // Any thread: run on the loop thread, wait for it.
   std::string ReportFromAnyThread() {
@@ -72,6 +75,7 @@ class PoolServer::Impl : private kj::TaskSet::ErrorHandler {
   PoolServerOptions options_;
   uint16_t port_ = 0;
   std::atomic<uint64_t> accepted_{0};  // any thread
+  std::unique_ptr<HttpServer> http_;   // set by Start when asked for; reset first by ~Impl
 
  private:
   void Run(std::promise<absl::Status>& started);

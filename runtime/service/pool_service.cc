@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "pool/devices/driver_selection.h"
 #include "pool/health.h"
+#include "pool/scheduler/wait_reason.h"
 
 namespace gpupool::runtime {
 
@@ -115,6 +116,7 @@ absl::Status PoolService::Queue(pool::LeaseRequest request, double waited_s, Lea
                                             now - static_cast<int64_t>(waited_s * clock_speed_))
                      : scheduler_->Submit(std::move(request), now);
     if (!submitted.ok()) return submitted.status();
+    metrics_.Submitted(id, Now() - waited_s * clock_speed_);
     request_listeners_[id] = listener;
     dirty_ = true;
   }
@@ -126,6 +128,7 @@ absl::Status PoolService::Withdraw(const std::string& request_id) {
   MutexLock lock(&mu_);
   absl::Status s = scheduler_->Cancel(request_id);
   if (s.ok()) request_listeners_.erase(request_id);
+  if (s.ok()) metrics_.Withdrawn(request_id);
   return s;
 }
 
@@ -138,6 +141,7 @@ absl::Status PoolService::Release(const std::string& lease_id) {
     absl::Status s = scheduler_->Release(lease_id, NowSeconds());
     if (!s.ok()) return s;
     leases_.Close(lease_id, Now());
+    metrics_.Closed(lease_id, Now(), /*lost=*/false);
     dirty_ = true;
   }
   WakeForCycle();
@@ -146,7 +150,8 @@ absl::Status PoolService::Release(const std::string& lease_id) {
 
 void PoolService::Checkpointed(const std::string& lease_id, const CheckpointNote&) {
   MutexLock lock(&mu_);
-  (void)scheduler_->RecordCheckpoint(lease_id, NowSeconds());  // NotFound: it ended meanwhile
+  if (scheduler_->RecordCheckpoint(lease_id, NowSeconds()).ok()) metrics_.Checkpointed(lease_id, Now());
+  // (NotFound: it ended meanwhile)
 }
 
 absl::Status PoolService::Adopt(const pool::Lease& lease, LeaseListener* listener) {
@@ -173,7 +178,7 @@ void PoolService::ScheduleNow() {
     MutexLock lock(&mu_);
     if (!dirty_) return;
     dirty_ = false;
-    Absorb(scheduler_->Schedule(NowSeconds()));
+    Absorb(TimedSchedule());
   }
   outbox_.Deliver();
 }
@@ -189,6 +194,55 @@ void PoolService::OpenLease(const pool::Lease& lease, LeaseListener* listener) {
                                           .gpus = static_cast<double>(lease.milli) / 1000.0,
                                           .borrowing = lease.borrowing,
                                           .started_s = Now()});
+  const pool::InventoryGpu* gpu = lease.gpus.empty() ? nullptr : inventory_.Find(lease.gpus[0]);
+  metrics_.Granted(lease, gpu == nullptr ? std::string() : gpu->device.model, Now());
+}
+
+pool::CycleResult PoolService::TimedSchedule() {
+  auto start = std::chrono::steady_clock::now();
+  pool::CycleResult result = scheduler_->Schedule(NowSeconds());
+  metrics_.CycleTook(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return result;
+}
+
+PoolSnapshot PoolService::Snapshot() const {
+  PoolSnapshot s;
+  MutexLock lock(&mu_);
+  s.pool_time_s = Now();
+  std::map<std::string, size_t> position;  // "node/index" -> s.gpus
+  for (const pool::InventoryNode& node : inventory_.nodes()) s.node_up[node.name] = liveness_->up(node.name);
+  for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
+    position[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)] = s.gpus.size();
+    s.gpus.push_back({.node = gpu.ref.node, .index = gpu.ref.index, .model = gpu.device.model,
+                      .health = liveness_->Applied(gpu.ref)});
+  }
+  for (const auto& [id, lease] : scheduler_->leases()) {
+    const std::string& rid = lease.request.id;
+    std::string job = rid.substr(0, rid.find('/'));
+    const double per_gpu = lease.gpus.empty() ? 0 : static_cast<double>(lease.milli) / 1000.0 / lease.gpus.size();
+    for (const pool::GpuRef& ref : lease.gpus) {
+      auto it = position.find(absl::StrCat(ref.node, "/", ref.index));
+      if (it == position.end()) continue;
+      PoolSnapshot::Gpu& g = s.gpus[it->second];
+      g.allocated = std::min(1.0, g.allocated + per_gpu);
+      g.leases.push_back({.lease = id, .team = lease.request.team, .job = job, .share = per_gpu});
+    }
+    s.teams[{lease.request.team, lease.group}].allocated_gpus += static_cast<double>(lease.milli) / 1000.0;
+  }
+  const pool::QuotaLedger& ledger = scheduler_->ledger();
+  for (const pool::Team& team : config_.scheduling.teams) {
+    for (const pool::TeamQuota& q : team.quotas) {
+      PoolSnapshot::TeamGroup& g = s.teams[{team.name, q.group}];
+      g.nominal_gpus = static_cast<double>(q.nominal_milli) / 1000.0;
+    }
+  }
+  for (auto& [key, g] : s.teams) g.borrowed_gpus = static_cast<double>(ledger.Borrowed(key.first, key.second)) / 1000.0;
+  for (const pool::PendingInfo& p : scheduler_->Pending()) {
+    ++s.pending[{p.team, p.priority_class.empty() ? "training" : p.priority_class,
+                 std::string(pool::WaitReasonName(p.reason))}];
+  }
+  s.counters = metrics_.Take(s.pool_time_s);
+  return s;
 }
 
 void PoolService::Absorb(const pool::CycleResult& result, const std::string& lost_why) {
@@ -206,6 +260,7 @@ void PoolService::Absorb(const pool::CycleResult& result, const std::string& los
   for (const pool::Revocation& r : result.revoked) {
     const LeaseBook::Lease* held = leases_.Find(r.lease_id);
     if (held == nullptr) continue;
+    metrics_.Revoked(r.lease_id, r.cause);
     outbox_.Revoked(held->listener, r.lease_id, r.cause, static_cast<double>(r.deadline_s));
   }
   for (const std::string& lease_id : result.expired) {
@@ -213,6 +268,7 @@ void PoolService::Absorb(const pool::CycleResult& result, const std::string& los
     if (held == nullptr) continue;
     outbox_.Lost(held->listener, lease_id, lost_why);
     leases_.Close(lease_id, Now());
+    metrics_.Closed(lease_id, Now(), /*lost=*/true);
   }
 }
 
@@ -328,7 +384,7 @@ void PoolService::Loop() {
       PollHealth();
       next_health = std::chrono::steady_clock::now() + health_interval_;
     }
-    Absorb(scheduler_->Schedule(NowSeconds()));
+    Absorb(TimedSchedule());
     if (outbox_.empty()) continue;
     lock.Unlock();
     outbox_.Deliver();

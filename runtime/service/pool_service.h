@@ -46,6 +46,8 @@
 #include "runtime/client/pool_client.h"
 #include "runtime/service/availability_log.h"
 #include "runtime/service/listener_outbox.h"
+#include "runtime/service/metrics/pool_metrics.h"
+#include "runtime/service/metrics/pool_snapshot.h"
 #include "runtime/service/node_liveness.h"
 #include "runtime/sync/mutex.h"
 
@@ -131,6 +133,9 @@ class PoolService final : public PoolClient {
   // GPU-hours in [from_s, to_s) (Unix seconds) that GPUs were unavailable (lost or draining), per
   // model: known since this service started (availability_log.h).
   std::map<std::string, double> UnavailableGpuHours(double from_s, double to_s) const;
+  // Everything /metrics shows, copied under the lock in one go (metrics/pool_snapshot.h). Any
+  // thread; holds the pool's lock for a copy of the leases and a count of the queue.
+  PoolSnapshot Snapshot() const;
 
  private:
   PoolService() = default;
@@ -180,6 +185,9 @@ class PoolService final : public PoolClient {
   LeaseBook leases_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<NodeLiveness> liveness_ ABSL_GUARDED_BY(mu_);  // over inventory_
   AvailabilityLog availability_ ABSL_GUARDED_BY(mu_);  // in Unix seconds, for chargeback
+  PoolMetrics metrics_ ABSL_GUARDED_BY(mu_);  // in pool seconds
+  // Runs a scheduling cycle, timing it for the metrics.
+  pool::CycleResult TimedSchedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::thread thread_;
 };
 

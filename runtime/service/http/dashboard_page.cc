@@ -1,0 +1,90 @@
+#include "runtime/service/http/dashboard_page.h"
+
+namespace gpupool::runtime {
+namespace {
+
+// Element ids are the test's handles (tests/python/test_dashboard.py): keep them stable.
+constexpr char kPage[] = R"html(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gpupool</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.5em}
+table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}
+.gpu{display:inline-block;width:1.6em;height:1.6em;margin:1px;border-radius:3px;font-size:10px;text-align:center;line-height:1.6em;color:#fff}
+.healthy{background:#2a7}.degraded{background:#d90}.draining{background:#c60}.lost{background:#b22}
+#error{color:#b22}.muted{color:#777}
+</style></head><body>
+<h1>gpupool <span id="viewer" class="muted"></span></h1>
+<form id="login"><label>Token <input id="token" type="password" autocomplete="off" size="40"></label>
+<button id="save" type="submit">Show</button> <button id="forget" type="button">Forget</button></form>
+<p id="error"></p>
+<div id="board" hidden>
+<p id="summary"></p>
+<h2>Nodes and GPUs</h2><div id="health"></div>
+<h2>Queue</h2><table id="queue"><thead><tr><th>state</th><th>id</th><th>team</th><th>class</th><th>reason</th></tr></thead><tbody></tbody></table>
+<h2>Usage and cost, last <select id="period"><option value="86400">24 hours</option><option value="604800">7 days</option><option value="2592000">30 days</option></select></h2>
+<table id="usage"><thead><tr><th>team</th><th>GPU-hours</th><th>leases</th><th>cost (USD)</th></tr></thead><tbody></tbody></table>
+<p id="capacity" class="muted"></p>
+</div>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+function text(v){return document.createTextNode(v === undefined || v === null ? "" : String(v));}
+function row(cells){const tr=document.createElement("tr");for(const c of cells){const td=document.createElement("td");td.appendChild(text(c));tr.appendChild(td);}return tr;}
+async function api(path){
+  const r = await fetch(path, {headers: {"Authorization": "Bearer " + sessionStorage.getItem("gpupool-token")}});
+  if (r.status === 401) throw new Error("the head does not know this token");
+  if (!r.ok) throw new Error(path + ": " + r.status);
+  return r.json();
+}
+async function refresh(){
+  if (!sessionStorage.getItem("gpupool-token")) { $("board").hidden = true; return; }
+  try {
+    const now = Date.now() / 1000, period = Number($("period").value);
+    const [status, queue, usage] = await Promise.all([api("/api/v1/status"), api("/api/v1/queue"),
+        api("/api/v1/usage?by=team&since=" + (now - period) + "&until=" + now)]);
+    $("error").textContent = "";
+    $("viewer").textContent = status.viewer === "pool" ? "(whole pool)" : "(team " + status.viewer + ")";
+    let gpus = 0, up = 0;
+    const health = $("health"); health.replaceChildren();
+    for (const n of status.nodes) {
+      up += n.up ? 1 : 0;
+      const line = document.createElement("div"); line.className = "node"; line.dataset.node = n.name;
+      line.appendChild(text(n.name + " (" + n.agent + ") "));
+      for (const g of n.gpus) {
+        gpus++;
+        const s = document.createElement("span"); s.className = "gpu " + g.health; s.title = g.model + " " + g.health;
+        s.dataset.health = g.health; s.appendChild(text(g.index)); line.appendChild(s);
+      }
+      health.appendChild(line);
+    }
+    $("summary").textContent = status.nodes.length + " nodes (" + up + " up), " + gpus + " GPUs; pool: " +
+        status.totals.leases + " leases, " + status.totals.pending + " pending";
+    const q = $("queue").tBodies[0]; q.replaceChildren();
+    for (const l of queue.leases) q.appendChild(row(["running", l.lease, l.team, l.priority_class, ""]));
+    for (const p of queue.pending) q.appendChild(row(["pending", p.request, p.team, "", p.reason]));
+    const u = $("usage").tBodies[0]; u.replaceChildren();
+    for (const r of usage.rows) u.appendChild(row([r.group, r.gpu_hours.toFixed(3), r.leases, (r.cost_cents / 100).toFixed(2)]));
+    if (usage.other_teams) u.appendChild(row(["(other teams)", usage.other_teams.gpu_hours.toFixed(3), usage.other_teams.leases, (usage.other_teams.cost_cents / 100).toFixed(2)]));
+    if (usage.idle) u.appendChild(row(["(idle)", usage.idle.gpu_hours.toFixed(3), "", (usage.idle.cost_cents / 100).toFixed(2)]));
+    $("capacity").textContent = usage.capacity ? "capacity " + usage.capacity.gpu_hours.toFixed(1) + " GPU-hours, " +
+        (usage.capacity.cost_cents / 100).toFixed(2) + " USD; utilisation " + (100 * usage.utilisation).toFixed(1) + "%" : "";
+    $("board").hidden = false;
+  } catch (e) {
+    $("error").textContent = e.message;
+  }
+}
+$("login").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("gpupool-token", $("token").value); $("token").value = ""; refresh(); });
+$("forget").addEventListener("click", () => { sessionStorage.removeItem("gpupool-token"); $("board").hidden = true; });
+$("period").addEventListener("change", refresh);
+refresh();
+setInterval(refresh, 5000);
+</script></body></html>
+)html";
+
+}  // namespace
+
+std::string_view DashboardPage() { return kPage; }
+
+}  // namespace gpupool::runtime
