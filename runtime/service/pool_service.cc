@@ -217,8 +217,7 @@ PoolSnapshot PoolService::Snapshot() const {
                       .health = liveness_->Applied(gpu.ref)});
   }
   for (const auto& [id, lease] : scheduler_->leases()) {
-    const std::string& rid = lease.request.id;
-    std::string job = rid.substr(0, rid.find('/'));
+    const std::string& job = lease.request.id;  // a job's request ids name it ("s1/job-vm-1/vision/...")
     const double per_gpu = lease.gpus.empty() ? 0 : static_cast<double>(lease.milli) / 1000.0 / lease.gpus.size();
     for (const pool::GpuRef& ref : lease.gpus) {
       auto it = position.find(absl::StrCat(ref.node, "/", ref.index));

@@ -22,7 +22,7 @@ struct PoolSnapshot {
   struct LeaseOnGpu {
     std::string lease;
     std::string team;
-    std::string job;  // the request id's job part ("job-7" of "job-7/train"), else the request id
+    std::string job;  // the lease's request id, which names its job (the head keeps no other job id per lease)
     double share = 0;  // of this GPU, 0..1
   };
   struct Gpu {
