@@ -33,6 +33,7 @@ void RegisterMigCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
 void RegisterStatusCommands(CLI::App& app);  // `status` and `queue`
 void RegisterUsageCommand(CLI::App& app);
+void RegisterSavingsCommand(CLI::App& app);
 void RegisterVersionCommand(CLI::App& app);
 
 }  // namespace gpupool::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   gpupool::cli::RegisterSimulateCommand(app);
   gpupool::cli::RegisterStatusCommands(app);
   gpupool::cli::RegisterUsageCommand(app);
+  gpupool::cli::RegisterSavingsCommand(app);
   gpupool::cli::RegisterVersionCommand(app);
   // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

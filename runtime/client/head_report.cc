@@ -47,4 +47,15 @@ absl::StatusOr<std::string> FetchHeadUsage(const std::string& host, uint16_t por
   });
 }
 
+absl::StatusOr<std::string> FetchHeadSavings(const std::string& host, uint16_t port, const std::string& token,
+                                             double from_s, double to_s) {
+  return AskHead(host, port, [&](rpc::PoolService::Client& head) {
+    auto req = head.savingsRequest();
+    req.setToken(token);
+    req.setFromS(from_s);
+    req.setToS(to_s);
+    return req;
+  });
+}
+
 }  // namespace gpupool::runtime

@@ -24,6 +24,11 @@ absl::StatusOr<std::string> FetchHeadUsage(const std::string& host, uint16_t por
                                            double from_s, double to_s, const std::string& group_by,
                                            bool idle_share = false);
 
+// What pooling saved over [from_s, to_s) (Unix seconds) against dedicated fleets, as JSON
+// (runtime/service/savings_report.h).
+absl::StatusOr<std::string> FetchHeadSavings(const std::string& host, uint16_t port, const std::string& token,
+                                             double from_s, double to_s);
+
 }  // namespace gpupool::runtime
 
 #endif  // GPUPOOL_RUNTIME_CLIENT_HEAD_REPORT_H_

@@ -211,4 +211,6 @@ interface PoolService {
   # are the groups, for `gpupool usage`. `idleShare`: idle capacity's cost spread over the rows.
   usage @3 (token :Text, fromS :Float64, toS :Float64, groupBy :Text, idleShare :Bool)
       -> (status :Status, report :Text);
+  # What pooling saved over [fromS, toS) against dedicated fleets (`gpupool savings`): JSON.
+  savings @4 (token :Text, fromS :Float64, toS :Float64) -> (status :Status, report :Text);
 }

@@ -81,6 +81,16 @@ HttpResponse HandleHeadHttp(const HeadHttpDeps& deps, const HttpRequest& request
     return Json(queue.dump());
   }
   if (path == "/api/v1/usage") return Usage(deps, request, *viewer);
+  if (path == "/api/v1/savings") {
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    absl::StatusOr<double> since = Seconds(request, "since", now - 7 * 86400);
+    if (!since.ok()) return FromStatus(since.status());
+    absl::StatusOr<double> until = Seconds(request, "until", now);
+    if (!until.ok()) return FromStatus(until.status());
+    absl::StatusOr<std::string> report = SavingsJson(deps.journal, deps.pool, *since, *until, *viewer);
+    if (!report.ok()) return FromStatus(report.status());
+    return Json(*std::move(report));
+  }
   return Error(404, absl::StrCat("no API ", path));
 }
 

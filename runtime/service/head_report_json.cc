@@ -8,6 +8,7 @@
 #include "nlohmann/json.hpp"
 #include "pool/scheduler/wait_reason.h"
 #include "runtime/service/job_session.h"
+#include "runtime/service/savings_report.h"
 
 namespace gpupool::runtime {
 
@@ -97,6 +98,33 @@ absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, c
     capacity.unavailable_gpu_hours = pool.UnavailableGpuHours(query.from_s, query.to_s);
   }
   absl::StatusOr<nlohmann::json> report = UsageReport(*cells, query, viewer, pool.config(), capacity);
+  if (!report.ok()) return report.status();
+  return report->dump();
+}
+
+absl::StatusOr<std::string> SavingsJson(HeadJournal* journal, PoolService& pool, double from_s, double to_s,
+                                        const Viewer& viewer) {
+  if (journal == nullptr) {
+    return absl::FailedPreconditionError("this head keeps no journal (start it with --journal PATH)");
+  }
+  if (!(from_s < to_s)) {
+    return absl::InvalidArgumentError(absl::StrCat("savings period [", from_s, ", ", to_s, ") is empty"));
+  }
+  if (absl::Status flushed = journal->Flush(); !flushed.ok()) return flushed;
+  absl::StatusOr<std::vector<LedgerEntry>> closed = journal->Ledger(from_s, to_s);
+  if (!closed.ok()) return closed.status();
+  absl::StatusOr<HeadState> state = journal->Load();  // the leases open now
+  if (!state.ok()) return state.status();
+  std::vector<HoldInterval> holds;
+  for (const LedgerEntry& e : *closed) {
+    holds.push_back({e.account.team, e.account.gpu_model, e.account.gpus, e.start_s, e.end_s});
+  }
+  for (const LeaseRecord& l : state->leases) {
+    holds.push_back({l.account.team, l.account.gpu_model, l.account.gpus, l.granted_s, to_s});
+  }
+  std::map<std::string, int> declared;
+  for (const pool::InventoryGpu& gpu : pool.inventory().gpus()) ++declared[gpu.device.model];
+  absl::StatusOr<nlohmann::json> report = SavingsReport(holds, from_s, to_s, viewer, pool.config(), declared);
   if (!report.ok()) return report.status();
   return report->dump();
 }

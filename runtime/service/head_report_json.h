@@ -50,6 +50,11 @@ std::string TeamOfRequest(const HeadView& view, const std::string& request_id);
 absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, const UsageQuery& query,
                                       const Viewer& viewer);
 
+// The savings report (savings_report.h) over [from_s, to_s) (Unix seconds) from the ledger and
+// the leases open now. FailedPrecondition without a journal.
+absl::StatusOr<std::string> SavingsJson(HeadJournal* journal, PoolService& pool, double from_s, double to_s,
+                                        const Viewer& viewer);
+
 }  // namespace gpupool::runtime
 
 #endif  // GPUPOOL_RUNTIME_SERVICE_HEAD_REPORT_JSON_H_

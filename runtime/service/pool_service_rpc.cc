@@ -81,4 +81,19 @@ kj::Promise<void> PoolServiceRpc::describe(DescribeContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> PoolServiceRpc::savings(SavingsContext context) {
+  auto p = context.getParams();
+  auto results = context.getResults();
+  std::optional<Viewer> viewer = deps_.auth.Identify(p.getToken());
+  if (!viewer.has_value()) {
+    rpc::EncodeStatus(absl::UnauthenticatedError("savings needs the operators', a team's or the agents' token"),
+                      results.initStatus());
+    return kj::READY_NOW;
+  }
+  absl::StatusOr<std::string> report = SavingsJson(deps_.durable.journal(), deps_.pool, p.getFromS(), p.getToS(), *viewer);
+  rpc::EncodeStatus(report.status(), results.initStatus());
+  if (report.ok()) results.setReport(*report);
+  return kj::READY_NOW;
+}
+
 }  // namespace gpupool::runtime

@@ -29,6 +29,7 @@ class PoolServiceRpc final : public rpc::PoolService::Server {
   kj::Promise<void> registerAgent(RegisterAgentContext context) override;
   kj::Promise<void> usage(UsageContext context) override;
   kj::Promise<void> describe(DescribeContext context) override;
+  kj::Promise<void> savings(SavingsContext context) override;
 
  private:
   const JobSessionDeps deps_;

@@ -488,4 +488,44 @@ TEST_F(SharedPoolDaemons, UsageNamesTheFlagItCannotRead) {
   EXPECT_THAT(no_journal.err, HasSubstr("this head keeps no journal"));
 }
 
+// Chargeback and savings from a head with a journal, as an operator types them: CSV whose cents
+// add up to the capacity's, and the savings table written as HTML too.
+TEST_F(SharedPoolDaemons, UsageCostAndSavingsFromAJournal) {
+  std::ofstream(Path("ops.tokens")) << "vision: vision-token-0123456789\noperators: ops-token-0123456789\n";
+  Background("head --simulate 2xH100-80GB --tokens " + Path("ops.tokens") + " --listen 127.0.0.1:0 --port-file " +
+                 Path("jport") + " --journal " + Path("head.db"),
+             "jhead");
+  std::string port;
+  for (int i = 0; i < 100 && port.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    port = std::string(absl::StripAsciiWhitespace(Slurp(dir_ / "jport")));
+  }
+  ASSERT_FALSE(port.empty());
+  const std::string head = " --pool 127.0.0.1:" + port + " --token ops-token-0123456789";
+  Result csv = RunCli("usage" + head + " --since -1h --cost --format csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_THAT(csv.out, HasSubstr("team,gpu-hours,leases,cost-usd\n"));
+  // 2 GPUs for an hour at the catalogue's H100 price; no agent registered, so all of it is
+  // unavailable (the GPUs are lost until their agent comes) or idle (before the head started).
+  double sum = 0;
+  std::istringstream lines(csv.out);
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line)) sum += std::stod(line.substr(line.rfind(',') + 1));
+  Result json_usage = RunCli("usage" + head + " --since -1h --cost --json");
+  ASSERT_EQ(json_usage.exit_code, 0) << json_usage.err;
+  json u = json::parse(json_usage.out);
+  EXPECT_NEAR(sum, u["capacity"]["cost_cents"].get<int64_t>() / 100.0, 1e-9);
+  EXPECT_GT(u["unavailable"]["gpu_hours"].get<double>(), 0) << "the GPUs without an agent are unavailable";
+
+  Result savings = RunCli("savings" + head + " --since -1d --html " + Path("savings.html"));
+  ASSERT_EQ(savings.exit_code, 0) << savings.err;
+  EXPECT_THAT(savings.out, HasSubstr("FLEET"));
+  EXPECT_THAT(savings.out, HasSubstr("pooling saved"));
+  EXPECT_THAT(Slurp(dir_ / "savings.html"), HasSubstr("<table>"));
+  Result bad = RunCli("savings" + head + " --since tomorrow");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--since: cannot read 'tomorrow' as a time"));
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // Chargeback arithmetic (runtime/service/usage_report.h): regrouping the ledger's cells, prices
 // per model, half-even cents, idle as the remainder, idle shared by use, and a team's view.
 #include "runtime/service/usage_report.h"
+#include "runtime/service/savings_report.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +99,46 @@ TEST(UsageReport, BadGroupingsAndEmptyPeriodsAreRefusedByName) {
   r = UsageReport({}, UsageQuery{.from_s = 10, .to_s = 10, .group_by = "team"}, Viewer::Operator(), Config(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("is empty"));
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
+
+namespace gpupool::runtime {
+namespace {
+
+// Savings (savings_report.h): peaks and p95s from overlapping holds, and the fleets' costs.
+TEST(SavingsReport, PeakAndP95FromOverlappingHoldsAgainstThePooledFleet) {
+  pool::PoolConfig config = Config();  // H100-80GB at 3.0 USD per hour
+  // Over 100 hours: vision holds 1 GPU throughout and a second one for 3 hours (peak 2, p95 1);
+  // nlp holds 0.5 GPU for 50 hours (peak 0.5 -> owns 1, p95 0.5 -> owns 1).
+  const double h = 3600;
+  std::vector<HoldInterval> holds = {{"vision", "H100-80GB", 1, 0, 100 * h},
+                                     {"vision", "H100-80GB", 1, 10 * h, 13 * h},
+                                     {"nlp", "H100-80GB", 0.5, 0, 50 * h}};
+  absl::StatusOr<json> r = SavingsReport(holds, 0, 100 * h, Viewer::Operator(), config, {{"H100-80GB", 2}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)["teams"].size(), 2u);
+  const json& nlp = (*r)["teams"][0];
+  const json& vision = (*r)["teams"][1];
+  EXPECT_EQ(vision["team"], "vision");
+  EXPECT_DOUBLE_EQ(vision["peak_gpus"].get<double>(), 2);
+  EXPECT_DOUBLE_EQ(vision["p95_gpus"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(vision["gpu_hours"].get<double>(), 103);
+  EXPECT_DOUBLE_EQ(nlp["p95_gpus"].get<double>(), 0.5);
+  EXPECT_EQ(nlp["dedicated_gpus_p95"], 1);
+  EXPECT_EQ((*r)["pooled"]["cost_cents"], 2 * 100 * 300);
+  EXPECT_EQ((*r)["dedicated_peak"]["cost_cents"], 3 * 100 * 300);  // vision 2 + nlp 1
+  EXPECT_EQ((*r)["dedicated_p95"]["cost_cents"], 2 * 100 * 300);
+  EXPECT_EQ((*r)["saved_vs_peak_cents"], 100 * 300);
+  EXPECT_DOUBLE_EQ((*r)["pooled"]["utilisation"].get<double>(), 128.0 / 200);
+  EXPECT_DOUBLE_EQ((*r)["dedicated_peak"]["utilisation"].get<double>(), 128.0 / 300);
+
+  absl::StatusOr<json> mine = SavingsReport(holds, 0, 100 * h, Viewer::Team("nlp"), config, {{"H100-80GB", 2}});
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ((*mine)["teams"].size(), 1u);
+  EXPECT_EQ((*mine)["teams"][0]["team"], "nlp");
+  EXPECT_EQ((*mine)["saved_vs_peak_cents"], 100 * 300) << "the fleets' totals are pool-wide";
 }
 
 }  // namespace
