@@ -932,6 +932,12 @@ std::optional<int64_t> Scheduler::NextTimedChange(int64_t now_s) const {
   return next;
 }
 
+std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> Scheduler::PendingCounts() const {
+  std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> counts;
+  for (const auto& [id, p] : pending_) ++counts[{p.request.team, p.request.priority_class, p.reason}];
+  return counts;
+}
+
 std::vector<PendingInfo> Scheduler::Pending() const {
   std::vector<PendingInfo> out;
   std::set<std::string> listed;

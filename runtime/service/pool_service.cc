@@ -236,9 +236,9 @@ PoolSnapshot PoolService::Snapshot() const {
     }
   }
   for (auto& [key, g] : s.teams) g.borrowed_gpus = static_cast<double>(ledger.Borrowed(key.first, key.second)) / 1000.0;
-  for (const pool::PendingInfo& p : scheduler_->Pending()) {
-    ++s.pending[{p.team, p.priority_class.empty() ? "training" : p.priority_class,
-                 std::string(pool::WaitReasonName(p.reason))}];
+  for (const auto& [key, n] : scheduler_->PendingCounts()) {
+    const auto& [team, cls, reason] = key;
+    s.pending[{team, cls.empty() ? "training" : cls, std::string(pool::WaitReasonName(reason))}] += n;
   }
   s.counters = metrics_.Take(s.pool_time_s);
   return s;
