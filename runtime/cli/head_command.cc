@@ -99,6 +99,8 @@ struct HeadFlags {
   double reclaim_window_s = 30;
   bool insecure_network = false;
   std::string http_listen;  // empty: no HTTP endpoint
+  double history_interval_s = 60;
+  int history_retention_days = 30;
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -140,6 +142,11 @@ void RunHead(const HeadFlags& flags) {
                                      flags.reclaim_window_s));
   }
   so.reclaim_window = std::chrono::milliseconds(static_cast<int64_t>(flags.reclaim_window_s * 1000));
+  if (flags.history_interval_s < 0 || flags.history_retention_days < 1) {
+    throw CommandFailed("--history-interval-s must be >= 0 (0: none) and --history-retention-days >= 1");
+  }
+  so.history_interval = std::chrono::milliseconds(static_cast<int64_t>(flags.history_interval_s * 1000));
+  so.history_retention = std::chrono::hours(24 * flags.history_retention_days);
   if (!flags.http_listen.empty()) {
     so.http = true;
     if (flags.http_listen.size() > 2 && flags.http_listen.rfind(":0") == flags.http_listen.size() - 2) {
@@ -253,6 +260,9 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--port-file", flags->port_file, "write the port here once listening");
   head->add_option("--http-listen", flags->http_listen,
                    "HOST:PORT for /metrics, /api/v1 and the dashboard (port 0 picks one); loopback unless --insecure-network");
+  head->add_option("--history-interval-s", flags->history_interval_s,
+                   "with --journal: sample the pool's history this often (0: never; default 60)");
+  head->add_option("--history-retention-days", flags->history_retention_days, "keep the history this long (default 30)");
   head->add_option("--http-port-file", flags->http_port_file, "write the HTTP port here once listening");
   head->add_option("--clock-speed", flags->clock_speed, "pool seconds per real second");
   head->add_option("--heartbeat-timeout-ms", flags->heartbeat_timeout_ms, "a silent agent's node is lost after this");

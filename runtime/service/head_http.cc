@@ -81,6 +81,23 @@ HttpResponse HandleHeadHttp(const HeadHttpDeps& deps, const HttpRequest& request
     return Json(queue.dump());
   }
   if (path == "/api/v1/usage") return Usage(deps, request, *viewer);
+  if (path == "/api/v1/history") {
+    if (deps.journal == nullptr) return Error(409, "this head keeps no journal (start it with --journal PATH)");
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    absl::StatusOr<double> since = Seconds(request, "since", now - 86400);
+    if (!since.ok()) return FromStatus(since.status());
+    absl::StatusOr<double> until = Seconds(request, "until", now + 1);
+    if (!until.ok()) return FromStatus(until.status());
+    absl::StatusOr<std::vector<HistoryRow>> rows = deps.journal->History(*since, *until);
+    if (!rows.ok()) return FromStatus(rows.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const HistoryRow& r : *rows) {
+      if (r.scope != "pool" && !viewer->Sees(r.scope)) continue;
+      out.push_back({{"t_s", r.t_s}, {"scope", r.scope}, {"allocated_gpus", r.allocated_gpus},
+                     {"capacity_gpus", r.capacity_gpus}, {"borrowed_gpus", r.borrowed_gpus}, {"pending", r.pending}});
+    }
+    return Json(nlohmann::json{{"rows", out}}.dump());
+  }
   if (path == "/api/v1/savings") {
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     absl::StatusOr<double> since = Seconds(request, "since", now - 7 * 86400);

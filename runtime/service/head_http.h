@@ -8,6 +8,8 @@
 //   /api/v1/queue     its leases and pending requests, as `gpupool queue --json`
 //   /api/v1/usage     chargeback, as `gpupool usage --json`; query: since, until (Unix seconds;
 //                     default the last 24 hours), by, idle=share
+//   /api/v1/history   the pool's (and the viewer's teams') sampled aggregates; query: since,
+//                     until (default the last 24 hours)
 //   /api/v1/savings   the savings report, as `gpupool savings --json`; query: since, until
 //                     (default the last 7 days)
 // Everything but / needs `Authorization: Bearer <token>` and answers 401 with no data without

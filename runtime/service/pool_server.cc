@@ -15,6 +15,7 @@
 #include "runtime/rpc/read_ahead_stream.h"
 #include "runtime/service/head_http.h"
 #include "runtime/service/head_report_json.h"
+#include "runtime/service/history_sampler.h"
 #include "runtime/service/pool_server_impl.h"
 #include "runtime/service/pool_service_rpc.h"
 
@@ -47,6 +48,17 @@ PoolServer::Impl::Impl(std::unique_ptr<PoolService> pool, PoolServerOptions opti
 
 std::string PoolServer::Impl::Report() {
   return HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()}, Viewer::Operator());
+}
+
+kj::Promise<void> PoolServer::Impl::SampleHistory(kj::Timer& timer) {
+  return timer.afterDelay(options_.history_interval.count() * kj::MILLISECONDS).then([this, &timer] {
+    loop_.AssertOnThread();
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double keep_after = now - std::chrono::duration<double>(options_.history_retention).count();
+    // Queued into the journal's next batch: nothing here waits for the disk.
+    durable_.journal()->RecordHistory(HistoryRowsOf(pool_->Snapshot(), now), keep_after);
+    return SampleHistory(timer);
+  });
 }
 
 kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks) {
@@ -91,6 +103,9 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
     tasks.add(pump_.Run());
     tasks.add(agents_.WatchHeartbeats(io.provider->getTimer()));
     if (durable_.journal() != nullptr) tasks.add(durable_.GiveBackExpired(io.provider->getTimer()));
+    if (durable_.journal() != nullptr && options_.history_interval.count() > 0) {
+      tasks.add(SampleHistory(io.provider->getTimer()));
+    }
     started.set_value(absl::OkStatus());
     stop.promise.wait(io.waitScope);
   }  // connections close here; their sessions give back what they held

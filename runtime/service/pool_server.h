@@ -61,6 +61,10 @@ struct PoolServerOptions {
   std::chrono::milliseconds reclaim_window{30000};
   // The HTTP endpoint (head_http.h: /metrics, /api/v1/..., the dashboard), on a thread of its
   // own; loopback unless allow_network. Off unless `http`.
+  // With a journal: the pool's history (history_sampler.h) is sampled this often, and kept this
+  // long. 0: no sampling.
+  std::chrono::milliseconds history_interval{60000};
+  std::chrono::hours history_retention{24 * 30};
   bool http = false;
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 0;  // 0: the system picks one; see PoolServer::http_port()

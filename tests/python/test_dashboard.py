@@ -69,7 +69,7 @@ def pool(tmp_path):
 
     start([CLI, "head", "--simulate", "2xH100-80GB", "--tokens", str(tmp_path / "tokens"), "--listen", "127.0.0.1:0",
            "--port-file", str(tmp_path / "port"), "--http-listen", "127.0.0.1:0", "--http-port-file",
-           str(tmp_path / "http"), "--journal", str(tmp_path / "head.db")])
+           str(tmp_path / "http"), "--journal", str(tmp_path / "head.db"), "--history-interval-s", "0.2"])
     for _ in range(100):
         if (tmp_path / "http").exists() and (tmp_path / "http").read_text().strip():
             break
@@ -132,6 +132,11 @@ def test_the_dashboard_shows_what_the_cli_shows(pool, tmp_path):
         # The page shows GPU-hours to 3 decimals; the CLI asked a moment later (the lease ran on).
         assert abs(teams["vision"] - usage["rows"][0]["gpu_hours"]) <= 0.0015
         assert usage["rows"][0]["leases"] >= 1
+
+        # The history the head sampled (every 0.2 s here) is drawn: the pool's line and vision's.
+        WebDriverWait(driver, 20).until(
+            lambda d: {l.get_attribute("data-scope") for l in d.find_elements(By.CSS_SELECTOR, "#history polyline")}
+            >= {"pool", "(capacity)", "vision"})
 
         # A team's token: its own rows only, and the page says whose view it is.
         driver.find_element(By.ID, "forget").click()

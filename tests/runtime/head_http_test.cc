@@ -102,6 +102,7 @@ class HeadHttp : public ::testing::Test {
     so.operator_token = kOps;
     so.journal_path = journal_;
     so.http = true;
+    so.history_interval = std::chrono::milliseconds(100);  // a minute, in the real head
     head_ = StartHead(po, so);
     ASSERT_NE(head_, nullptr);
     port_ = head_->http_port();
@@ -236,6 +237,36 @@ TEST_F(HeadHttp, ATeamsScrapeHasThePoolsFamiliesAndItsOwnRowsOnly) {
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(bad.body, HasSubstr("cannot group usage by 'colour'"));
   EXPECT_EQ(Get(port_, "/api/v1/usage?since=yesterday", kVision).status, 400);
+}
+
+// The history the head samples into its journal, read back over HTTP: the pool's row and the
+// viewer's own team's only.
+TEST_F(HeadHttp, HistoryIsSampledIntoTheJournalAndFilteredByViewer) {
+  FillThePool();
+  json rows;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rows = json::parse(Get(port_, "/api/v1/history", kOps).body)["rows"];
+    bool full = false;
+    for (const json& r : rows) full |= r["scope"] == "pool" && r["allocated_gpus"].get<double>() == 2;
+    if (full) break;
+  }
+  std::set<std::string> scopes;
+  double pool_capacity = 0;
+  for (const json& r : rows) {
+    scopes.insert(r["scope"].get<std::string>());
+    if (r["scope"] == "pool") pool_capacity = r["capacity_gpus"].get<double>();
+  }
+  EXPECT_EQ(scopes, (std::set<std::string>{"nlp", "pool", "vision"})) << rows.dump();
+  EXPECT_EQ(pool_capacity, 2);
+  std::set<std::string> vision_sees;
+  HttpReply mine = Get(port_, "/api/v1/history", kVision);
+  ASSERT_EQ(mine.status, 200) << mine.body;
+  const json mine_json = json::parse(mine.body);  // iterated below: it must outlive the loop
+  for (const json& r : mine_json["rows"]) {
+    vision_sees.insert(r["scope"].get<std::string>());
+  }
+  EXPECT_EQ(vision_sees, (std::set<std::string>{"pool", "vision"}));
 }
 
 // Garbage of every kind on the HTTP port: the head keeps answering both its HTTP and its RPC port,

@@ -244,6 +244,43 @@ TEST_F(HeadJournalTest, RefusesANewerSchemaNamingBothVersions) {
               HasSubstr("schema version " + std::to_string(kJournalSchemaVersion)));
 }
 
+// A journal of schema version 1 (what gpupool wrote before the history table: today's file with
+// that table dropped and the version put back) opens, is migrated in place, and keeps its ledger.
+TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
+  {
+    std::unique_ptr<HeadJournal> journal = OpenJournal();
+    journal->RecordLease(Lease("old", "team-a", 1.0, 0));
+    journal->CloseLease("old", 3600, "released");
+    ASSERT_TRUE(journal->Flush().ok());
+  }
+  RawSql(path_, "DROP TABLE history; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  absl::StatusOr<std::vector<UsageRow>> usage = journal->Usage(0, 3600, UsageGroup::kTeam);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_THAT(*usage, ElementsAre(UsageRow{.group = "team-a", .gpu_hours = 1, .leases = 1}));
+  journal->RecordHistory({HistoryRow{.t_s = 100, .scope = "pool", .allocated_gpus = 1, .capacity_gpus = 2}}, 0);
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<HistoryRow>> history = journal->History(0, 200);
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].capacity_gpus, 2);
+}
+
+TEST_F(HeadJournalTest, HistoryIsKeptForItsRetentionOnly) {
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  journal->RecordHistory({HistoryRow{.t_s = 60, .scope = "pool", .allocated_gpus = 1},
+                          HistoryRow{.t_s = 60, .scope = "vision", .allocated_gpus = 1, .pending = 3}},
+                         0);
+  journal->RecordHistory({HistoryRow{.t_s = 120, .scope = "pool", .allocated_gpus = 2}}, /*keep_after_s=*/100);
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<HistoryRow>> history = journal->History(0, 1000);
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 1u) << "the samples before t = 100 are past the retention";
+  EXPECT_EQ((*history)[0].t_s, 120);
+  journal.reset();
+  EXPECT_EQ(OpenJournal()->History(0, 1000)->size(), 1u) << "and the history survives a reopen";
+}
+
 TEST_F(HeadJournalTest, RefusesAFileThatIsNotADatabaseAndLeavesItAlone) {
   std::string garbage(8192, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 131 + 7);

@@ -21,6 +21,9 @@ table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #d
 <p id="error"></p>
 <div id="board" hidden>
 <p id="summary"></p>
+<h2>GPUs allocated, last 24 hours <span class="muted">(pool: black; capacity: grey; teams: colours)</span></h2>
+<svg id="history" width="720" height="160" viewBox="0 0 720 160" style="border:1px solid #ddd"></svg>
+<div id="history-legend" class="muted"></div>
 <h2>Nodes and GPUs</h2><div id="health"></div>
 <h2>Queue</h2><table id="queue"><thead><tr><th>state</th><th>id</th><th>team</th><th>class</th><th>reason</th></tr></thead><tbody></tbody></table>
 <h2>Usage and cost, last <select id="period"><option value="86400">24 hours</option><option value="604800">7 days</option><option value="2592000">30 days</option></select></h2>
@@ -38,12 +41,38 @@ async function api(path){
   if (!r.ok) throw new Error(path + ": " + r.status);
   return r.json();
 }
+const COLOURS = ["#1f77b4","#ff7f0e","#2ca02c","#d62728","#9467bd","#8c564b","#e377c2","#17becf"];
+function drawHistory(rows){
+  const svg = $("history"); svg.replaceChildren();
+  if (!rows.length) { $("history-legend").textContent = "no history yet (the head samples every minute with --journal)"; return; }
+  const t0 = Math.min(...rows.map(r => r.t_s)), t1 = Math.max(...rows.map(r => r.t_s)) || t0 + 1;
+  const top = Math.max(1, ...rows.map(r => Math.max(r.allocated_gpus, r.scope === "pool" ? r.capacity_gpus : 0)));
+  const series = {};
+  for (const r of rows) {
+    (series[r.scope] = series[r.scope] || []).push(r);
+    if (r.scope === "pool") (series["(capacity)"] = series["(capacity)"] || []).push({t_s: r.t_s, allocated_gpus: r.capacity_gpus});
+  }
+  let i = 0;
+  for (const [scope, points] of Object.entries(series)) {
+    const colour = scope === "pool" ? "#000" : scope === "(capacity)" ? "#aaa" : COLOURS[i++ % COLOURS.length];
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("fill", "none"); line.setAttribute("stroke", colour); line.setAttribute("stroke-width", "1.5");
+    line.setAttribute("points", points.map(p => (10 + 700 * (p.t_s - t0) / Math.max(1, t1 - t0)).toFixed(1) + "," +
+        (150 - 140 * p.allocated_gpus / top).toFixed(1)).join(" "));
+    line.dataset.scope = scope;
+    svg.appendChild(line);
+  }
+  $("history-legend").textContent = "teams: " + Object.keys(series).filter(s => s !== "pool" && s !== "(capacity)").join(", ") +
+      "; top of the chart: " + top.toFixed(1) + " GPUs";
+}
 async function refresh(){
   if (!sessionStorage.getItem("gpupool-token")) { $("board").hidden = true; return; }
   try {
     const now = Date.now() / 1000, period = Number($("period").value);
-    const [status, queue, usage] = await Promise.all([api("/api/v1/status"), api("/api/v1/queue"),
-        api("/api/v1/usage?by=team&since=" + (now - period) + "&until=" + now)]);
+    const [status, queue, usage, history] = await Promise.all([api("/api/v1/status"), api("/api/v1/queue"),
+        api("/api/v1/usage?by=team&since=" + (now - period) + "&until=" + now),
+        api("/api/v1/history?since=" + (now - 86400) + "&until=" + (now + 1)).catch(() => ({rows: []}))]);
+    drawHistory(history.rows);
     $("error").textContent = "";
     $("viewer").textContent = status.viewer === "pool" ? "(whole pool)" : "(team " + status.viewer + ")";
     let gpus = 0, up = 0;

@@ -126,6 +126,10 @@ JournalTicket HeadJournal::RemoveCheckpoints(std::string task_key) {
   return Enqueue(CheckpointRemoval{std::move(task_key)});
 }
 
+JournalTicket HeadJournal::RecordHistory(std::vector<HistoryRow> rows, double keep_after_s) {
+  return Enqueue(HistorySample{std::move(rows), keep_after_s});
+}
+
 // ---- Durability ----
 
 absl::Status HeadJournal::WaitDurable(JournalTicket ticket) {
@@ -240,6 +244,10 @@ absl::StatusOr<HeadState> HeadJournal::Load() { return reader_->Load(); }
 absl::StatusOr<std::vector<UsageRow>> HeadJournal::Usage(double from_s, double to_s,
                                                          UsageGroup group_by) {
   return reader_->Usage(from_s, to_s, group_by);
+}
+
+absl::StatusOr<std::vector<HistoryRow>> HeadJournal::History(double from_s, double to_s) {
+  return reader_->History(from_s, to_s);
 }
 
 absl::StatusOr<std::vector<UsageCell>> HeadJournal::UsageCells(double from_s, double to_s) {

@@ -120,6 +120,8 @@ class HeadJournal {
   JournalTicket CloseLease(std::string lease_id, double end_s, std::string cause);
   JournalTicket RecordCheckpoint(CheckpointRecord checkpoint);
   JournalTicket RemoveCheckpoints(std::string task_key);  // the task is done: all its versions
+  // A sample of the pool's history; rows older than `keep_after_s` are dropped with it.
+  JournalTicket RecordHistory(std::vector<HistoryRow> rows, double keep_after_s);
 
   // ---- Durability. ----
   // Blocks until `ticket` is durable (OK) or its batch failed (the commit's error).
@@ -140,6 +142,8 @@ class HeadJournal {
   // As Usage, grouped by every accounting column at once (team, project, workload class, priority
   // class, GPU model), ordered by them: what chargeback regroups and prices.
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
+  // History rows with t_s in [from_s, to_s), by time then scope.
+  absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);
   // Ledger entries that overlap [from_s, to_s), by end time.
   absl::StatusOr<std::vector<LedgerEntry>> Ledger(double from_s, double to_s);
   // Every version recorded for `task_key`, oldest first (Load has only the newest).

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "runtime/service/journal/head_journal_records.h"
 
@@ -29,11 +30,16 @@ struct LeaseClosing {
 struct CheckpointRemoval {
   std::string task_key;
 };
+// One sample of the pool's history, and the retention: rows older than keep_after_s go.
+struct HistorySample {
+  std::vector<HistoryRow> rows;
+  double keep_after_s = 0;
+};
 
 // The records themselves stand for "insert or replace".
 using JournalOp = std::variant<JobRecord, JobRemoval, NodeRecord, NodeRemoval, RequestRecord,
                                RequestRemoval, LeaseRecord, LeaseClosing, CheckpointRecord,
-                               CheckpointRemoval>;
+                               CheckpointRemoval, HistorySample>;
 
 }  // namespace gpupool::runtime
 

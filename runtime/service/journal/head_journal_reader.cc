@@ -183,6 +183,21 @@ absl::StatusOr<std::vector<UsageRow>> JournalReader::Usage(double from_s, double
       [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); }, UsageAt);
 }
 
+absl::StatusOr<std::vector<HistoryRow>> JournalReader::History(double from_s, double to_s) {
+  if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
+  absl::MutexLock lock(&mu_);
+  return Query(
+      *db_,
+      "SELECT t_s, scope, allocated_gpus, capacity_gpus, borrowed_gpus, pending FROM history "
+      "WHERE t_s >= ?1 AND t_s < ?2 ORDER BY t_s, scope",
+      "reading the pool's history",
+      [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); },
+      +[](const sqlite::Statement& s) {
+        return HistoryRow{.t_s = s.Double(0), .scope = s.Text(1), .allocated_gpus = s.Double(2),
+                          .capacity_gpus = s.Double(3), .borrowed_gpus = s.Double(4), .pending = s.Int(5)};
+      });
+}
+
 absl::StatusOr<std::vector<UsageCell>> JournalReader::UsageCells(double from_s, double to_s) {
   if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
   constexpr char kCells[] = "team, project, workload_class, priority_class, gpu_model";

@@ -117,6 +117,18 @@ struct UsageRow {
   bool operator==(const UsageRow&) const = default;
 };
 
+// One row of the pool's history (sampled by the head every minute): the pool as a whole
+// (scope "pool") or one team (scope = the team's name) at time t_s (Unix seconds).
+struct HistoryRow {
+  double t_s = 0;
+  std::string scope;
+  double allocated_gpus = 0;  // slice-weighted
+  double capacity_gpus = 0;   // the pool: GPUs that could be leased (healthy or degraded); a team: its nominal quota
+  double borrowed_gpus = 0;
+  int64_t pending = 0;
+  bool operator==(const HistoryRow&) const = default;
+};
+
 // GPU-hours of one combination of the accounting columns over a period (HeadJournal::UsageCells):
 // the finest grain the ledger has, which chargeback regroups and prices.
 struct UsageCell {

@@ -1,5 +1,6 @@
 #include "runtime/service/journal/head_journal_schema.h"
 
+#include <iterator>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -40,6 +41,35 @@ INSERT INTO meta VALUES('schema_version', '1');
 COMMIT;
 )sql";
 
+// Migrations, numbered by the version they produce: kMigrations[i] upgrades version i + 1 to
+// i + 2, in place and in one transaction with the version it writes. A new journal is created at
+// version 1 and migrated like an old one, so there is one way to each version. Append only:
+// a released migration never changes.
+constexpr const char* kMigrations[] = {
+    // 2: the pool's history (pool-wide and per-team aggregates sampled every minute).
+    R"sql(
+BEGIN IMMEDIATE;
+CREATE TABLE history(
+  seq INTEGER PRIMARY KEY, t_s REAL NOT NULL, scope TEXT NOT NULL, allocated_gpus REAL NOT NULL,
+  capacity_gpus REAL NOT NULL, borrowed_gpus REAL NOT NULL, pending INTEGER NOT NULL);
+CREATE INDEX history_by_time ON history(t_s);
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
+COMMIT;
+)sql",
+};
+static_assert(std::size(kMigrations) + 1 == kJournalSchemaVersion, "one migration per version after the first");
+
+absl::Status Migrate(sqlite::Db& db, int from_version) {
+  for (int v = from_version; v < kJournalSchemaVersion; ++v) {
+    if (absl::Status st = db.Exec(kMigrations[v - 1], absl::StrCat("migrating the schema to version ", v + 1));
+        !st.ok()) {
+      (void)db.Exec("ROLLBACK", "rolling back the migration");
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status EnsureJournalSchema(sqlite::Db& db) {
@@ -63,7 +93,7 @@ absl::Status EnsureJournalSchema(sqlite::Db& db) {
       (void)db.Exec("ROLLBACK", "rolling back the schema");
       return st;
     }
-    return absl::OkStatus();
+    return Migrate(db, 1);
   }
 
   absl::StatusOr<std::string> version = db.QueryText(
@@ -75,8 +105,8 @@ absl::Status EnsureJournalSchema(sqlite::Db& db) {
         "head journal ", db.path(), ": unknown schema version '", *version,
         "'; this gpupool reads schema version ", kJournalSchemaVersion));
   }
+  if (found >= 1 && found < kJournalSchemaVersion) return Migrate(db, found);
   if (found != kJournalSchemaVersion) {
-    // There are no older versions yet; when there are, migrate them here.
     return absl::FailedPreconditionError(absl::StrCat(
         "head journal ", db.path(), ": schema version ", found, ", but this gpupool reads schema "
         "version ", kJournalSchemaVersion,

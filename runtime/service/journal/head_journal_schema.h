@@ -20,10 +20,12 @@
 
 namespace gpupool::runtime {
 
-inline constexpr int kJournalSchemaVersion = 1;
+// 1: jobs, nodes, requests, leases, ledger, checkpoints; 2: history.
+inline constexpr int kJournalSchemaVersion = 2;
 
 // Creates the tables when the database is empty; otherwise checks that it is a journal of
-// kJournalSchemaVersion. FailedPrecondition for another version or a foreign database; DataLoss
+// kJournalSchemaVersion, upgrading an older one in place by its numbered migrations
+// (head_journal_schema.cc). FailedPrecondition for another version or a foreign database; DataLoss
 // (from SQLite) for a file that is not a database. Call on the write connection, before any
 // other use, while holding the journal's file lock.
 absl::Status EnsureJournalSchema(sqlite::Db& db);

@@ -175,4 +175,20 @@ absl::Status JournalWriter::Apply(const CheckpointRemoval& removal) {
       absl::StrCat("removing the checkpoints of ", removal.task_key), removal.task_key);
 }
 
+absl::Status JournalWriter::Apply(const HistorySample& sample) {
+  // Once a minute: preparing here costs nothing worth a cached statement.
+  absl::StatusOr<sqlite::Statement> insert = db_->Prepare(
+      "INSERT INTO history(t_s, scope, allocated_gpus, capacity_gpus, borrowed_gpus, pending) VALUES(?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  for (const HistoryRow& r : sample.rows) {
+    insert->Reset();
+    absl::Status st = insert->RunWith("recording the pool's history", r.t_s, r.scope, r.allocated_gpus,
+                                      r.capacity_gpus, r.borrowed_gpus, r.pending);
+    if (!st.ok()) return st;
+  }
+  absl::StatusOr<sqlite::Statement> prune = db_->Prepare("DELETE FROM history WHERE t_s < ?");
+  if (!prune.ok()) return prune.status();
+  return prune->RunWith("dropping history past its retention", sample.keep_after_s);
+}
+
 }  // namespace gpupool::runtime

@@ -45,6 +45,7 @@ class JournalWriter {
   absl::Status Apply(const LeaseClosing& closing);  // moves the lease into the ledger
   absl::Status Apply(const CheckpointRecord& checkpoint);
   absl::Status Apply(const CheckpointRemoval& removal);
+  absl::Status Apply(const HistorySample& sample);  // inserts its rows, drops those past retention
 
   std::unique_ptr<sqlite::Db> db_;
   std::unique_ptr<Statements> s_;  // prepared on *db_, finalized before it closes
