@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/figure_table.h"
 #include "bench/common/json_figure.h"
 #include "gpupool/gpupool.h"
 #include "runtime/agent/node_agent.h"
@@ -65,29 +66,14 @@ double Sync(const std::string& node, int n) {
   return n / Seconds(start);
 }
 
-struct Row {
-  std::string metric;
-  double value;
-  std::string unit;
-  std::string reference;
-  double reference_value;
-  std::string note;
-};
-
-void Print(const std::vector<Row>& rows, bool json) {
-  if (json) {
-    for (const Row& r : rows) {
-      gpupool::bench::PrintJsonFigure("remote", r.metric.c_str(), r.value, r.unit.c_str(), r.reference.c_str(),
-                                      r.reference_value);
-    }
+void Print(const std::vector<gpupool::bench::Figure>& rows, bool json) {
+  if (!json) {
+    gpupool::bench::PrintFigureTable(rows);
     return;
   }
-  std::printf("%-36s %14s %-8s  %-36s %14s %8s  %s\n", "metric", "value", "unit", "baseline (same run)", "baseline",
-              "ratio", "note");
-  for (const Row& r : rows) {
-    std::printf("%-36s %14.2f %-8s  %-36s %14.2f %8.3f  %s\n", r.metric.c_str(), r.value, r.unit.c_str(),
-                r.reference.c_str(), r.reference_value, r.reference_value != 0 ? r.value / r.reference_value : 0.0,
-                r.note.c_str());
+  for (const gpupool::bench::Figure& r : rows) {
+    gpupool::bench::PrintJsonFigure("remote", r.metric.c_str(), r.value, r.unit.c_str(), r.reference.c_str(),
+                                    r.reference_value);
   }
 }
 
@@ -140,7 +126,7 @@ int main(int argc, char** argv) {
     }
     agents.push_back(*std::move(agent));
   }
-  std::vector<Row> rows;
+  std::vector<gpupool::bench::Figure> rows;
   {
     gpupool::RuntimeOptions o;
     o.pool_address = "127.0.0.1:" + std::to_string((*server)->port());

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/figure_table.h"
 #include "bench/common/json_figure.h"
 #include "gpupool/gpupool.h"
 
@@ -116,15 +117,7 @@ struct Done {
 };
 
 bool json = false;
-struct Row {
-  std::string metric;
-  double value;
-  std::string unit;
-  std::string reference;
-  double reference_value;
-  std::string note;
-};
-std::vector<Row> rows;
+std::vector<gpupool::bench::Figure> rows;
 void Report(const std::string& metric, double value, const std::string& unit,
             const std::string& reference, double reference_value, const std::string& note) {
   rows.push_back({metric, value, unit, reference, reference_value, note});
@@ -341,14 +334,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!json) {
-    std::printf("%-32s %14s %-8s  %-34s %14s %8s  %s\n", "metric", "value", "unit", "baseline (same run)",
-                "baseline", "ratio", "note");
-    for (const Row& r : rows) {
-      std::printf("%-32s %14.2f %-8s  %-34s %14.2f %8.3f  %s\n", r.metric.c_str(), r.value, r.unit.c_str(),
-                  r.reference.c_str(), r.reference_value,
-                  r.reference_value != 0 ? r.value / r.reference_value : 0.0, r.note.c_str());
-    }
-  }
+  if (!json) gpupool::bench::PrintFigureTable(rows);
   return 0;
 }

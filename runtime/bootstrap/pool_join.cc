@@ -17,6 +17,7 @@
 #include "runtime/client/remote_pool.h"
 #include "runtime/rpc/rpc_connection.h"
 #include "runtime/rpc/node_codec.h"
+#include "runtime/tasks/own_process.h"
 #include "transport/mpi_bootstrap.h"
 
 namespace gpupool::runtime {
@@ -51,12 +52,7 @@ bool IsLoopback(const std::string& host) { return host == "127.0.0.1" || host ==
 // worker_args; WorkerPool adds gpupool's own flags (the driver's address, the job, the node).
 WorkerLaunch WorkerCommand(const RuntimeOptions& o) {
   WorkerLaunch launch;
-  launch.executable = o.worker_binary;
-  if (launch.executable.empty()) {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n > 0) launch.executable.assign(buf, static_cast<size_t>(n));
-  }
+  launch.executable = o.worker_binary.empty() ? OwnExecutable() : o.worker_binary;
   launch.args = o.worker_args;
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) != nullptr) launch.cwd = cwd;

@@ -7,8 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <thread>
 #include <utility>
 
@@ -92,20 +90,6 @@ bool IsWorkerProcess(const std::vector<std::string>& args) {
     if (a == "--gpupool-worker") return true;
   }
   return false;
-}
-
-std::vector<std::string> OwnCommandLine() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  size_t start = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i] == '\0') {
-      args.push_back(all.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return args;
 }
 
 absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {

@@ -24,13 +24,14 @@
 #include "gpupool/runtime.h"
 #include "runtime/rpc/frame_socket.h"
 #include "runtime/tasks/joined_pool.h"
+#include "runtime/tasks/own_process.h"
 
 namespace gpupool::runtime {
 
 // Whether this process was started as a worker: "--gpupool-worker" among the arguments (or, with
 // none given, on /proc/self/cmdline).
+// (OwnCommandLine: runtime/tasks/own_process.h.)
 bool IsWorkerProcess(const std::vector<std::string>& args);
-std::vector<std::string> OwnCommandLine();
 
 struct WorkerJoin {
   RuntimeOptions options;  // the driver's settings

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/cli/command.h"
@@ -11,8 +12,15 @@
 
 namespace gpupool::cli {
 
-HeadAddress ResolveHead(const std::string& pool, const std::string& token_flag, const std::string& token_file) {
-  std::string address = pool;
+void AddHeadFlags(CLI::App* command, HeadFlags& flags) {
+  command->add_option("--pool", flags.pool, "the head's HOST:PORT (default: $GPUPOOL_ADDRESS)");
+  command->add_option("--token-file", flags.token_file, "file holding the operators', a team's or the agents' token");
+  command->add_option("--token", flags.token, "the token itself (default: $GPUPOOL_TOKEN)");
+}
+
+HeadAddress ResolveHead(const HeadFlags& flags) {
+  const std::string& token_file = flags.token_file;
+  std::string address = flags.pool;
   if (address.empty()) {
     if (const char* env = std::getenv("GPUPOOL_ADDRESS")) address = env;
   }
@@ -21,7 +29,7 @@ HeadAddress ResolveHead(const std::string& pool, const std::string& token_flag, 
   if (absl::Status st = runtime::ParseHostPort(address, &head.host, &head.port); !st.ok()) {
     throw CommandFailed(std::string(st.message()));
   }
-  head.token = token_flag;
+  head.token = flags.token;
   if (!token_file.empty()) {
     std::ifstream in(token_file);
     if (!in) throw CommandFailed(absl::StrCat("cannot read the token file '", token_file, "'"));

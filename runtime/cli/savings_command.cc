@@ -24,9 +24,7 @@ namespace {
 using nlohmann::json;
 
 struct SavingsFlags {
-  std::string pool;
-  std::string token;
-  std::string token_file;
+  HeadFlags head;
   std::string since = "-30d";
   std::string until = "now";
   bool json = false;
@@ -36,7 +34,7 @@ struct SavingsFlags {
 std::string Money(const json& cents) { return absl::StrFormat("%.2f", cents.get<int64_t>() / 100.0); }
 
 void RunSavings(const SavingsFlags& flags) {
-  HeadAddress head = ResolveHead(flags.pool, flags.token, flags.token_file);
+  HeadAddress head = ResolveHead(flags.head);
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   absl::StatusOr<double> since = ParseTimeArg(flags.since, now);
   if (!since.ok()) throw CommandFailed(absl::StrCat("--since: ", since.status().message()));
@@ -85,9 +83,7 @@ void RunSavings(const SavingsFlags& flags) {
 void RegisterSavingsCommand(CLI::App& app) {
   auto flags = std::make_shared<SavingsFlags>();
   CLI::App* s = app.add_subcommand("savings", "What pooling saved against dedicated fleets, from the head's ledger");
-  s->add_option("--pool", flags->pool, "the head's HOST:PORT (default: $GPUPOOL_ADDRESS)");
-  s->add_option("--token-file", flags->token_file, "file holding the operators', a team's or the agents' token");
-  s->add_option("--token", flags->token, "the token itself (default: $GPUPOOL_TOKEN)");
+  AddHeadFlags(s, flags->head);
   s->add_option("--since", flags->since, "period start: Unix seconds, ISO 8601 or relative (default -30d)");
   s->add_option("--until", flags->until, "period end (default now)");
   s->add_flag("--json", flags->json, "the report as JSON");

@@ -29,9 +29,7 @@ namespace {
 using nlohmann::json;
 
 struct ViewFlags {
-  std::string pool;
-  std::string token;
-  std::string token_file;
+  HeadFlags head;
   bool json = false;
 };
 
@@ -42,7 +40,7 @@ json Parse(const std::string& text) {
 }
 
 json FetchReport(const ViewFlags& flags) {
-  HeadAddress head = ResolveHead(flags.pool, flags.token, flags.token_file);
+  HeadAddress head = ResolveHead(flags.head);
   absl::StatusOr<std::string> report = runtime::FetchHeadReport(head.host, head.port, head.token);
   if (!report.ok()) throw CommandFailed(std::string(report.status().message()));
   return Parse(*report);
@@ -109,9 +107,7 @@ void RunQueue(const ViewFlags& flags) {
 }
 
 void AddViewFlags(CLI::App* app, ViewFlags& flags) {
-  app->add_option("--pool", flags.pool, "the head's HOST:PORT (default: $GPUPOOL_ADDRESS)");
-  app->add_option("--token-file", flags.token_file, "file holding a team's (or the agents') token");
-  app->add_option("--token", flags.token, "the token itself (default: $GPUPOOL_TOKEN)");
+  AddHeadFlags(app, flags.head);
   app->add_flag("--json", flags.json, "the head's report as JSON");
 }
 

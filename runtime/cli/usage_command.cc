@@ -27,9 +27,7 @@ namespace {
 using nlohmann::json;
 
 struct UsageFlags {
-  std::string pool;
-  std::string token;
-  std::string token_file;
+  HeadFlags head;
   bool json = false;
   std::string format = "table";
   double from_s = 0;  // --from (Unix seconds), kept for scripts
@@ -52,7 +50,7 @@ std::string CsvField(const std::string& s) {
 }
 
 void RunUsage(const UsageFlags& flags) {
-  HeadAddress head = ResolveHead(flags.pool, flags.token, flags.token_file);
+  HeadAddress head = ResolveHead(flags.head);
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   double from = flags.from_s;
   double to = flags.to_s > 0 ? flags.to_s : now;
@@ -134,9 +132,7 @@ void RunUsage(const UsageFlags& flags) {
 void RegisterUsageCommand(CLI::App& app) {
   auto flags = std::make_shared<UsageFlags>();
   CLI::App* u = app.add_subcommand("usage", "GPU-hours and their cost from the head's ledger (like sacct)");
-  u->add_option("--pool", flags->pool, "the head's HOST:PORT (default: $GPUPOOL_ADDRESS)");
-  u->add_option("--token-file", flags->token_file, "file holding the operators', a team's or the agents' token");
-  u->add_option("--token", flags->token, "the token itself (default: $GPUPOOL_TOKEN)");
+  AddHeadFlags(u, flags->head);
   u->add_flag("--json", flags->json, "the head's report as JSON (same as --format json)");
   u->add_option("--format", flags->format, "table, json or csv");
   u->add_option("--from", flags->from_s, "period start, Unix seconds (default: the beginning)");

@@ -10,6 +10,7 @@
 #include "gpupool/internal/task_options_codec.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/tasks/function_registry.h"
+#include "runtime/tasks/own_process.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -17,12 +18,6 @@ namespace {
 // Outcomes per frame, and how long a finished outcome may wait for company before it is sent.
 constexpr size_t kOutcomesPerFrame = 1024;
 constexpr auto kOutcomeDelay = std::chrono::milliseconds(2);
-
-std::string ProgramPath() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("this program");
-}
 
 }  // namespace
 
@@ -156,27 +151,33 @@ Task* WorkerHost::MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal) {
   const detail::FunctionInfo* function = detail::FunctionNamed(t.function);
   if (function == nullptr) {
     refusal.code = static_cast<int64_t>(ErrorCode::kNotFound);
-    refusal.message = absl::StrCat("the worker's program ", ProgramPath(), " has no remote function '", t.function,
+    refusal.message = absl::StrCat("the worker's program ", OwnExecutable(), " has no remote function '", t.function,
                                    "' (the worker runs the driver's executable, or --gpupool-worker-binary: register "
                                    "the function there with GPUPOOL_REMOTE)");
     return nullptr;
   }
-  TaskOptions options;
-  try {
-    Reader r(t.options);
-    options = gpupool::Decode<TaskOptions>(r);
-  } catch (const Error& e) {
-    refusal.code = static_cast<int64_t>(ErrorCode::kDataLoss);
-    refusal.message = absl::StrCat("the task's options arrived unreadable: ", e.what());
-    return nullptr;
+  // A lease's tasks share their options: decoded and interned once, not per task.
+  auto shape = shapes_.find(t.options);
+  if (shape == shapes_.end()) {
+    TaskOptions options;
+    try {
+      Reader r(t.options);
+      options = gpupool::Decode<TaskOptions>(r);
+    } catch (const Error& e) {
+      refusal.code = static_cast<int64_t>(ErrorCode::kDataLoss);
+      refusal.message = absl::StrCat("the task's options arrived unreadable: ", e.what());
+      return nullptr;
+    }
+    TaskShape* interned = rt_.shapes().ShapeFor(&options);
+    // The driver knows the priority class's forced interval; this worker's pool client has no
+    // configuration. Set before any task of the shape runs.
+    interned->checkpoint_interval_s = t.checkpoint_interval_s;
+    shape = shapes_.emplace(t.options, interned).first;
   }
   auto task = std::make_unique<Task>();
   task->id = t.id;
   task->function = function;
-  task->shape = rt_.shapes().ShapeFor(&options);
-  // The driver knows the priority class's forced interval; this worker's pool client has no
-  // configuration. Every task of a shape brings the same value.
-  if (task->shape->checkpoint_interval_s != t.checkpoint_interval_s) task->shape->checkpoint_interval_s = t.checkpoint_interval_s;
+  task->shape = shape->second;
   task->args = std::move(t.args);
   for (std::string& input : t.inputs) {
     task->deps.push_back(rt_.Put(std::make_unique<detail::EncodedValue>(std::move(input))));

@@ -95,6 +95,7 @@ class WorkerHost {
   const std::chrono::milliseconds linger_;
   const std::string worker_name_;  // " (worker pid N)", appended to locations
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // Serve's thread only
+  std::map<std::string, TaskShape*> shapes_;              // by encoded options; Serve's thread only
 };
 
 }  // namespace gpupool::runtime
