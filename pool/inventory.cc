@@ -35,7 +35,7 @@ absl::StatusOr<Inventory> Inventory::FromDiscovery(const std::vector<DiscoveredN
     if (!node_names.insert(node.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("node name '", node.name, "' is used twice"));
     }
-    InventoryNode inode{node.name, node.labels, {}};
+    InventoryNode inode{node.name, node.labels, {}, node.cpu_milli, node.memory_mib};
     std::set<int> indices;
     for (const DiscoveredGpu& device : node.gpus) {
       std::string where = absl::StrCat("node ", node.name, " GPU ", device.index);

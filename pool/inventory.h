@@ -48,6 +48,8 @@ struct InventoryNode {
   std::string name;
   std::map<std::string, std::string> labels;
   std::vector<size_t> gpu_positions;  // into Inventory::gpus()
+  int64_t cpu_milli = 0;   // as DiscoveredNode: 0 = not declared, not counted
+  int64_t memory_mib = 0;
 };
 
 class Inventory {

@@ -17,13 +17,16 @@ absl::string_view SlotKindName(SlotKind kind) {
 }
 
 std::string SlotShape::ToString() const {
+  std::string out;
   switch (kind) {
-    case SlotKind::kWholeGpu: return "whole";
-    case SlotKind::kMig: return absl::StrCat("mig:", mig_profile);
-    case SlotKind::kMps: return absl::StrCat("mps:", mps_thread_percentage, "%/", memory_mib, "MiB");
-    case SlotKind::kFraction: return absl::StrCat("fraction:", memory_mib, "MiB/", compute_milli, "m");
+    case SlotKind::kWholeGpu: out = "whole"; break;
+    case SlotKind::kMig: out = absl::StrCat("mig:", mig_profile); break;
+    case SlotKind::kMps: out = absl::StrCat("mps:", mps_thread_percentage, "%/", memory_mib, "MiB"); break;
+    case SlotKind::kFraction: out = absl::StrCat("fraction:", memory_mib, "MiB/", compute_milli, "m"); break;
   }
-  return "unknown";
+  if (cpu_milli > 0) absl::StrAppend(&out, "+cpu:", cpu_milli, "m");
+  if (host_memory_mib > 0) absl::StrAppend(&out, "+mem:", host_memory_mib, "MiB");
+  return out;
 }
 
 int SlotComputeMilli(const SlotShape& shape, const GpuModel* model) {

@@ -47,6 +47,10 @@ struct SlotShape {
   int mps_thread_percentage = 0;  // kMps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, 1..100
   int64_t memory_mib = 0;         // kMps: pinned device-memory limit; kFraction: memory budget
   int compute_milli = 0;          // kFraction: share of the GPU's compute, 1..1000
+  // Host resources that go with the slot, on the GPU's node (any kind): CPU in milli-cores and
+  // host memory in MiB. 0 asks for none. Counted only against nodes that declare their capacity.
+  int64_t cpu_milli = 0;
+  int64_t host_memory_mib = 0;
 
   static SlotShape WholeGpu() { return {}; }
   static SlotShape Mig(std::string profile) {
@@ -70,7 +74,20 @@ struct SlotShape {
     return s;
   }
 
-  // "whole", "mig:3g.40gb", "mps:25%/20480MiB", "fraction:20480MiB/250m".
+  // Host CPU and memory on a GPU's node and nothing of the GPU (a fraction of no compute and no
+  // GPU memory): CPU work beside GPU work, which must be placed where it leaves GPUs usable.
+  static SlotShape HostOnly(int64_t cpu_milli, int64_t host_memory_mib) {
+    SlotShape s;
+    s.kind = SlotKind::kFraction;
+    s.cpu_milli = cpu_milli;
+    s.host_memory_mib = host_memory_mib;
+    return s;
+  }
+  bool host_only() const {
+    return kind == SlotKind::kFraction && compute_milli == 0 && memory_mib == 0;
+  }
+  // "whole", "mig:3g.40gb", "mps:25%/20480MiB", "fraction:20480MiB/250m"; with host resources
+  // "+cpu:8000m" and "+mem:65536MiB" appended.
   std::string ToString() const;
 };
 

@@ -82,7 +82,7 @@ class NodesReader {
     for (size_t i = 0; i < nodes.size(); ++i) {
       const YAML::Node& n = nodes[i];
       std::string path = absl::StrCat("nodes[", i, "]");
-      if (absl::Status s = r_.CheckKeys(n, path, {"name", "count", "labels", "gpus"}); !s.ok()) return s;
+      if (absl::Status s = r_.CheckKeys(n, path, {"name", "count", "labels", "gpus", "cpus", "memory_gib"}); !s.ok()) return s;
       SimulatedNodeSpec node;
       std::string name = absl::StrCat("node-", i);
       if (n["name"]) {
@@ -101,6 +101,17 @@ class NodesReader {
         absl::StatusOr<std::map<std::string, std::string>> labels = r_.Labels(n["labels"], path + ".labels");
         if (!labels.ok()) return labels.status();
         node.labels = *labels;
+      }
+      // Host capacity that requests' CPU and memory count against (absent: not counted).
+      if (n["cpus"]) {
+        absl::StatusOr<int> c = r_.Int(n["cpus"], path + ".cpus", 1, 100000);
+        if (!c.ok()) return c.status();
+        node.cpu_milli = int64_t{*c} * 1000;
+      }
+      if (n["memory_gib"]) {
+        absl::StatusOr<int> m = r_.Int(n["memory_gib"], path + ".memory_gib", 1, 1 << 24);
+        if (!m.ok()) return m.status();
+        node.memory_mib = int64_t{*m} * 1024;
       }
       if (!n["gpus"] || !n["gpus"].IsSequence()) {
         return r_.Error(n, path + ".gpus", "needs a list of GPU groups ({model, count, ...})");

@@ -86,6 +86,10 @@ struct DiscoveredNode {
   std::string name;
   std::map<std::string, std::string> labels;
   std::vector<DiscoveredGpu> gpus;
+  // The host's CPU (milli-cores) and memory that GPU work may ask for beside its GPUs; 0 when not
+  // declared, and then requests' CPU and memory are not counted against this node.
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
 };
 
 class DeviceDriver {

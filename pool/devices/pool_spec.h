@@ -37,6 +37,8 @@ struct SimulatedNodeSpec {
   std::string name;
   std::map<std::string, std::string> labels;
   std::vector<SimulatedGpuSpec> gpus;
+  int64_t cpu_milli = 0;   // host CPU requests may use (0: not counted)
+  int64_t memory_mib = 0;  // host memory requests may use (0: not counted)
 };
 
 struct SimulatedPoolSpec {

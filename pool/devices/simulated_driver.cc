@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<SimulatedDriver>> SimulatedDriver::Create(Simulat
     SimNode node;
     node.info.name = ns.name;
     node.info.labels = ns.labels;
+    node.info.cpu_milli = ns.cpu_milli;
+    node.info.memory_mib = ns.memory_mib;
     for (size_t i = 0; i < ns.gpus.size(); ++i) {
       const SimulatedGpuSpec& gs = ns.gpus[i];
       SimGpu gpu;

@@ -32,7 +32,13 @@ uint64_t ClusterState::NextGeneration() {
 }
 
 absl::StatusOr<ClusterState> ClusterState::Create(std::span<const NodeCapacity> nodes) {
+  return Create(nodes, ModelIndex());
+}
+
+absl::StatusOr<ClusterState> ClusterState::Create(std::span<const NodeCapacity> nodes,
+                                                  const ModelIndex& models) {
   ClusterState s;
+  s.models_ = models;
   absl::flat_hash_set<std::string_view> seen;
   s.gpu_begin_.push_back(0);
   for (const NodeCapacity& n : nodes) {
@@ -95,6 +101,17 @@ void ClusterState::Release(int node, const PodRequest& request, std::span<const 
     free = static_cast<int16_t>(free + request.gpu_milli);
     assert(free <= kMilliPerGpu);
   }
+  generation_[node] = NextGeneration();
+}
+
+void ClusterState::SetFree(int node, int64_t cpu_milli, int64_t memory_mib,
+                           std::span<const int16_t> gpu_milli) {
+  assert(node >= 0 && node < size());
+  assert(cpu_milli <= cpu_total_[node] && memory_mib <= memory_total_[node]);
+  assert(static_cast<int>(gpu_milli.size()) == gpu_begin_[node + 1] - gpu_begin_[node]);
+  cpu_free_[node] = cpu_milli;
+  memory_free_[node] = memory_mib;
+  std::copy(gpu_milli.begin(), gpu_milli.end(), gpu_free_.begin() + gpu_begin_[node]);
   generation_[node] = NextGeneration();
 }
 

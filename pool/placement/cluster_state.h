@@ -76,6 +76,9 @@ class ClusterState {
   // kInvalidArgument on duplicate names, negative capacity, a GPU node without a model label, or
   // more than ModelIndex::kMaxModels models.
   static absl::StatusOr<ClusterState> Create(std::span<const NodeCapacity> nodes);
+  // The same, with model ids taken from `models` first (labels it lacks are added after its own),
+  // so that several states of one pool agree on ids (a policy's learned shapes name models by id).
+  static absl::StatusOr<ClusterState> Create(std::span<const NodeCapacity> nodes, const ModelIndex& models);
 
   ClusterView view() const { return ClusterView(*this); }
   int size() const { return static_cast<int>(names_.size()); }
@@ -87,6 +90,9 @@ class ClusterState {
   void Apply(int node, const PodRequest& request, std::span<const int> gpus);
   // Gives back what Apply took (a departure); the same node, request and GPUs.
   void Release(int node, const PodRequest& request, std::span<const int> gpus);
+  // Sets node `node`'s free capacity outright (an owner that mirrors another record of the
+  // cluster, such as the pool scheduler's). Each value at most the node's total.
+  void SetFree(int node, int64_t cpu_milli, int64_t memory_mib, std::span<const int16_t> gpu_milli);
 
   // Replaces the tie ranks (a permutation of 0..size()-1, rank per node index), e.g. to emulate the
   // reference simulator, which prefixes node names with a random permutation per seed.

@@ -10,6 +10,7 @@
 #include "pool/placement/fit.h"
 #include "pool/placement/fragmentation_model.h"
 #include "pool/placement/kube_select.h"
+#include "pool/placement/online_shapes.h"
 
 namespace gpupool::pool::placement {
 namespace {
@@ -45,9 +46,19 @@ int64_t CoarseScore(double increase) {
 
 class GpupoolPolicy final : public PlacementPolicy {
  public:
-  explicit GpupoolPolicy(const ShapeDistribution& workload) : model_(workload) {}
+  GpupoolPolicy() : model_(ShapeDistribution()) {}
+
+  void Observe(const PodRequest& request) override { shapes_.Observe(request); }
 
   Decision Decide(const ClusterView& cluster, const PodRequest& request) override {
+    if (model_version_ != shapes_.version()) {
+      // Enough was learned since the model was built: build it again, and forget every value
+      // measured against the old one.
+      model_ = FragmentationModel(shapes_.Distribution());
+      model_version_ = shapes_.version();
+      current_.clear();
+      memo_.clear();
+    }
     if (static_cast<int>(current_.size()) != cluster.size()) current_.assign(cluster.size(), {});
     int best_node = -1;
     GpuIndices best_gpus;
@@ -135,7 +146,9 @@ class GpupoolPolicy final : public PlacementPolicy {
     return value;
   }
 
-  const FragmentationModel model_;
+  OnlineShapes shapes_;
+  uint64_t model_version_ = 0;  // the shapes_.version() model_ was built from
+  FragmentationModel model_;
   std::vector<CachedUnusable> current_;  // per node, valid while its generation matches
   absl::flat_hash_map<NodeState, double> memo_;
   std::vector<int16_t> scratch_gpus_;
@@ -143,13 +156,6 @@ class GpupoolPolicy final : public PlacementPolicy {
 
 }  // namespace
 
-std::unique_ptr<PlacementPolicy> MakeGpupoolPolicy(const PolicyContext& context) {
-  static const ModelIndex kNoModels;
-  TypicalShapeOptions options;
-  options.coverage = 1.0;     // rare shapes (multi-GPU, model-constrained) matter most when they come
-  options.key_memory = true;  // memory strands GPUs as surely as CPU
-  return std::make_unique<GpupoolPolicy>(ShapeDistribution::Typical(
-      context.workload, context.models != nullptr ? *context.models : kNoModels, options));
-}
+std::unique_ptr<PlacementPolicy> MakeGpupoolPolicy() { return std::make_unique<GpupoolPolicy>(); }
 
 }  // namespace gpupool::pool::placement

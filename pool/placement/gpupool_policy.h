@@ -13,6 +13,10 @@
 // whole for multi-GPU and CPU-heavy tasks, which measures much better than chasing differences of
 // a few milli-GPUs across the whole cluster.
 //
+// The expected workload is learned online from the requests the policy is told of (Observe), in
+// arrival order, never from a trace in advance (online_shapes.h); until it has seen any, every
+// node scores alike and the tie order decides.
+//
 // Per decision the work is one scan of the nodes; node fragmentation is cached by node generation
 // and by node state (identical nodes in identical states are scored once).
 #ifndef GPUPOOL_POOL_PLACEMENT_GPUPOOL_POLICY_H_
@@ -21,11 +25,10 @@
 #include <memory>
 
 #include "pool/placement/placement_policy.h"
-#include "pool/placement/policy_registry.h"
 
 namespace gpupool::pool::placement {
 
-std::unique_ptr<PlacementPolicy> MakeGpupoolPolicy(const PolicyContext& context);
+std::unique_ptr<PlacementPolicy> MakeGpupoolPolicy();
 
 }  // namespace gpupool::pool::placement
 

@@ -26,6 +26,11 @@ class PlacementPolicy {
   // Returns the chosen node and GPUs, or Decision::Unschedulable() when no node fits now.
   // Deterministic: the same view, request and policy history give the same decision.
   virtual Decision Decide(const ClusterView& cluster, const PodRequest& request) = 0;
+
+  // A request the cluster received, told once, when it arrives (before any Decide for it, and
+  // whether or not it is ever placed). Policies that learn the expected workload online
+  // (online_shapes.h) count it; the others ignore it.
+  virtual void Observe(const PodRequest& request) {}
 };
 
 }  // namespace gpupool::pool::placement

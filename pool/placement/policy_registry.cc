@@ -31,7 +31,7 @@ std::string_view CanonicalPolicyName(std::string_view name) {
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name,
                                                              const PolicyContext& context) {
   name = CanonicalPolicyName(name);
-  if (name == "gpupool") return MakeGpupoolPolicy(context);
+  if (name == "gpupool") return MakeGpupoolPolicy();
   if (name == "fgd") return MakeFgdPolicy(PaperTypicalShapes(context));
   if (name == "best-fit") return MakeBestFitPolicy();
   if (name == "first-fit") return MakeFirstFitPolicy();

@@ -28,8 +28,9 @@ namespace gpupool::pool::placement {
 struct PolicyContext {
   // The cluster's model index, to resolve the workload's model constraints. Must outlive the call.
   const ModelIndex* models = nullptr;
-  // The tasks the cluster is expected to receive (in the simulator: the trace's pod list); the
-  // fragmentation-aware policies derive their target shape distribution from it.
+  // The tasks the cluster is expected to receive (in the simulator: the trace's pod list), for
+  // FGD, which (as its paper defines it) derives its target shape distribution from the whole
+  // trace in advance. gpupool's policy ignores it and learns online (PlacementPolicy::Observe).
   std::vector<ShapeSample> workload;
   // Seeds the policy's own random stream, if it has one.
   uint64_t seed = 0;

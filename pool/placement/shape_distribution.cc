@@ -74,4 +74,10 @@ ShapeDistribution ShapeDistribution::Typical(std::span<const ShapeSample> sample
   return d;
 }
 
+ShapeDistribution ShapeDistribution::FromShapes(std::vector<TaskShape> shapes) {
+  ShapeDistribution d;
+  d.shapes_ = std::move(shapes);
+  return d;
+}
+
 }  // namespace gpupool::pool::placement

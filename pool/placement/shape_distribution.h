@@ -58,6 +58,9 @@ class ShapeDistribution {
   static ShapeDistribution Typical(std::span<const ShapeSample> samples, const ModelIndex& models,
                                    const TypicalShapeOptions& options = {});
 
+  // Shapes as given (probabilities already set, summing to 1 or to 0 for an empty workload).
+  static ShapeDistribution FromShapes(std::vector<TaskShape> shapes);
+
   std::span<const TaskShape> shapes() const { return shapes_; }
 
  private:

@@ -8,6 +8,8 @@ PoolTopology::PoolTopology(const Inventory& inventory, const SchedulingConfig& c
   std::map<std::string, int> island_index;
   for (size_t n = 0; n < inventory.nodes().size(); ++n) {
     node_gpus_.emplace_back();
+    node_cpu_milli_.push_back(inventory.nodes()[n].cpu_milli);
+    node_memory_mib_.push_back(inventory.nodes()[n].memory_mib);
     for (size_t position : inventory.nodes()[n].gpu_positions) {
       const InventoryGpu& gpu = inventory.gpus()[position];
       GpuStatic c;
@@ -18,7 +20,12 @@ PoolTopology::PoolTopology(const Inventory& inventory, const SchedulingConfig& c
       if (inserted) island_gpus_.emplace_back();
       c.island = it->second;
       c.model = gpu.model;
-      c.group = config.GroupOf(gpu.model != nullptr ? gpu.model->name : gpu.device.name);
+      c.model_name = gpu.model != nullptr ? gpu.model->name : gpu.device.name;
+      if (c.model_name.empty()) c.model_name = "unknown";
+      c.group = config.GroupOf(c.model_name);
+      // At most ModelIndex::kMaxModels names; a pool with more (none in practice) leaves the
+      // rest unnamed, which only makes the policies' learned shapes coarser for them.
+      (void)models_.Intern(c.model_name);
       c.labels = &gpu.labels;
       c.memory_total_mib = static_cast<int64_t>(gpu.device.memory_mib);
       c.has_nvlink = !gpu.device.nvlink_peers.empty();
@@ -54,24 +61,48 @@ CapacityState::CapacityState(const PoolTopology& topology) {
     s.memory_free_mib = c.memory_total_mib;
     gpus_.push_back(s);
     memory_total_.push_back(c.memory_total_mib);
+    node_of_.push_back(c.node);
   }
+  for (size_t n = 0; n < topology.nodes().size(); ++n) {
+    cpu_total_.push_back(topology.node_cpu_milli(static_cast<int>(n)));
+    host_memory_total_.push_back(topology.node_memory_mib(static_cast<int>(n)));
+  }
+  cpu_free_ = cpu_total_;
+  host_memory_free_ = host_memory_total_;
+}
+
+bool CapacityState::HostFits(int node, const SlotShape& shape, int64_t count) const {
+  return (cpu_total_[node] == 0 || cpu_free_[node] >= count * shape.cpu_milli) &&
+         (host_memory_total_[node] == 0 || host_memory_free_[node] >= count * shape.host_memory_mib);
 }
 
 bool CapacityState::Fits(int g, const SlotShape& shape) const {
+  return HostFits(node_of_[g], shape) && GpuFits(g, shape);
+}
+
+bool CapacityState::GpuFits(int g, const SlotShape& shape) const {
   if (shape.kind == SlotKind::kWholeGpu) return Untouched(g);
   return gpus_[g].compute_free_milli >= SlotComputeMilli(shape) &&
          gpus_[g].memory_free_mib >= shape.memory_mib;
+}
+
+void CapacityState::TakeHost(int node, const SlotShape& shape, int sign) {
+  if (cpu_total_[node] > 0) cpu_free_[node] -= sign * shape.cpu_milli;
+  if (host_memory_total_[node] > 0) host_memory_free_[node] -= sign * shape.host_memory_mib;
+  assert(cpu_free_[node] <= cpu_total_[node] && host_memory_free_[node] <= host_memory_total_[node]);
 }
 
 void CapacityState::Take(int g, const SlotShape& shape) {
   assert(Fits(g, shape));
   gpus_[g].compute_free_milli -= SlotComputeMilli(shape);
   gpus_[g].memory_free_mib -= shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
+  TakeHost(node_of_[g], shape, 1);
 }
 
 void CapacityState::Give(int g, const SlotShape& shape) {
   gpus_[g].compute_free_milli += SlotComputeMilli(shape);
   gpus_[g].memory_free_mib += shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
+  TakeHost(node_of_[g], shape, -1);
   assert(gpus_[g].compute_free_milli <= 1000 && gpus_[g].memory_free_mib <= memory_total_[g]);
 }
 

@@ -9,7 +9,8 @@ namespace gpupool::pool {
 
 bool SlotUsable(const CapacityState& state, int g, const LeaseRequest& r,
                 const PlacementOptions& options) {
-  return state.Fits(g, r.slot) && GpuOpenTo(state, g, r, options);
+  const bool room = options.ignore_host ? state.GpuFits(g, r.slot) : state.Fits(g, r.slot);
+  return room && GpuOpenTo(state, g, r, options);
 }
 
 bool GpuOpenTo(const CapacityState& state, int g, const LeaseRequest& r,
@@ -29,13 +30,14 @@ bool GpuOpenTo(const CapacityState& state, int g, const LeaseRequest& r,
 
 std::optional<Filled> FillDomain(const PoolTopology& topology, const CapacityState& state,
                                  const std::vector<int>& domain, const LeaseRequest& r,
-                                 bool first_fit) {
+                                 bool first_fit, bool ignore_host) {
   const int need = SlotComputeMilli(r.slot);
   const bool whole = r.slot.kind == SlotKind::kWholeGpu;
   std::vector<int> compute(domain.size());
   std::vector<int64_t> memory(domain.size());
   std::vector<char> untouched(domain.size());
   std::map<int, int64_t> node_free;  // free compute of the nodes the domain touches
+  std::map<int, int64_t> node_slots;  // slots of this fill placed on each node so far
   for (size_t i = 0; i < domain.size(); ++i) {
     compute[i] = state[domain[i]].compute_free_milli;
     memory[i] = state[domain[i]].memory_free_mib;
@@ -54,6 +56,8 @@ std::optional<Filled> FillDomain(const PoolTopology& topology, const CapacitySta
     for (size_t i = 0; i < domain.size(); ++i) {
       bool fits = whole ? untouched[i] : (compute[i] >= need && memory[i] >= r.slot.memory_mib);
       if (!fits) continue;
+      const int node = topology.gpus()[domain[i]].node;
+      if (!ignore_host && !state.HostFits(node, r.slot, node_slots[node] + 1)) continue;
       if (first_fit) {
         best = static_cast<int>(i);
         break;
@@ -70,6 +74,7 @@ std::optional<Filled> FillDomain(const PoolTopology& topology, const CapacitySta
     memory[best] -= whole ? memory[best] : r.slot.memory_mib;
     untouched[best] = false;
     node_free[topology.gpus()[domain[best]].node] -= need;
+    ++node_slots[topology.gpus()[domain[best]].node];
     out.gpus.push_back(domain[best]);
   }
   std::vector<int> touched;

@@ -26,6 +26,7 @@ struct PlacementOptions {
   int64_t now_s = 0;                 // for backfill: does the request end before a reservation?
   uint64_t owner = 0;                // the request's handle: its own reservations are usable
   bool first_fit = false;            // the baseline policy instead of packing
+  bool ignore_host = false;          // "would it fit if its nodes had the CPU and memory?"
 };
 
 // Whether one slot of `r` may go on GPU `g` of `state` under `options`: GpuOpenTo and room.
@@ -47,12 +48,13 @@ struct Filled {
   int64_t stranded = 0;   // compute left free on the touched nodes (lower packs better)
 };
 
-// Fills `domain` (usable GPUs, ascending) greedily with the request's slots: packing puts each
+// Fills `domain` (usable GPUs, ascending) greedily with the request's slots, each within its
+// node's host CPU and memory (counting the fill's own earlier slots): packing puts each
 // slot on the tightest GPU, then on the node with the least free compute, then the lowest
 // position; `first_fit` on the lowest position that fits. nullopt when the slots do not all fit.
 std::optional<Filled> FillDomain(const PoolTopology& topology, const CapacityState& state,
                                  const std::vector<int>& domain, const LeaseRequest& r,
-                                 bool first_fit);
+                                 bool first_fit, bool ignore_host = false);
 
 }  // namespace gpupool::pool
 

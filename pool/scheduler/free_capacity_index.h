@@ -10,8 +10,8 @@
 //
 // Contract: Place returns exactly what PlaceRequest (placement.h) returns for the same state,
 // request, candidates and options: the same GPUs in the same order, or nullopt. The scan stays the
-// reference and the fallback (Answers is false for first-fit and for multi-slot fractions with no
-// topology); tests compare the two after random carve/release/health/reservation sequences.
+// reference and the fallback (Answers is false for first-fit, for multi-slot fractions with no
+// topology and for requests with host CPU or memory); tests compare the two after random carve/release/health/reservation sequences.
 //
 // How: two views of the candidates, one respecting reservations and one ignoring them (what the
 // scheduler's diagnosis asks). In a view, a GPU is odd when options can change whether it is

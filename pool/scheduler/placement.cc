@@ -6,11 +6,15 @@
 namespace gpupool::pool {
 namespace {
 
+// A catalogue name (any case) names the catalogue's model; a name also matches GPUs the catalogue
+// does not know by their device's own name (an opaque cluster label such as a trace's "G2").
 bool ModelAllowed(const GpuStatic& gpu, const LeaseRequest& r) {
   if (r.allowed_models.empty()) return true;
-  if (gpu.model == nullptr) return false;
-  return std::find(r.allowed_models.begin(), r.allowed_models.end(), gpu.model->name) !=
-         r.allowed_models.end();
+  for (const std::string& name : r.allowed_models) {
+    const GpuModel* known = FindGpuModel(name);
+    if ((known != nullptr && gpu.model == known) || gpu.model_name == name) return true;
+  }
+  return false;
 }
 
 bool LabelsMatch(const GpuStatic& gpu, const LeaseRequest& r) {
@@ -58,7 +62,7 @@ std::optional<std::vector<int>> PlaceRequest(const PoolTopology& topology,
   std::optional<Filled> best;
   for (const std::vector<int>& domain : domains) {
     if (static_cast<int>(domain.size()) < r.slot_count && r.slot.kind == SlotKind::kWholeGpu) continue;
-    std::optional<Filled> filled = FillDomain(topology, state, domain, r, options.first_fit);
+    std::optional<Filled> filled = FillDomain(topology, state, domain, r, options.first_fit, options.ignore_host);
     if (!filled) continue;
     if (options.first_fit) return filled->gpus;
     if (!best || filled->stranded < best->stranded) best = std::move(filled);

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "pool/placement/policy_registry.h"
 #include "pool/scheduler/move_planner.h"
 
 namespace gpupool::pool {
@@ -35,6 +36,18 @@ std::string ConstraintSignature(const LeaseRequest& r) {
 
 }  // namespace
 
+constexpr absl::string_view kPacking = "packing";
+
+absl::Status ValidPlacementPolicy(const std::string& name) {
+  if (name == kPacking) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<placement::PlacementPolicy>> policy = placement::MakePolicy(name, {});
+  if (policy.ok()) return absl::OkStatus();
+  std::vector<std::string> names = {std::string(kPacking)};
+  for (std::string_view n : placement::PolicyNames()) names.emplace_back(n);
+  return absl::InvalidArgumentError(absl::StrCat("unknown placement policy '", name, "' (allowed: ",
+                                                 absl::StrJoin(names, ", "), ")"));
+}
+
 absl::string_view RevokeCauseName(RevokeCause cause) {
   switch (cause) {
     case RevokeCause::kReclaim: return "reclaim";
@@ -55,6 +68,14 @@ Scheduler::Scheduler(const Inventory& inventory, const SchedulingConfig& config,
   for (size_t g = 0; g < topology_.gpus().size(); ++g) {
     state_[static_cast<int>(g)].schedulable = inventory.Find(topology_.gpus()[g].ref)->schedulable();
   }
+  if (options_.placement_policy != kPacking) {
+    // A name ValidPlacementPolicy refuses places by packing (callers validate names first).
+    absl::StatusOr<std::unique_ptr<placement::PlacementPolicy>> policy =
+        placement::MakePolicy(options_.placement_policy, {.models = &topology_.models(),
+                                                          .workload = options_.placement_prior,
+                                                          .seed = options_.placement_seed});
+    if (policy.ok()) policy_ = *std::move(policy);
+  }
 }
 
 const PriorityClass& Scheduler::ClassOf(const LeaseRequest& r) const {
@@ -74,6 +95,13 @@ const Scheduler::Eligibility& Scheduler::EligibilityOf(const LeaseRequest& r) {
   }
   for (const auto& [group, candidates] : e.candidates) {
     e.index[group] = std::make_unique<FreeCapacityIndex>(topology_, candidates, state_);
+    if (policy_) e.views[group] = std::make_unique<PolicyView>(topology_, candidates, state_, topology_.models());
+  }
+  if (policy_ && e.candidates.size() > 1) {
+    std::vector<int> all;
+    for (const auto& [group, candidates] : e.candidates) all.insert(all.end(), candidates.begin(), candidates.end());
+    std::sort(all.begin(), all.end());
+    e.all_groups = std::make_unique<PolicyView>(topology_, all, state_, topology_.models());
   }
   return eligibility_.emplace(std::move(key), std::move(e)).first->second;
 }
@@ -112,9 +140,19 @@ std::optional<std::vector<int>> Scheduler::PlaceLive(const PendingRequest& p,
                                                      PlacementOptions options) const {
   options.owner = p.handle;
   options.first_fit = options_.first_fit;
+  if (policy_) {
+    PolicyAnswer answer = p.eligibility->views.at(group)->Place(*policy_, state_, p.request, options);
+    if (answer.answered) return answer.gpus;
+  }
   const FreeCapacityIndex& index = *p.eligibility->index.at(group);
   if (index.Answers(p.request, options)) return index.Place(state_, p.request, options);
   return PlaceRequest(topology_, state_, p.request, p.eligibility->candidates.at(group), options);
+}
+
+PolicyAnswer Scheduler::PlaceAcrossGroups(const PendingRequest& p, PlacementOptions options) const {
+  if (!policy_ || p.eligibility->all_groups == nullptr) return {};
+  options.owner = p.handle;
+  return p.eligibility->all_groups->Place(*policy_, state_, p.request, options);
 }
 
 void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
@@ -138,6 +176,12 @@ void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
   for (auto& [key, e] : eligibility_) {
     for (auto& [group, index] : e.index) {
       for (int n : nodes) index->RefreshNode(state_, n);
+    }
+    for (auto& [group, view] : e.views) {
+      for (int n : nodes) view->RefreshNode(state_, n);
+    }
+    if (e.all_groups != nullptr) {
+      for (int n : nodes) e.all_groups->RefreshNode(state_, n);
     }
   }
 }
@@ -163,10 +207,15 @@ absl::Status Scheduler::Validate(const LeaseRequest& r) const {
                                                    kMaxSlotsPerRequest));
   }
   for (const std::string& m : r.allowed_models) {
-    if (FindGpuModel(m) == nullptr) {
+    // A catalogue model, or a model the catalogue lacks that this pool has (by its own name).
+    if (FindGpuModel(m) == nullptr && !topology_.HasModel(m)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown GPU model '", m, "' (known: ",
                                                      KnownGpuModelNames(), ")"));
     }
+  }
+  if (r.slot.cpu_milli < 0 || r.slot.host_memory_mib < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("host CPU and memory per slot cannot be negative (got ",
+                                                   r.slot.ToString(), ")"));
   }
   if (r.min_gpu_memory_mib < 0) {
     return absl::InvalidArgumentError("minimum GPU memory cannot be negative");
@@ -178,6 +227,12 @@ absl::Status Scheduler::Validate(const LeaseRequest& r) const {
     case SlotKind::kWholeGpu:
       break;
     case SlotKind::kFraction:
+      if (r.slot.host_only()) {
+        if (r.slot.cpu_milli == 0 && r.slot.host_memory_mib == 0) {
+          return absl::InvalidArgumentError("a host-only slot must ask for host CPU or memory");
+        }
+        break;
+      }
       if (r.hardware_isolation) {
         return absl::InvalidArgumentError(
             "hardware isolation needs MIG or whole GPUs; fractions share memory and faults");
@@ -236,6 +291,7 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
         " GPUs, more than team '", r.team, "' may ever hold",
         pc.preemptible ? "" : " (a non-preemptible class never borrows)"));
   }
+  if (policy_) policy_->Observe(PodRequestOf(r, topology_.models()));
   std::string id = r.id;
   PendingRequest& p = pending_[id];
   p.request = std::move(r);
@@ -436,6 +492,10 @@ WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& g
   }
   if (PlaceLive(p, group, {.ignore_health = true, .ignore_reservations = true})) {
     return WaitReason::kUnhealthyCapacity;
+  }
+  if ((r.slot.cpu_milli > 0 || r.slot.host_memory_mib > 0) &&
+      PlaceLive(p, group, {.ignore_reservations = true, .ignore_host = true})) {
+    return WaitReason::kNoHostCapacity;
   }
   // Enough free compute among matching healthy GPUs, but not in the shape the topology needs?
   int64_t free = p.eligibility->index.at(group)->SchedulableFreeMilli();
@@ -728,6 +788,24 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       short_of_room.push_back(group);
     }
   };
+  // When every group would take the request alike (each fits its quota, all borrowing or none),
+  // which model it gets is the placement's choice, not the quota's: the policy chooses among all
+  // of them at once, as it does in the simulator.
+  const bool groups_alike =
+      checks.size() > 1 && !p.victims_pending && move_holds_.empty() &&
+      std::all_of(checks.begin(), checks.end(), [&](const auto& c) {
+        return c.second.fits && c.second.borrowing == checks.front().second.borrowing;
+      });
+  if (groups_alike) {
+    const bool guaranteed = !ledger_.open_pool() && !checks.front().second.borrowing;
+    PolicyAnswer answer =
+        PlaceAcrossGroups(p, {.ignore_gang_reservations = guaranteed, .now_s = now_s});
+    if (answer.answered && answer.gpus) {
+      Grant(p, topology_.gpus()[answer.gpus->front()].group, *answer.gpus, checks.front().second.borrowing,
+            now_s, result);
+      return true;
+    }
+  }
   for (const auto& [group, check] : checks) {
     if (!check.fits) {
       if (reason == WaitReason::kOverQuota) reason = check.reason;

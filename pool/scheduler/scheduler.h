@@ -62,7 +62,10 @@
 #include "pool/inventory.h"
 #include "pool/scheduler/capacity.h"
 #include "pool/scheduler/free_capacity_index.h"
+#include "pool/placement/placement_policy.h"
+#include "pool/placement/shape_distribution.h"
 #include "pool/scheduler/placement.h"
+#include "pool/scheduler/policy_view.h"
 #include "pool/scheduler/lease_request.h"
 #include "pool/scheduler/quota_ledger.h"
 #include "pool/scheduler/victim_census.h"
@@ -72,6 +75,18 @@ namespace gpupool::pool {
 
 struct SchedulerOptions {
   int64_t aging_horizon_s = 3600;  // waiting this long is worth one unit of dominant share
+  // Where a request whose slots go on one node is placed: a placement policy of
+  // pool/placement/policy_registry.h ("gpupool", the default, is the policy `gpupool simulate`
+  // and bench/openb measure; it learns the workload's shapes from the requests submitted), or
+  // "packing": the scheduler's own tightest-GPU, fullest-node rule for every request. Requests
+  // the policy cannot answer exactly (gangs over several nodes, reservations in play: see
+  // policy_view.h) are placed by packing either way. ValidPlacementPolicy checks a name.
+  std::string placement_policy = "gpupool";
+  // What the policy may be told before the first request: the expected workload for "fgd",
+  // which (as its paper defines it) measures against a trace's shapes known in advance, and the
+  // seed of "random". gpupool's own policy learns online and needs neither.
+  std::vector<placement::ShapeSample> placement_prior;
+  uint64_t placement_seed = 0;
   bool first_fit = false;          // baseline placement (lowest GPUs that fit) instead of packing
   // When set, Schedule appends the duration of every decision (one request placed or found
   // unplaceable for now), in nanoseconds. For benchmarks; not owned.
@@ -87,6 +102,9 @@ struct SchedulerOptions {
   // (enough for its job to checkpoint, stop and ask again).
   int64_t move_hold_s = 120;
 };
+
+// OK for a name SchedulerOptions::placement_policy accepts, else InvalidArgument listing them.
+absl::Status ValidPlacementPolicy(const std::string& name);
 
 struct Lease {
   std::string id;          // "<request id>#<n>": one lease per admitted request
@@ -194,6 +212,10 @@ class Scheduler {
     // group -> the free capacity of those candidates on the live state (state_), kept up to date
     // by RefreshGpus after every change to state_.
     std::map<std::string, std::unique_ptr<FreeCapacityIndex>> index;
+    // The same candidates as the placement policy sees them (policy_view.h), per group and, when
+    // there are several groups, all together (a policy then chooses across models).
+    std::map<std::string, std::unique_ptr<PolicyView>> views;
+    std::unique_ptr<PolicyView> all_groups;
   };
   struct PendingRequest {
     LeaseRequest request;
@@ -222,6 +244,9 @@ class Scheduler {
   // Place on the live state, through the group's free-capacity index where it answers.
   std::optional<std::vector<int>> PlaceLive(const PendingRequest& p, const std::string& group,
                                             PlacementOptions options) const;
+  // Where the policy would place `p` among every group's candidates at once; answered only when
+  // the policy can answer exactly (policy_view.h).
+  PolicyAnswer PlaceAcrossGroups(const PendingRequest& p, PlacementOptions options) const;
   // After state_ changed on these GPUs: brings the indexes and reserved_gpus_ up to date.
   void RefreshGpus(const std::vector<int>& gpus);
   // Whether `p` fits its team's nominal quota now (in some group): admitted, it would not borrow.
@@ -269,6 +294,8 @@ class Scheduler {
   const SchedulingConfig* config_;
   SchedulerOptions options_;
   PoolTopology topology_;
+  // Chooses where single-node requests go; null with "packing". Learns from every submission.
+  std::unique_ptr<placement::PlacementPolicy> policy_;
 
   CapacityState state_;
   std::set<int> reserved_gpus_;       // GPUs of state_ with a reservation of either kind

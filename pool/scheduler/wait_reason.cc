@@ -13,6 +13,7 @@ absl::string_view WaitReasonName(WaitReason reason) {
     case WaitReason::kGangReservation: return "gang-reservation";
     case WaitReason::kWaitingForPreemption: return "waiting-for-preemption";
     case WaitReason::kBehindHigherPriority: return "behind-higher-priority";
+    case WaitReason::kNoHostCapacity: return "no-host-capacity";
   }
   return "unknown";
 }

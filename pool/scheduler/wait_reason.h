@@ -11,6 +11,8 @@
 //   kWaitingForPreemption victims were revoked for it (reclaimed, preempted by priority or
 //                         moved to defragment); their grace period is running
 //   kBehindHigherPriority capacity is reserved for a request ordered ahead of it
+//   kNoHostCapacity       GPUs with room exist, but their nodes lack the host CPU or memory it
+//                         asks for beside them
 #ifndef GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
 #define GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
 
@@ -28,6 +30,7 @@ enum class WaitReason {
   kGangReservation,
   kWaitingForPreemption,
   kBehindHigherPriority,
+  kNoHostCapacity,
 };
 
 // Short names for tables and JSON: "over-quota", "no-borrowable-capacity", ...

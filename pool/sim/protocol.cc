@@ -3,9 +3,14 @@
 #include <chrono>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pool/config/scheduling_config.h"
 #include "pool/placement/policy_registry.h"
 #include "pool/placement/random_stream.h"
+#include "pool/scheduler/scheduler.h"
 #include "pool/sim/allocation_curve.h"
+#include "pool/sim/trace_pool.h"
 #include "pool/sim/workload.h"
 
 namespace gpupool::pool::sim {
@@ -16,35 +21,41 @@ absl::StatusOr<SeedResult> RunProtocolSeed(std::span<const NodeCapacity> nodes,
                                            std::span<const PodSpec> pods,
                                            const ProtocolOptions& options, uint64_t seed) {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<placement::ClusterState> state = placement::ClusterState::Create(nodes);
-  if (!state.ok()) return state.status();
+  if (absl::Status valid = ValidPlacementPolicy(std::string(placement::CanonicalPolicyName(options.policy)));
+      !valid.ok()) {
+    return valid;
+  }
+  // The node list is checked as the placement library checks it (names, capacities, models).
+  absl::StatusOr<placement::ClusterState> cluster = placement::ClusterState::Create(nodes);
+  if (!cluster.ok()) return cluster.status();
+  const int64_t cluster_milli = cluster->total_gpu_milli();
 
   placement::RandomStream random(seed);
-  const ProtocolWorkload workload =
-      BuildProtocolWorkload(pods, state->total_gpu_milli(), options.tune, random);
+  const ProtocolWorkload workload = BuildProtocolWorkload(pods, cluster_milli, options.tune, random);
+  // The reference simulator prefixes node names with a random permutation drawn after the
+  // workload; names order equal scores, so the prefix reproduces its tie order.
+  std::vector<std::string> prefixes;
   if (options.tie_order == TieOrder::kShuffledPerSeed) {
-    std::vector<int> ranks(state->size());
+    std::vector<int> ranks(nodes.size());
     std::iota(ranks.begin(), ranks.end(), 0);
     random.Shuffle(std::span<int>(ranks));
-    state->SetTieRanks(std::move(ranks));
+    for (int rank : ranks) prefixes.push_back(absl::StrFormat("%06d-", rank));
   }
+  absl::StatusOr<Inventory> inventory = TraceInventory(nodes, prefixes);
+  if (!inventory.ok()) return inventory.status();
 
-  placement::PolicyContext context;
-  context.models = &state->models();
-  context.workload.reserve(pods.size());
-  for (const PodSpec& p : pods) context.workload.push_back(ToShapeSample(p));
+  // The pool scheduler the head runs, over an open pool (no teams: nothing is guaranteed and
+  // nothing is preempted), with the policy under test placing.
+  const SchedulingConfig config = DefaultSchedulingConfig();
+  SchedulerOptions scheduler_options;
+  scheduler_options.placement_policy = std::string(placement::CanonicalPolicyName(options.policy));
+  scheduler_options.placement_prior.reserve(pods.size());
+  for (const PodSpec& p : pods) scheduler_options.placement_prior.push_back(ToShapeSample(p));
   // A stream of its own, so that a policy's draws never shift the workload's.
-  context.seed = seed * 0x9E3779B97F4A7C15ull + 1;
-  absl::StatusOr<std::unique_ptr<placement::PlacementPolicy>> policy =
-      placement::MakePolicy(options.policy, context);
-  if (!policy.ok()) return policy.status();
+  scheduler_options.placement_seed = seed * 0x9E3779B97F4A7C15ull + 1;
+  Scheduler scheduler(*inventory, config, scheduler_options);
 
-  // Resolve each distinct pod's request once; arrivals repeat pods.
-  std::vector<placement::PodRequest> requests;
-  requests.reserve(pods.size());
-  for (const PodSpec& p : pods) requests.push_back(ToRequest(p, state->models()));
-
-  AllocationCurve curve(state->total_gpu_milli() / placement::kMilliPerGpu, options.max_percent);
+  AllocationCurve curve(cluster_milli / placement::kMilliPerGpu, options.max_percent);
   SeedResult result;
   result.seed = seed;
   result.workload_demand_milli = workload.demand_milli;
@@ -52,15 +63,23 @@ absl::StatusOr<SeedResult> RunProtocolSeed(std::span<const NodeCapacity> nodes,
   result.removed = workload.removed;
   int64_t arrived = 0;
   int64_t allocated = 0;
+  int64_t now = 0;
   for (int pod : workload.arrivals) {
-    const placement::PodRequest& request = requests[pod];
-    const placement::Decision d = (*policy)->Decide(state->view(), request);
-    if (d.placed()) {
-      state->Apply(d.node, request, d.gpus);
-      allocated += request.gpu_demand_milli();
-      ++result.placed;
+    // One arrival, one cycle. "A pod that cannot be placed is skipped": the scheduler refuses it
+    // (it fits nowhere, ever) or it waits, and is withdrawn.
+    const int64_t demand = pods[pod].gpu_demand_milli();
+    absl::StatusOr<std::string> id =
+        scheduler.Submit(TraceRequest(pods[pod], absl::StrCat("pod-", result.pods)), now);
+    if (id.ok()) {
+      if (!scheduler.Schedule(now).granted.empty()) {
+        allocated += demand;
+        ++result.placed;
+      } else {
+        (void)scheduler.Cancel(*id);
+      }
     }
-    arrived += request.gpu_demand_milli();
+    ++now;
+    arrived += demand;
     ++result.pods;
     curve.Record(arrived, allocated);
   }

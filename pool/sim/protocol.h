@@ -2,8 +2,13 @@
 //
 // "Protocol mode": the FGD paper's evaluation (traces/openb/README.md). For each seed: build the
 // tuned, shuffled workload (workload.h), replay it on an empty cluster one arrival at a time with
-// no departures, skip what the policy cannot place, and log the allocation curve
-// (allocation_curve.h). The per-seed figures are then averaged.
+// no departures, skip what cannot be placed, and log the allocation curve (allocation_curve.h).
+// The per-seed figures are then averaged.
+//
+// The replay drives the pool scheduler the head runs (pool/scheduler/scheduler.h) over the trace
+// as a pool (trace_pool.h): each arrival is submitted and one scheduling cycle runs; a pod the
+// scheduler refuses, or leaves waiting, is withdrawn (skipped). `policy` is the scheduler's
+// placement policy (SchedulerOptions::placement_policy, "packing" included).
 //
 //   ProtocolOptions options;
 //   options.policy = "fgd";

@@ -2,29 +2,25 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <map>
 #include <queue>
-#include <set>
 #include <tuple>
 
+#include <numeric>
+
 #include "absl/strings/str_cat.h"
+#include "pool/config/scheduling_config.h"
 #include "pool/placement/policy_registry.h"
+#include "pool/scheduler/scheduler.h"
+#include "pool/sim/trace_pool.h"
 
 namespace gpupool::pool::sim {
 namespace {
 
 struct Running {
-  int node;
-  placement::GpuIndices gpus;
+  std::string lease_id;
   int64_t started_s;
-  int64_t ends_s;
 };
-
-// A pod's shape as a key: pods of the same shape fail alike while capacity has only shrunk.
-std::tuple<int64_t, int64_t, int, int, std::string> ShapeKey(const PodSpec& p) {
-  return {p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec};
-}
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -32,13 +28,29 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// The trace's QoS as the pool's priority classes, all of one team: latency-sensitive pods may
+// preempt best-effort ones (a request may preempt strictly lower-priority leases of its own
+// team), and nothing waits for a grace period: the trace has no checkpoints, so an evicted pod
+// restarts from scratch.
+SchedulingConfig TimedConfig() {
+  SchedulingConfig config;
+  config.priority_classes = {
+      {"LS", 1000, /*preemptible=*/true, /*grace=*/0, /*checkpoint=*/0},
+      {"other", 500, true, 0, 0},
+      {"BE", 100, true, 0, 0},
+  };
+  return config;
+}
+
 }  // namespace
 
 absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
                                      std::span<const PodSpec> all_pods, const TimedOptions& options) {
   auto wall_start = std::chrono::steady_clock::now();
-  absl::StatusOr<placement::ClusterState> state = placement::ClusterState::Create(nodes);
-  if (!state.ok()) return state.status();
+  const std::string policy = std::string(placement::CanonicalPolicyName(options.policy));
+  if (absl::Status valid = ValidPlacementPolicy(policy); !valid.ok()) return valid;
+  absl::StatusOr<placement::ClusterState> cluster = placement::ClusterState::Create(nodes);
+  if (!cluster.ok()) return cluster.status();
   // GPU pods with times only: CPU-only pods do not change GPU allocation and are left out.
   std::vector<PodSpec> pods;
   for (const PodSpec& p : all_pods) {
@@ -49,45 +61,54 @@ absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
     }
     pods.push_back(p);
   }
+  if (pods.empty()) return absl::InvalidArgumentError("the pod list has no GPU pod to replay");
   if (!(options.compress >= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat("--compress must be at least 1, got ", options.compress));
   }
+  std::vector<int64_t> runtime;
   for (PodSpec& p : pods) {
     // Keep each pod's runtime; move only when it arrives.
     int64_t start = p.scheduled_time.value_or(*p.creation_time);
-    int64_t run = *p.deletion_time - start;
+    runtime.push_back(std::max<int64_t>(1, *p.deletion_time - start));
     p.creation_time = static_cast<int64_t>(static_cast<double>(*p.creation_time) / options.compress);
     p.scheduled_time.reset();
-    p.deletion_time = *p.creation_time + std::max<int64_t>(1, run);
+    p.deletion_time = *p.creation_time + runtime.back();
   }
-  std::stable_sort(pods.begin(), pods.end(),
-                   [](const PodSpec& a, const PodSpec& b) { return *a.creation_time < *b.creation_time; });
-  placement::PolicyContext context;
-  context.models = &state->models();
-  context.seed = options.seed;
-  for (const PodSpec& p : pods) context.workload.push_back(ToShapeSample(p));
-  absl::StatusOr<std::unique_ptr<placement::PlacementPolicy>> policy =
-      placement::MakePolicy(options.policy, context);
-  if (!policy.ok()) return policy.status();
-  std::vector<placement::PodRequest> requests;
-  std::vector<int64_t> runtime;
-  for (const PodSpec& p : pods) {
-    requests.push_back(ToRequest(p, state->models()));
-    int64_t start = p.scheduled_time.value_or(*p.creation_time);
-    runtime.push_back(std::max<int64_t>(1, *p.deletion_time - start));
+  {
+    std::vector<size_t> order(pods.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return *pods[a].creation_time < *pods[b].creation_time; });
+    std::vector<PodSpec> sorted_pods;
+    std::vector<int64_t> sorted_runtime;
+    for (size_t i : order) {
+      sorted_pods.push_back(pods[i]);
+      sorted_runtime.push_back(runtime[i]);
+    }
+    pods = std::move(sorted_pods);
+    runtime = std::move(sorted_runtime);
   }
+  absl::StatusOr<Inventory> inventory = TraceInventory(nodes);
+  if (!inventory.ok()) return inventory.status();
+  const SchedulingConfig config = TimedConfig();
+  SchedulerOptions scheduler_options;
+  scheduler_options.placement_policy = policy;
+  scheduler_options.placement_seed = options.seed;
+  for (const PodSpec& p : pods) scheduler_options.placement_prior.push_back(ToShapeSample(p));
+  Scheduler scheduler(*inventory, config, scheduler_options);
 
   TimedResult result;
-  result.policy = std::string(placement::CanonicalPolicyName(options.policy));
+  result.policy = policy;
   result.pods = static_cast<int64_t>(pods.size());
-  const double cluster_milli = static_cast<double>(state->total_gpu_milli());
+  const double cluster_milli = static_cast<double>(cluster->total_gpu_milli());
   // Events: (time, kind 0 = departure first so room frees before arrivals, index).
   std::priority_queue<std::tuple<int64_t, int, size_t>, std::vector<std::tuple<int64_t, int, size_t>>,
                       std::greater<>> events;
   for (size_t i = 0; i < pods.size(); ++i) events.push({*pods[i].creation_time, 1, i});
-  std::deque<size_t> queue;
   std::map<size_t, Running> running;
-  std::vector<int64_t> generation(pods.size(), 0);  // invalidates departures of evicted runs
+  std::map<std::string, size_t> pod_of_request;  // pending and running request ids
+  std::vector<int64_t> attempt(pods.size(), 0);  // request ids are "<pod>#<attempt>"
+  std::vector<int64_t> departure_attempt(pods.size(), -1);
   std::map<size_t, double> delay_of;  // creation to (latest) start
   double jct_sum = 0, allocated_milli = 0, allocation_area = 0;
   int64_t now = *pods.front().creation_time, next_sample = now;
@@ -97,70 +118,44 @@ absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
     last_time = std::max(last_time, *p.deletion_time);
     last_arrival = std::max(last_arrival, *p.creation_time);
   }
-  std::map<size_t, int64_t> departure_generation;
-
-  auto start_pod = [&](size_t i, const placement::Decision& d) {
-    state->Apply(d.node, requests[i], d.gpus);
-    running[i] = {d.node, d.gpus, now, now + runtime[i]};
-    allocated_milli += static_cast<double>(requests[i].gpu_demand_milli());
-    delay_of[i] = static_cast<double>(now - *pods[i].creation_time);
-    events.push({now + runtime[i], 0, i});
-    departure_generation[i] = generation[i];
+  auto submit = [&](size_t i) -> absl::Status {
+    LeaseRequest r = TraceRequest(pods[i], absl::StrCat(i, "#", attempt[i]));
+    const bool ranked = options.preemption && (pods[i].qos == "LS" || pods[i].qos == "BE");
+    r.priority_class = ranked ? pods[i].qos : "other";
+    absl::StatusOr<std::string> id = scheduler.Submit(std::move(r), now);
+    if (!id.ok()) return id.status();
+    pod_of_request[*id] = i;
+    return absl::OkStatus();
   };
-  // LS pods that find no room may evict BE pods of one node: the node where the fewest GPU-milli
-  // of BE work must go, whose freed room then fits the pod.
-  auto try_preempt = [&](size_t i) {
-    if (!options.preemption || pods[i].qos != "LS") return false;
-    std::map<int, std::vector<size_t>> be_by_node;
-    for (const auto& [j, r] : running) {
-      if (pods[j].qos == "BE") be_by_node[r.node].push_back(j);
-    }
-    for (const auto& [node, victims] : be_by_node) {
-      std::vector<size_t> chosen;
-      for (size_t j : victims) {
-        state->Release(node, requests[j], running.at(j).gpus);
-        chosen.push_back(j);
-        placement::Decision d = (*policy)->Decide(state->view(), requests[i]);
-        if (d.placed() && d.node == node) {
-          for (size_t v : chosen) {
-            const Running& r = running.at(v);
-            result.gpu_hours_lost += static_cast<double>(requests[v].gpu_demand_milli()) / 1000.0 *
-                                     static_cast<double>(now - r.started_s) / 3600.0;
-            allocated_milli -= static_cast<double>(requests[v].gpu_demand_milli());
-            ++generation[v];
-            running.erase(v);
-            queue.push_front(v);
-            ++result.preemptions;
-          }
-          start_pod(i, d);
-          return true;
-        }
-      }
-      for (size_t j : chosen) state->Apply(node, requests[j], running.at(j).gpus);  // undo
-    }
-    return false;
-  };
+  // Cycles until nothing changes: evicted pods stop at once (no grace), go back to the queue
+  // and the cycle after places what their room was freed for.
   auto schedule = [&] {
-    std::set<std::tuple<int64_t, int64_t, int, int, std::string>> failed, unpreemptable;
-    for (auto it = queue.begin(); it != queue.end();) {
-      size_t i = *it;
-      auto key = ShapeKey(pods[i]);
-      if (!failed.contains(key)) {
-        placement::Decision d = (*policy)->Decide(state->view(), requests[i]);
-        if (d.placed()) {
-          start_pod(i, d);
-          it = queue.erase(it);
-          continue;
-        }
-        failed.insert(key);
+    for (;;) {
+      CycleResult c = scheduler.Schedule(now);
+      for (const std::string& lease_id : c.granted) {
+        const Lease& lease = scheduler.leases().at(lease_id);
+        const size_t i = pod_of_request.at(lease.request.id);
+        running[i] = {lease_id, now};
+        allocated_milli += static_cast<double>(pods[i].gpu_demand_milli());
+        delay_of[i] = static_cast<double>(now - *pods[i].creation_time);
+        departure_attempt[i] = attempt[i];
+        events.push({now + runtime[i], 0, i});
       }
-      if (!unpreemptable.contains(key) && try_preempt(i)) {
-        it = std::find(queue.begin(), queue.end(), i);  // evictions were pushed to the front
-        it = queue.erase(it);
-        continue;
+      for (const Revocation& v : c.revoked) {
+        const Lease& lease = scheduler.leases().at(v.lease_id);
+        const size_t i = pod_of_request.at(lease.request.id);
+        const Running r = running.at(i);
+        result.gpu_hours_lost += static_cast<double>(pods[i].gpu_demand_milli()) / 1000.0 *
+                                 static_cast<double>(now - r.started_s) / 3600.0;
+        allocated_milli -= static_cast<double>(pods[i].gpu_demand_milli());
+        running.erase(i);
+        pod_of_request.erase(lease.request.id);
+        (void)scheduler.Release(v.lease_id, now);
+        ++attempt[i];
+        ++result.preemptions;
+        (void)submit(i);  // it was accepted before: the pool has not changed shape since
       }
-      if (pods[i].qos == "LS") unpreemptable.insert(key);
-      ++it;
+      if (c.revoked.empty()) return;
     }
   };
 
@@ -180,14 +175,16 @@ absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
       auto [tt, k, j] = events.top();
       events.pop();
       if (k == 1) {
-        queue.push_back(j);
-        changed = true;
+        // A pod the pool can never hold is refused at once, as the head refuses it: it never
+        // places and is counted so.
+        if (submit(j).ok()) changed = true;
         continue;
       }
       auto r = running.find(j);
-      if (r == running.end() || departure_generation[j] != generation[j]) continue;  // evicted
-      state->Release(r->second.node, requests[j], r->second.gpus);
-      allocated_milli -= static_cast<double>(requests[j].gpu_demand_milli());
+      if (r == running.end() || departure_attempt[j] != attempt[j]) continue;  // evicted
+      (void)scheduler.Release(r->second.lease_id, now);
+      pod_of_request.erase(absl::StrCat(j, "#", attempt[j]));
+      allocated_milli -= static_cast<double>(pods[j].gpu_demand_milli());
       jct_sum += static_cast<double>(now - *pods[j].creation_time);
       ++result.completed;
       running.erase(r);
@@ -196,7 +193,7 @@ absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
     if (changed) schedule();
     if (options.progress) options.progress(now - first, last_time - first);
   }
-  result.never_placed = static_cast<int64_t>(queue.size());
+  result.never_placed = result.pods - result.completed;
   std::vector<double> delays;
   for (const auto& [i, d] : delay_of) delays.push_back(d);
   double span = static_cast<double>(std::max<int64_t>(1, last_arrival - first));

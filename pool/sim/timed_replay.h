@@ -1,11 +1,14 @@
 // File: pool/sim/timed_replay.h
 //
-// "Timed mode": the openb trace replayed in time, with departures. Each pod arrives at its
-// creation time, waits in a FIFO queue until the placement policy finds room, runs for its trace
-// runtime, and leaves. Latency-sensitive pods (qos LS) that find no room may preempt best-effort
-// pods (qos BE) on one node; the evicted pods go back to the queue and restart (the trace has no
-// checkpoints). Reports utilisation over time, queueing delay, job completion time and
-// preemptions, for any placement policy.
+// "Timed mode": the openb trace replayed in time, with departures, through the pool scheduler the
+// head runs (pool/scheduler/scheduler.h, over the trace as a pool: trace_pool.h). Each pod is
+// submitted at its creation time, waits in the scheduler's queue (priority, then submission
+// order) until it is granted, runs for its trace runtime, and leaves. Latency-sensitive pods (qos
+// LS) outrank other pods, which outrank best-effort ones (qos BE); a pod that finds no room may
+// preempt lower-priority pods (the scheduler's priority preemption, least work lost first); the
+// evicted pods stop at once, go back to the queue and restart (the trace has no checkpoints).
+// Reports utilisation over time, queueing delay, job completion time and preemptions, for any
+// placement policy (SchedulerOptions::placement_policy).
 //
 // Runtime rule (the trace README asks for one): a pod that was scheduled in the trace runs for
 // deletion_time - scheduled_time; a pod still pending when the trace was taken (no
@@ -30,7 +33,7 @@ struct TimedOptions {
   std::string policy = "default";
   uint64_t seed = 42;              // for policies with a random stream
   int64_t sample_interval_s = 3600;  // utilisation samples
-  bool preemption = true;          // LS pods may evict BE pods
+  bool preemption = true;          // higher-priority pods may evict lower ones
   // Divides arrival times (runtimes unchanged): the raw trace keeps a 6,212-GPU cluster nearly
   // idle, so compressing arrivals is how a timed run reaches the load where policies differ.
   double compress = 1.0;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "pool/placement/policy_registry.h"
+#include "pool/scheduler/scheduler.h"
 #include "pool/sim/html_report.h"
 #include "pool/sim/protocol.h"
 #include "pool/sim/seed_list.h"
@@ -203,15 +204,12 @@ void RunSimulate(const SimulateFlags& flags) {
 std::string PolicyNameList(const char* separator) {
   std::string names = "default";
   for (std::string_view n : placement::PolicyNames()) absl::StrAppend(&names, separator, std::string(n));
-  return names;
+  return absl::StrCat(names, separator, "packing");
 }
 
 // CLI11's check: empty when `name` is a policy, else what is wrong.
 std::string UnknownPolicy(const std::string& name) {
-  const std::string_view canonical = placement::CanonicalPolicyName(name);
-  for (std::string_view n : placement::PolicyNames()) {
-    if (n == canonical) return std::string();
-  }
+  if (pool::ValidPlacementPolicy(std::string(placement::CanonicalPolicyName(name))).ok()) return std::string();
   return absl::StrCat("unknown policy '", name, "' (allowed: ", PolicyNameList(", "), ")");
 }
 

@@ -129,14 +129,12 @@ void GrantInTurn(Pool& pool, const std::vector<LeaseRequest>& requests) {
   }
 }
 
-// Returns the GPU of "inf", the one GPU with room for a moved quarter.
+// Returns the GPU of "inf", the one GPU with room for a moved quarter: inf (0.75) on GPU 0, b's
+// quarters q0 and q1 alone on GPUs 1 and 2, placed there explicitly.
 int OneQuarterOfRoom(Pool& pool) {
-  // c's quarters steer packing (each would otherwise go beside the last), then leave.
-  GrantInTurn(pool, {Fraction("inf", "b", 750, "production-inference"), Fraction("c0", "c", 250),
-                     Fraction("q0", "b", 250), Fraction("c1", "c", 250), Fraction("c2", "c", 250),
-                     Fraction("c3", "c", 250), Fraction("q1", "b", 250)});
-  for (const char* c : {"c0", "c1", "c2", "c3"})
-    EXPECT_TRUE(pool.s().Release(pool.LeaseOf(c), 0).ok());
+  EXPECT_TRUE(pool.Place(Fraction("inf", "b", 750, "production-inference"), {{"n", 0}}).ok());
+  EXPECT_TRUE(pool.Place(Fraction("q0", "b", 250), {{"n", 1}}).ok());
+  EXPECT_TRUE(pool.Place(Fraction("q1", "b", 250), {{"n", 2}}).ok());
   const int inf = GpuOf(pool, "inf");
   EXPECT_NE(GpuOf(pool, "q0"), inf);
   EXPECT_NE(GpuOf(pool, "q1"), inf);
@@ -234,9 +232,10 @@ TEST(SchedulerMove, OnlyTheLeasesThatMakeRoomAreMoved) {
   // inference 0.55. a's half GPU needs 0.5 free on one GPU: moving mid alone gives it; taking the
   // cheap tiny first, then mid, would move tiny for nothing.
   Pool pool(H100Pool(1, 2, {{"a", "nominal: 1"}, {"b", "nominal: 1.5"}}));
-  GrantInTurn(pool,
-              {Fraction("inf", "b", 400, "production-inference"), Fraction("tiny", "b", 100),
-               Fraction("mid", "b", 250), Fraction("inf2", "b", 550, "production-inference")});
+  ASSERT_TRUE(pool.Place(Fraction("inf", "b", 400, "production-inference"), {{"n", 0}}).ok());
+  ASSERT_TRUE(pool.Place(Fraction("tiny", "b", 100), {{"n", 0}}).ok());
+  ASSERT_TRUE(pool.Place(Fraction("mid", "b", 250), {{"n", 0}}).ok());
+  ASSERT_TRUE(pool.Place(Fraction("inf2", "b", 550, "production-inference"), {{"n", 1}}).ok());
   ASSERT_EQ(GpuOf(pool, "tiny"), GpuOf(pool, "inf"));
   ASSERT_EQ(GpuOf(pool, "mid"), GpuOf(pool, "inf"));
   ASSERT_NE(GpuOf(pool, "inf2"), GpuOf(pool, "inf"));

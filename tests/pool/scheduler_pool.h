@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pool/config/pool_config.h"
 #include "pool/devices/simulated_driver.h"
@@ -32,6 +33,19 @@ class Pool {
     r.priority_class = cls;
     r.slot_count = gpus;
     return scheduler_->Submit(r, now);
+  }
+  // The seam for tests that build a layout: a lease for `r` on exactly these GPUs, granted at
+  // `now` (through Scheduler::Adopt, as a head restarted from its journal takes its leases back),
+  // instead of relying on where the placement policy would put it.
+  absl::Status Place(const LeaseRequest& r, const std::vector<GpuRef>& gpus, int64_t now = 0) {
+    Lease lease;
+    lease.id = r.id + "#placed";
+    lease.request = r;
+    lease.gpus = gpus;
+    const int g = scheduler_->topology().Find(gpus.at(0));
+    if (g < 0) return absl::NotFoundError("no such GPU");
+    lease.group = scheduler_->topology().gpus()[g].group;
+    return scheduler_->Adopt(std::move(lease), now);
   }
   WaitReason ReasonOf(const std::string& id) {
     for (const PendingInfo& p : scheduler_->Pending()) {

@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "pool/placement/policy_registry.h"
 #include "pool/sim/protocol.h"
+#include "pool/sim/trace.h"
 #include "tests/pool/sim/test_cluster.h"
 
 namespace gpupool::pool::sim::testing {
@@ -70,11 +71,10 @@ TEST(GpupoolPolicy, AllocatesMoreThanBestFitWhenFragmentationDecides) {
 
 std::unique_ptr<placement::PlacementPolicy> Gpupool(const placement::ClusterState& state,
                                                     const std::vector<PodSpec>& workload) {
-  placement::PolicyContext context;
-  context.models = &state.models();
-  for (const PodSpec& p : workload) context.workload.push_back(ToShapeSample(p));
-  auto policy = placement::MakePolicy("default", context);
+  auto policy = placement::MakePolicy("default", {});
   EXPECT_TRUE(policy.ok());
+  // The policy learns the workload from the requests it is told of, as the head's does.
+  for (const PodSpec& p : workload) (*policy)->Observe(ToRequest(p, state.models()));
   return *std::move(policy);
 }
 

@@ -1,0 +1,124 @@
+#include "pool/scheduler/policy_view.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_join.h"
+
+namespace gpupool::pool {
+namespace {
+
+// Free host capacity shown for a node that declares none: more than any request asks, small
+// enough that sums over a request's slots cannot overflow.
+constexpr int64_t kUncounted = int64_t{1} << 50;
+
+}  // namespace
+
+placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::ModelIndex& models) {
+  placement::PodRequest pod;
+  // A host-only slot is a policy's CPU-only request; its lease still names a GPU of the node.
+  pod.num_gpu = r.slot.host_only() ? 0 : r.slot_count;
+  pod.gpu_milli = r.slot.host_only() ? 0 : SlotComputeMilli(r.slot);
+  pod.cpu_milli = r.slot.cpu_milli * r.slot_count;
+  pod.memory_mib = r.slot.host_memory_mib * r.slot_count;
+  if (!r.allowed_models.empty()) pod.models = models.ResolveSpec(absl::StrJoin(r.allowed_models, "|"));
+  return pod;
+}
+
+PolicyView::PolicyView(const PoolTopology& topology, const std::vector<int>& candidates,
+                       const CapacityState& state, const placement::ModelIndex& models)
+    : topology_(&topology),
+      models_(&models),
+      view_node_(topology.nodes().size(), -1),
+      seen_reserved_for_(topology.gpus().size(), 0),
+      seen_gang_(topology.gpus().size(), 0) {
+  std::vector<placement::NodeCapacity> nodes;
+  for (int g : candidates) {
+    const GpuStatic& gpu = topology.gpus()[g];
+    int& v = view_node_[gpu.node];
+    if (v < 0) {
+      v = static_cast<int>(node_gpus_.size());
+      node_gpus_.emplace_back();
+      const int64_t cpu = topology.node_cpu_milli(gpu.node);
+      const int64_t memory = topology.node_memory_mib(gpu.node);
+      // A node's GPUs share one model label here; the first candidate's names it (nodes with
+      // mixed models are rare, and the scheduler's own filter still checks every GPU).
+      nodes.push_back({.name = gpu.ref.node, .model = gpu.model_name,
+                       .cpu_milli = cpu > 0 ? cpu : kUncounted,
+                       .memory_mib = memory > 0 ? memory : kUncounted, .num_gpu = 0});
+    }
+    node_gpus_[v].push_back(g);
+    ++nodes[v].num_gpu;
+  }
+  absl::StatusOr<placement::ClusterState> cluster = placement::ClusterState::Create(nodes, models);
+  // Node names are unique in a topology; only a pool of more models than a ModelSet holds can be
+  // refused, and then this view answers nothing (the scan places everything).
+  if (!cluster.ok()) return;
+  cluster_.emplace(*std::move(cluster));
+  for (size_t n = 0; n < view_node_.size(); ++n) RefreshNode(state, static_cast<int>(n));
+}
+
+void PolicyView::RefreshNode(const CapacityState& state, int node) {
+  const int v = view_node_[node];
+  if (v < 0 || !cluster_) return;
+  scratch_.clear();
+  for (int g : node_gpus_[v]) {
+    const GpuState& s = state[g];
+    scratch_.push_back(static_cast<int16_t>(PlainGpu(s) ? s.compute_free_milli : 0));
+    if (seen_reserved_for_[g] != s.reserved_for) {
+      if (seen_reserved_for_[g] != 0 && --holders_[seen_reserved_for_[g]] == 0) holders_.erase(seen_reserved_for_[g]);
+      if (s.reserved_for != 0) ++holders_[s.reserved_for];
+      seen_reserved_for_[g] = s.reserved_for;
+    }
+    const char gang = s.gang_reserved_for != 0;
+    gang_reserved_ += gang - seen_gang_[g];
+    seen_gang_[g] = gang;
+  }
+  const int64_t cpu = state.cpu_counted(node) ? state.cpu_free(node) : kUncounted;
+  const int64_t memory = state.host_memory_counted(node) ? state.host_memory_free(node) : kUncounted;
+  cluster_->SetFree(v, cpu, memory, scratch_);
+}
+
+bool PolicyView::Answers(const LeaseRequest& r, const PlacementOptions& options) const {
+  if (!cluster_ || options.first_fit || options.ignore_health || options.ignore_reservations ||
+      options.ignore_host) {
+    return false;
+  }
+  if (r.slot.kind == SlotKind::kFraction) {
+    if (r.slot_count != 1) return false;  // a policy's multi-GPU request takes whole GPUs
+  } else if (r.slot.kind != SlotKind::kWholeGpu) {
+    return false;
+  }
+  // One node: the policy's unit. A same-island gang may span nodes where islands do.
+  if (r.slot_count > 1 && r.topology != GangTopology::kSameNode) return false;
+  // Reserved GPUs show as full: exact unless this request could use one of them.
+  if (holders_.contains(options.owner)) return false;
+  if (gang_reserved_ > 0 && (options.ignore_gang_reservations || r.runtime_estimate_s.has_value())) return false;
+  return true;
+}
+
+PolicyAnswer PolicyView::Place(placement::PlacementPolicy& policy, const CapacityState& state,
+                               const LeaseRequest& r, const PlacementOptions& options) const {
+  if (!Answers(r, options)) return {};
+  const placement::Decision d = policy.Decide(cluster_->view(), PodRequestOf(r, *models_));
+  if (!d.placed()) return {.answered = true, .gpus = std::nullopt};
+  std::vector<int> gpus;
+  for (int i : d.gpus) gpus.push_back(node_gpus_[d.node][i]);
+  if (r.slot.host_only()) {
+    for (int g : node_gpus_[d.node]) {
+      if (static_cast<int>(gpus.size()) == r.slot_count) break;
+      if (SlotUsable(state, g, r, options)) gpus.push_back(g);
+    }
+    if (static_cast<int>(gpus.size()) != r.slot_count) return {};
+  }
+  // The mirror does not see a fraction's GPU memory: a choice that fails the filter goes to the
+  // scan, which does.
+  for (int g : gpus) {
+    if (!SlotUsable(state, g, r, options)) return {};
+  }
+  if (!state.HostFits(topology_->gpus()[gpus.front()].node, r.slot, r.slot_count)) return {};
+  return {.answered = true, .gpus = std::move(gpus)};
+}
+
+}  // namespace gpupool::pool
