@@ -358,6 +358,11 @@ absl::StatusOr<std::vector<DiscoveredNode>> NvidiaDriver::Discover() {
   DiscoveredNode node;
   node.name = node_name_;
   node.labels = NodeLabels(api());
+  // The host's CPUs and memory, which requests' CPU and memory count against on a real node.
+  if (long cpus = sysconf(_SC_NPROCESSORS_ONLN); cpus > 0) node.cpu_milli = int64_t{cpus} * 1000;
+  if (long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE); pages > 0 && page > 0) {
+    node.memory_mib = static_cast<int64_t>(pages) * page / (1024 * 1024);
+  }
   for (unsigned int i = 0; i < loaded_.device_count; ++i) {
     node.gpus.push_back(DescribeGpu(static_cast<int>(i)));
   }

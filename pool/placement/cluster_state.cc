@@ -11,8 +11,9 @@
 
 namespace gpupool::pool::placement {
 
-NodeView ClusterView::node(int i) const {
+NodeView ClusterView::node(int view_index) const {
   const ClusterState& s = *state_;
+  const int i = id(view_index);
   NodeView v;
   v.name = s.names_[i];
   v.model_id = s.model_id_[i];
@@ -21,7 +22,7 @@ NodeView ClusterView::node(int i) const {
   v.cpu_milli_total = s.cpu_total_[i];
   v.memory_mib_free = s.memory_free_[i];
   v.memory_mib_total = s.memory_total_[i];
-  v.gpu_milli_free = gpu_free(i);
+  v.gpu_milli_free = gpu_free(view_index);
   return v;
 }
 

@@ -45,13 +45,19 @@ struct NodeView {
 
 class ClusterState;
 
-// Read-only access to a ClusterState. Cheap to copy; valid while the state lives. Indices are
-// stable for the life of the state.
+// Read-only access to a ClusterState, or to some of its nodes. Cheap to copy; valid while the
+// state (and the subset) lives. View indices run over 0..size()-1; id(i) is the node's index in
+// the state, stable for its life.
 class ClusterView {
  public:
   explicit ClusterView(const ClusterState& state) : state_(&state) {}
+  // Only these nodes of `state` (state indices, in any order): what a pre-filter hands a policy.
+  ClusterView(const ClusterState& state, std::span<const int> nodes)
+      : state_(&state), subset_(nodes), whole_(false) {}
 
   int size() const;
+  int id(int i) const { return whole_ ? i : subset_[i]; }
+  int state_size() const;  // nodes of the whole state: the range of id()
   NodeView node(int i) const;
   const ModelIndex& models() const;
 
@@ -68,6 +74,8 @@ class ClusterView {
 
  private:
   const ClusterState* state_;
+  std::span<const int> subset_;
+  bool whole_ = true;
 };
 
 class ClusterState {
@@ -120,17 +128,19 @@ class ClusterState {
   std::vector<uint64_t> generation_;
 };
 
-inline int ClusterView::size() const { return state_->size(); }
+inline int ClusterView::size() const { return whole_ ? state_->size() : static_cast<int>(subset_.size()); }
+inline int ClusterView::state_size() const { return state_->size(); }
 inline const ModelIndex& ClusterView::models() const { return state_->models_; }
-inline int ClusterView::model_id(int i) const { return state_->model_id_[i]; }
-inline int64_t ClusterView::cpu_free(int i) const { return state_->cpu_free_[i]; }
-inline int64_t ClusterView::memory_free(int i) const { return state_->memory_free_[i]; }
+inline int ClusterView::model_id(int i) const { return state_->model_id_[id(i)]; }
+inline int64_t ClusterView::cpu_free(int i) const { return state_->cpu_free_[id(i)]; }
+inline int64_t ClusterView::memory_free(int i) const { return state_->memory_free_[id(i)]; }
 inline std::span<const int16_t> ClusterView::gpu_free(int i) const {
-  const int begin = state_->gpu_begin_[i];
-  return std::span<const int16_t>(state_->gpu_free_.data() + begin, state_->gpu_begin_[i + 1] - begin);
+  const int n = id(i);
+  const int begin = state_->gpu_begin_[n];
+  return std::span<const int16_t>(state_->gpu_free_.data() + begin, state_->gpu_begin_[n + 1] - begin);
 }
-inline int ClusterView::tie_rank(int i) const { return state_->tie_rank_[i]; }
-inline uint64_t ClusterView::generation(int i) const { return state_->generation_[i]; }
+inline int ClusterView::tie_rank(int i) const { return state_->tie_rank_[id(i)]; }
+inline uint64_t ClusterView::generation(int i) const { return state_->generation_[id(i)]; }
 
 }  // namespace gpupool::pool::placement
 

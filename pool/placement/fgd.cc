@@ -18,9 +18,10 @@ int64_t FgdScore(double before, double after) {
 class FgdPolicy final : public PlacementPolicy {
  public:
   explicit FgdPolicy(ShapeDistribution workload) : workload_(std::move(workload)) {}
+  bool ScoresByNodeState() const override { return true; }
 
   Decision Decide(const ClusterView& cluster, const PodRequest& request) override {
-    if (static_cast<int>(cached_.size()) != cluster.size()) cached_.assign(cluster.size(), {});
+    if (static_cast<int>(cached_.size()) != cluster.state_size()) cached_.assign(cluster.state_size(), {});
     int best_node = -1;
     int best_gpu = -1;
     int64_t best_score = 0;
@@ -47,7 +48,7 @@ class FgdPolicy final : public PlacementPolicy {
   };
 
   double Current(const ClusterView& cluster, int n) {
-    CachedFragmentation& c = cached_[n];
+    CachedFragmentation& c = cached_[cluster.id(n)];
     if (c.generation != cluster.generation(n)) {
       c.generation = cluster.generation(n);
       c.value = FgdNodeFragmentation(cluster.model_id(n), cluster.cpu_free(n), cluster.gpu_free(n),

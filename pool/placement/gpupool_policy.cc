@@ -49,6 +49,7 @@ class GpupoolPolicy final : public PlacementPolicy {
   GpupoolPolicy() : model_(ShapeDistribution()) {}
 
   void Observe(const PodRequest& request) override { shapes_.Observe(request); }
+  bool ScoresByNodeState() const override { return true; }
 
   Decision Decide(const ClusterView& cluster, const PodRequest& request) override {
     if (model_version_ != shapes_.version()) {
@@ -59,7 +60,7 @@ class GpupoolPolicy final : public PlacementPolicy {
       current_.clear();
       memo_.clear();
     }
-    if (static_cast<int>(current_.size()) != cluster.size()) current_.assign(cluster.size(), {});
+    if (static_cast<int>(current_.size()) != cluster.state_size()) current_.assign(cluster.state_size(), {});
     int best_node = -1;
     GpuIndices best_gpus;
     int64_t best_score = 0;
@@ -116,7 +117,7 @@ class GpupoolPolicy final : public PlacementPolicy {
   }
 
   double Current(const ClusterView& cluster, int n) {
-    CachedUnusable& c = current_[n];
+    CachedUnusable& c = current_[cluster.id(n)];
     if (c.generation != cluster.generation(n)) {
       NodeState state;
       state.model_id = cluster.model_id(n);

@@ -17,6 +17,8 @@ namespace gpupool::pool::placement {
 class KubeScoringPolicy : public PlacementPolicy {
  public:
   Decision Decide(const ClusterView& cluster, const PodRequest& request) final;
+  // Scores are min-max normalised over the feasible nodes: duplicates change neither end.
+  bool ScoresByNodeState() const override { return true; }
 
  protected:
   explicit KubeScoringPolicy(bool normalize_scores) : normalize_scores_(normalize_scores) {}

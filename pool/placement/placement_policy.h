@@ -31,6 +31,12 @@ class PlacementPolicy {
   // whether or not it is ever placed). Policies that learn the expected workload online
   // (online_shapes.h) count it; the others ignore it.
   virtual void Observe(const PodRequest& request) {}
+
+  // Whether Decide depends on each node only through its state (model, free and total CPU,
+  // memory and GPU shares) and tie rank: then a pre-filter may hand it one node per distinct
+  // state, the one first in tie order, and the decision is the one over all nodes. (Not for a
+  // policy that draws among feasible nodes at random.)
+  virtual bool ScoresByNodeState() const { return false; }
 };
 
 }  // namespace gpupool::pool::placement

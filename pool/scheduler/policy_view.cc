@@ -56,6 +56,7 @@ PolicyView::PolicyView(const PoolTopology& topology, const std::vector<int>& can
   // refused, and then this view answers nothing (the scan places everything).
   if (!cluster.ok()) return;
   cluster_.emplace(*std::move(cluster));
+  state_of_.assign(node_gpus_.size(), std::string());
   for (size_t n = 0; n < view_node_.size(); ++n) RefreshNode(state, static_cast<int>(n));
 }
 
@@ -78,6 +79,25 @@ void PolicyView::RefreshNode(const CapacityState& state, int node) {
   const int64_t cpu = state.cpu_counted(node) ? state.cpu_free(node) : kUncounted;
   const int64_t memory = state.host_memory_counted(node) ? state.host_memory_free(node) : kUncounted;
   cluster_->SetFree(v, cpu, memory, scratch_);
+  // Its state's key: everything a node-state policy reads of it but its name.
+  const placement::NodeView node_view = cluster_->view().node(v);
+  std::sort(scratch_.begin(), scratch_.end());
+  std::string key;
+  key.reserve(48 + 2 * scratch_.size());
+  for (int64_t x : {static_cast<int64_t>(node_view.model_id), node_view.cpu_milli_free,
+                    node_view.cpu_milli_total, node_view.memory_mib_free, node_view.memory_mib_total}) {
+    key.append(reinterpret_cast<const char*>(&x), sizeof(x));
+  }
+  key.append(reinterpret_cast<const char*>(scratch_.data()), scratch_.size() * sizeof(int16_t));
+  if (key == state_of_[v]) return;
+  const std::pair<int, int> entry{cluster_->view().tie_rank(v), v};
+  if (!state_of_[v].empty()) {
+    auto it = by_state_.find(state_of_[v]);
+    it->second.erase(entry);
+    if (it->second.empty()) by_state_.erase(it);
+  }
+  by_state_[key].insert(entry);
+  state_of_[v] = std::move(key);
 }
 
 bool PolicyView::Answers(const LeaseRequest& r, const PlacementOptions& options) const {
@@ -101,12 +121,22 @@ bool PolicyView::Answers(const LeaseRequest& r, const PlacementOptions& options)
 PolicyAnswer PolicyView::Place(placement::PlacementPolicy& policy, const CapacityState& state,
                                const LeaseRequest& r, const PlacementOptions& options) const {
   if (!Answers(r, options)) return {};
-  const placement::Decision d = policy.Decide(cluster_->view(), PodRequestOf(r, *models_));
+  placement::Decision d;
+  int node = -1;
+  if (policy.ScoresByNodeState()) {
+    representatives_.clear();
+    for (const auto& [key, nodes] : by_state_) representatives_.push_back(nodes.begin()->second);
+    d = policy.Decide(placement::ClusterView(*cluster_, representatives_), PodRequestOf(r, *models_));
+    if (d.placed()) node = representatives_[d.node];
+  } else {
+    d = policy.Decide(cluster_->view(), PodRequestOf(r, *models_));
+    node = d.node;
+  }
   if (!d.placed()) return {.answered = true, .gpus = std::nullopt};
   std::vector<int> gpus;
-  for (int i : d.gpus) gpus.push_back(node_gpus_[d.node][i]);
+  for (int i : d.gpus) gpus.push_back(node_gpus_[node][i]);
   if (r.slot.host_only()) {
-    for (int g : node_gpus_[d.node]) {
+    for (int g : node_gpus_[node]) {
       if (static_cast<int>(gpus.size()) == r.slot_count) break;
       if (SlotUsable(state, g, r, options)) gpus.push_back(g);
     }

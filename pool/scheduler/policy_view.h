@@ -19,6 +19,12 @@
 // choice the mirror cannot check (a fraction's GPU memory), which the caller then places by the
 // scan. A policy answer always passes the scheduler's own filter (SlotUsable) before it counts.
 //
+// The pre-filter: nodes in the same state (model, host capacity free and total, the multiset of
+// their GPUs' free shares) score alike under a policy that scores by node state
+// (PlacementPolicy::ScoresByNodeState), so such a policy is handed one node per distinct state,
+// the first in tie order, which is the node it would have chosen among them. A pool of identical
+// nodes then costs the policy as many evaluations as it has distinct states, not nodes.
+//
 // Thread-compatible; owned by the Scheduler, refreshed like the FreeCapacityIndex.
 #ifndef GPUPOOL_POOL_SCHEDULER_POLICY_VIEW_H_
 #define GPUPOOL_POOL_SCHEDULER_POLICY_VIEW_H_
@@ -26,7 +32,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "pool/placement/cluster_state.h"
 #include "pool/placement/placement_policy.h"
@@ -74,6 +85,10 @@ class PolicyView {
   std::vector<char> seen_gang_;
   std::map<uint64_t, int> holders_;  // request handle -> candidate GPUs it holds (reserved_for)
   int gang_reserved_ = 0;            // candidate GPUs with a gang reservation
+  // The pre-filter: mirror nodes by state, each set ordered by (tie rank, node).
+  std::vector<std::string> state_of_;  // per mirror node, its key in by_state_
+  absl::flat_hash_map<std::string, std::set<std::pair<int, int>>> by_state_;
+  mutable std::vector<int> representatives_;  // scratch of Place
 };
 
 }  // namespace gpupool::pool

@@ -969,7 +969,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   bool gang_reserved = false;
   order_.clear();
   std::vector<std::string> admitted;
-  for (const Key& k : keys) {
+  const auto decide = [&](const Key& k) {
     PendingRequest& p = *k.p;
     auto started = std::chrono::steady_clock::now();
     bool admitted_now = TryAdmit(p, now_s, result);
@@ -978,9 +978,10 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
                                              std::chrono::steady_clock::now() - started)
                                              .count());
     }
+    if (options_.decision_placed != nullptr) options_.decision_placed->push_back(admitted_now ? 1 : 0);
     if (admitted_now) {
       admitted.push_back(p.request.id);
-      continue;
+      return;
     }
     order_.push_back(p.request.id);
     bool lacks_room = p.reason == WaitReason::kNoFreeCapacity || p.reason == WaitReason::kFragmented;
@@ -988,7 +989,26 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
       ReserveForGang(p, now_s);
       gang_reserved = p.reserved_start_s.has_value();
     }
+  };
+  // Guaranteed means guaranteed when its turn comes: a request ordered as guaranteed whose own
+  // team's grants earlier in this cycle used up its nominal quota would now borrow, and granted
+  // here it would take room that a guaranteed request further down needs (which would then
+  // reclaim it after a grace period: a preemption for nothing, and a late guarantee). It waits
+  // for the borrowers' turn instead, ranked among them by the same keys.
+  std::vector<Key> borrowers;
+  for (const Key& k : keys) {
+    if (k.borrowing || !WithinNominal(*k.p)) {
+      borrowers.push_back(k);
+    } else {
+      decide(k);
+    }
   }
+  std::stable_sort(borrowers.begin(), borrowers.end(), [](const Key& a, const Key& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.share != b.share) return a.share < b.share;
+    return a.handle < b.handle;
+  });
+  for (const Key& k : borrowers) decide(k);
   for (const std::string& id : admitted) pending_.erase(id);
   // A gang reservation gone (granted, or moved to other GPUs) opens room for movers.
   for (int g : gang_reserved_before) {

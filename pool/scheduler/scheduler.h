@@ -91,6 +91,8 @@ struct SchedulerOptions {
   // When set, Schedule appends the duration of every decision (one request placed or found
   // unplaceable for now), in nanoseconds. For benchmarks; not owned.
   std::vector<int64_t>* decision_nanos = nullptr;
+  // ... and beside each, whether it placed the request (1) or found it unplaceable for now (0).
+  std::vector<char>* decision_placed = nullptr;
   // Assumed runtime of leases without an estimate, when predicting when a gang can start.
   int64_t default_runtime_s = 3600;
   // Defragmentation: a guaranteed request that finds its room scattered over partly used GPUs

@@ -76,7 +76,8 @@ PoolDescription DescribePool(const PoolOptions& options) {
   description.driver = std::string(selected.driver->name());
   description.notice = selected.notice;
   for (const pool::InventoryNode& node : inventory.nodes()) {
-    NodeInfo info{node.name, node.labels, {}};
+    NodeInfo info{.name = node.name, .labels = node.labels, .cpu_milli = node.cpu_milli,
+                  .memory_mib = node.memory_mib};
     for (size_t position : node.gpu_positions) {
       const pool::InventoryGpu& gpu = inventory.gpus()[position];
       // A GPU whose health cannot be read is reported as lost with the reason, not hidden.

@@ -140,6 +140,8 @@ std::string EncodeInventory(const PoolDescription& pool) {
   for (unsigned n = 0; n < pool.nodes.size(); ++n) {
     const NodeInfo& node = pool.nodes[n];
     nodes[n].setName(node.name);
+    nodes[n].setCpuMilli(node.cpu_milli);
+    nodes[n].setMemoryMib(node.memory_mib);
     EncodeLabels(node.labels, nodes[n].initLabels(node.labels.size()));
     auto gpus = nodes[n].initGpus(node.gpus.size());
     for (unsigned g = 0; g < node.gpus.size(); ++g) EncodeGpu(node.gpus[g], gpus[g]);
@@ -178,6 +180,8 @@ absl::StatusOr<PoolDescription> DecodeInventory(absl::string_view bytes) {
     for (Node::Reader n : root.getNodes()) {
       NodeInfo node;
       node.name = n.getName();
+      node.cpu_milli = n.getCpuMilli();
+      node.memory_mib = n.getMemoryMib();
       node.labels = DecodeLabels(n.getLabels());
       for (Gpu::Reader g : n.getGpus()) node.gpus.push_back(DecodeGpu(g));
       pool.nodes.push_back(std::move(node));
@@ -186,6 +190,12 @@ absl::StatusOr<PoolDescription> DecodeInventory(absl::string_view bytes) {
   KJ_IF_MAYBE(e, failure) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed inventory message: ", e->getDescription().cStr()));
+  }
+  for (const NodeInfo& node : pool.nodes) {
+    if (node.cpu_milli < 0 || node.memory_mib < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", node.name, "' declares negative host CPU or memory"));
+    }
   }
   return pool;
 }

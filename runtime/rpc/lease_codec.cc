@@ -52,6 +52,8 @@ void EncodeLeaseRequest(const pool::LeaseRequest& r, LeaseRequest::Builder out) 
   s.setMpsThreadPercentage(r.slot.mps_thread_percentage);
   s.setMemoryMib(r.slot.memory_mib);
   s.setComputeMilli(r.slot.compute_milli);
+  s.setCpuMilli(r.slot.cpu_milli);
+  s.setHostMemoryMib(r.slot.host_memory_mib);
   auto models = out.initAllowedModels(r.allowed_models.size());
   for (size_t i = 0; i < r.allowed_models.size(); ++i) models.set(i, r.allowed_models[i]);
   EncodeLabels(r.required_labels, out.initRequiredLabels(r.required_labels.size()));
@@ -93,6 +95,8 @@ absl::StatusOr<pool::LeaseRequest> DecodeLeaseRequest(LeaseRequest::Reader in) {
   r.slot.mps_thread_percentage = s.getMpsThreadPercentage();
   r.slot.memory_mib = s.getMemoryMib();
   r.slot.compute_milli = s.getComputeMilli();
+  r.slot.cpu_milli = s.getCpuMilli();
+  r.slot.host_memory_mib = s.getHostMemoryMib();
   if (in.getAllowedModels().size() > kMaxListEntries) {
     return absl::InvalidArgumentError(absl::StrCat("allowed models has ", in.getAllowedModels().size(),
                                                    " entries; at most ", kMaxListEntries));

@@ -114,7 +114,8 @@ std::string EncodeNodes(const DiscoveredPool& pool) {
   PoolDescription wire;
   wire.driver = pool.driver;
   for (const pool::DiscoveredNode& node : pool.nodes) {
-    NodeInfo info{node.name, node.labels, {}};
+    NodeInfo info{.name = node.name, .labels = node.labels, .cpu_milli = node.cpu_milli,
+                  .memory_mib = node.memory_mib};
     for (const pool::DiscoveredGpu& gpu : node.gpus) info.gpus.push_back(GpuInfoOf(gpu));
     wire.nodes.push_back(std::move(info));
   }
@@ -128,7 +129,7 @@ absl::StatusOr<DiscoveredPool> DecodeNodes(absl::string_view bytes) {
   out.driver = wire->driver;
   for (const NodeInfo& info : wire->nodes) {
     if (info.name.empty()) return absl::InvalidArgumentError("a node without a name");
-    pool::DiscoveredNode node{info.name, info.labels, {}};
+    pool::DiscoveredNode node{info.name, info.labels, {}, info.cpu_milli, info.memory_mib};
     for (const GpuInfo& gpu : info.gpus) node.gpus.push_back(FromWire(gpu));
     out.nodes.push_back(std::move(node));
   }
@@ -139,7 +140,7 @@ std::vector<pool::DiscoveredNode> DiscoveredNodes(const pool::Inventory& invento
   std::vector<pool::DiscoveredNode> out;
   for (const pool::InventoryNode& node : inventory.nodes()) {
     if (!only.empty() && node.name != only) continue;
-    pool::DiscoveredNode d{node.name, node.labels, {}};
+    pool::DiscoveredNode d{node.name, node.labels, {}, node.cpu_milli, node.memory_mib};
     for (size_t position : node.gpu_positions) d.gpus.push_back(inventory.gpus()[position].device);
     out.push_back(std::move(d));
   }

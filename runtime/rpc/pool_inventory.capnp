@@ -62,6 +62,8 @@ struct Node {
   name @0 :Text;
   labels @1 :List(Label);
   gpus @2 :List(Gpu);
+  cpuMilli @3 :Int64;   # host CPU requests may use; 0: not declared
+  memoryMib @4 :Int64;  # host memory requests may use; 0: not declared
 }
 
 struct PoolInventory {

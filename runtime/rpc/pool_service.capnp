@@ -28,6 +28,8 @@ struct SlotShape {
   mpsThreadPercentage @2 :Int32;
   memoryMib @3 :Int64;
   computeMilli @4 :Int32;
+  cpuMilli @5 :Int64;       # host CPU beside the GPU share, on its node
+  hostMemoryMib @6 :Int64;  # host memory beside the GPU share, on its node
 }
 
 enum GangTopology {

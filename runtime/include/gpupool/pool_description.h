@@ -102,6 +102,10 @@ struct GpuInfo {
 struct NodeInfo {
   std::string name;
   std::map<std::string, std::string> labels;
+  // Host CPU (milli-cores) and memory (MiB) that GPU work may ask for beside its GPUs; 0 when the
+  // node does not declare them (then requests' CPU and memory are not counted against it).
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
   std::vector<GpuInfo> gpus;
 };
 
@@ -165,6 +169,8 @@ template <typename Visit>
 void ForEachField(const NodeInfo& node, Visit&& visit) {
   visit("name", node.name);
   visit("labels", node.labels);
+  visit("cpu_milli", node.cpu_milli);
+  visit("memory_mib", node.memory_mib);
   visit("gpus", node.gpus);
 }
 

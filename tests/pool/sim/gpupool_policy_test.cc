@@ -5,7 +5,10 @@
 #include "gtest/gtest.h"
 #include "pool/placement/policy_registry.h"
 #include "pool/sim/protocol.h"
+#include "pool/placement/random_stream.h"
+#include "pool/sim/allocation_curve.h"
 #include "pool/sim/trace.h"
+#include "pool/sim/workload.h"
 #include "tests/pool/sim/test_cluster.h"
 
 namespace gpupool::pool::sim::testing {
@@ -94,6 +97,51 @@ TEST(GpupoolPolicy, PutsCpuOnlyTasksWhereCpuIsNotNeededByGpus) {
   auto policy = Gpupool(*state, {Pod(1, 1000, 11000), Pod(0, 0, 40000)});
   const placement::Decision d = policy->Decide(state->view(), CpuOnly(40000));
   EXPECT_EQ(NameOf(*state, d.node), "b-cpu-rich");
+}
+
+// The protocol replays through the pool scheduler (trace_pool.h); what it places must be what the
+// policy alone, told of each arrival and deciding on a plain ClusterState, places: the scheduler's
+// filter, its node-state pre-filter and its mirror of the capacity change nothing.
+std::vector<std::optional<double>> CurveOfThePolicyAlone(const std::string& name, uint64_t seed) {
+  const auto nodes = MixedCluster();
+  const auto pods = FragmentingWorkload();
+  placement::ClusterState state = MakeCluster(nodes);
+  placement::RandomStream random(seed);
+  const ProtocolWorkload workload = BuildProtocolWorkload(pods, state.total_gpu_milli(), 1.3, random);
+  placement::PolicyContext context;
+  context.models = &state.models();
+  for (const PodSpec& p : pods) context.workload.push_back(ToShapeSample(p));
+  auto policy = placement::MakePolicy(name, context);
+  EXPECT_TRUE(policy.ok());
+  AllocationCurve curve(state.total_gpu_milli() / placement::kMilliPerGpu, 130);
+  int64_t arrived = 0, allocated = 0;
+  for (int i : workload.arrivals) {
+    const placement::PodRequest request = ToRequest(pods[i], state.models());
+    (*policy)->Observe(request);
+    const placement::Decision d = (*policy)->Decide(state.view(), request);
+    if (d.placed()) {
+      state.Apply(d.node, request, d.gpus);
+      allocated += request.gpu_demand_milli();
+    }
+    arrived += request.gpu_demand_milli();
+    curve.Record(arrived, allocated);
+  }
+  return curve.Figures();
+}
+
+TEST(GpupoolPolicy, TheSchedulerPlacesWhatThePolicyAloneWould) {
+  for (const char* name : {"gpupool", "fgd", "best-fit"}) {
+    for (uint64_t seed : {3, 4}) {
+      ProtocolOptions options;
+      options.policy = name;
+      options.seeds = {seed};
+      const auto nodes = MixedCluster();
+      const auto pods = FragmentingWorkload();
+      absl::StatusOr<SeedResult> through_scheduler = RunProtocolSeed(nodes, pods, options, seed);
+      ASSERT_TRUE(through_scheduler.ok()) << through_scheduler.status();
+      EXPECT_EQ(through_scheduler->allocated_pct, CurveOfThePolicyAlone(name, seed)) << name << " seed " << seed;
+    }
+  }
 }
 
 TEST(GpupoolPolicy, IsDeterministic) {
