@@ -13,9 +13,22 @@ absl::string_view HealthStateName(HealthState state) {
     case HealthState::kHealthy: return "healthy";
     case HealthState::kDegraded: return "degraded";
     case HealthState::kDraining: return "draining";
+    case HealthState::kQuarantined: return "quarantined";
+    case HealthState::kFailed: return "failed";
     case HealthState::kLost: return "lost";
   }
   return "unknown";
+}
+
+bool ParseHealthStateName(absl::string_view name, HealthState* state) {
+  for (HealthState s : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kDraining,
+                        HealthState::kQuarantined, HealthState::kFailed, HealthState::kLost}) {
+    if (HealthStateName(s) == name) {
+      *state = s;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string ThrottleReasonNames(uint64_t mask) {

@@ -28,9 +28,19 @@ enum class HealthState {
   kHealthy,   // schedulable
   kDegraded,  // schedulable, placement prefers other GPUs
   kDraining,  // no new leases; running leases are revoked with their grace period
-  kLost,      // gone (fell off the bus, driver cannot reach it): leases are lost
+  // The next two come from the health state machine (pool/health_machine.h), never from a
+  // reading: AssessHealth does not return them.
+  kQuarantined,  // drained and empty: no leases; diagnosed until it passes (healthy) or fails
+  kFailed,       // failed its diagnostics too often: out of service until an operator repairs it
+  kLost,         // gone (fell off the bus, driver cannot reach it): leases are lost
 };
 absl::string_view HealthStateName(HealthState state);  // "healthy", "degraded", ...
+// The inverse of HealthStateName; false for any other text.
+bool ParseHealthStateName(absl::string_view name, HealthState* state);
+// Whether the scheduler may place new leases on a GPU in `state` (healthy or degraded).
+inline bool Schedulable(HealthState state) {
+  return state == HealthState::kHealthy || state == HealthState::kDegraded;
+}
 
 // Throttle reasons as NVML reports them (nvmlClocksEventReasons bit values).
 enum ThrottleReason : uint64_t {

@@ -123,6 +123,15 @@ absl::Status PoolServer::Impl::Start() {
         "' (gpupool head --insecure-network, or --gpupool-head-listen under mpirun: tokens travel unencrypted)"));
   }
   if (absl::Status st = durable_.Open(); !st.ok()) return st;
+  if (HeadJournal* journal = durable_.journal(); journal != nullptr) {
+    // Every health transition, with its reason and who made it; queued, never waited for.
+    pool_->SetHealthObserver([journal](const pool::GpuRef& gpu, const pool::HealthTransition& t) {
+      journal->RecordHealthEvent(HealthEventRow{.t_s = t.at_s, .node = gpu.node, .gpu = gpu.index,
+                                                .from_state = std::string(pool::HealthStateName(t.from)),
+                                                .to_state = std::string(pool::HealthStateName(t.to)),
+                                                .reason = t.reason, .actor = t.actor});
+    });
+  }
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
   thread_ = std::thread([this, &started] { Run(started); });

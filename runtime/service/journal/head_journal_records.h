@@ -129,6 +129,20 @@ struct HistoryRow {
   bool operator==(const HistoryRow&) const = default;
 };
 
+// One transition of a GPU's health (pool/health_machine.h), as the head journals every one: when
+// (Unix seconds), which GPU, from and to which state, why, and who: "agent" (a reading),
+// "diagnostic", "pool" (its leases gone), "health-check" (the operators' program) or an operator.
+struct HealthEventRow {
+  double t_s = 0;
+  std::string node;
+  int64_t gpu = 0;
+  std::string from_state;
+  std::string to_state;
+  std::string reason;
+  std::string actor;
+  bool operator==(const HealthEventRow&) const = default;
+};
+
 // GPU-hours of one combination of the accounting columns over a period (HeadJournal::UsageCells):
 // the finest grain the ledger has, which chargeback regroups and prices.
 struct UsageCell {

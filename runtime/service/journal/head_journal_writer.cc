@@ -191,4 +191,13 @@ absl::Status JournalWriter::Apply(const HistorySample& sample) {
   return prune->RunWith("dropping history past its retention", sample.keep_after_s);
 }
 
+absl::Status JournalWriter::Apply(const HealthEventRow& e) {
+  // Rare (a GPU's state changes): preparing here costs nothing worth a cached statement.
+  absl::StatusOr<sqlite::Statement> insert = db_->Prepare(
+      "INSERT INTO health_events(t_s, node, gpu, from_state, to_state, reason, actor) VALUES(?, ?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  return insert->RunWith(absl::StrCat("recording a health transition of ", e.node, "/", e.gpu), e.t_s, e.node, e.gpu,
+                         e.from_state, e.to_state, e.reason, e.actor);
+}
+
 }  // namespace gpupool::runtime
