@@ -102,6 +102,7 @@ struct HeadFlags {
   std::string http_listen;  // empty: no HTTP endpoint
   double history_interval_s = 60;
   int history_retention_days = 30;
+  pool::HealthPolicy health;  // when a quarantined GPU returns, when it is given up
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -129,8 +130,12 @@ void RunHead(const HeadFlags& flags) {
   if (!driver.ok()) throw CommandFailed(std::string(driver.status().message()));
   absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->driver->Discover();
   if (!nodes.ok()) throw CommandFailed(std::string(nodes.status().message()));
+  if (flags.health.passes_to_return < 1 || flags.health.failures_to_fail < 1) {
+    throw CommandFailed("--health-passes-to-return and --health-failures-to-fail must be at least 1");
+  }
   absl::StatusOr<std::unique_ptr<runtime::PoolService>> pool = runtime::PoolService::Start(runtime::PoolServiceOptions{
-      .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes});
+      .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes,
+      .health_policy = flags.health});
   if (!pool.ok()) throw CommandFailed(std::string(pool.status().message()));
   runtime::PoolServerOptions so;
   so.address = host;
@@ -279,6 +284,10 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--journal", flags->journal, "SQLite file (WAL) for requests, leases and the usage ledger");
   head->add_option("--reclaim-window-s", flags->reclaim_window_s,
                    "with --journal: how long a vanished job's leases are kept for it to reclaim (default 30)");
+  head->add_option("--health-passes-to-return", flags->health.passes_to_return,
+                   "diagnostics a quarantined GPU must pass in a row to return to service (default 2)");
+  head->add_option("--health-failures-to-fail", flags->health.failures_to_fail,
+                   "failed diagnostics after which a GPU out of service is failed until repaired (default 3)");
   head->callback([flags] { RunHead(*flags); });
 
   auto aflags = std::make_shared<AgentFlags>();

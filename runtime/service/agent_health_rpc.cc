@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/rpc/health_codec.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/service/agent_registry.h"
@@ -44,7 +45,7 @@ kj::Promise<void> AgentSession::reportHealth(ReportHealthContext context) {
 kj::Promise<void> AgentSession::reportDiagnostic(ReportDiagnosticContext context) {
   auto p = context.getParams();
   std::string detail = Clip(p.getDetail());
-  if (p.getDurationS() > 0) absl::StrAppend(&detail, detail.empty() ? "" : " ", "(", p.getDurationS(), " s)");
+  if (p.getDurationS() > 0) absl::StrAppend(&detail, absl::StrFormat("%s(%.3g s)", detail.empty() ? "" : " ", p.getDurationS()));
   absl::Status st = registry_.pool().ReportDiagnostic(pool::GpuRef{node_, p.getGpuIndex()}, p.getPassed(), detail);
   rpc::EncodeStatus(st, context.getResults().initStatus());
   return kj::READY_NOW;

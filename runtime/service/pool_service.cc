@@ -295,18 +295,6 @@ void PoolService::ApplyHealth(const std::vector<NodeLiveness::Change>& changes, 
   }
 }
 
-template <typename F>
-absl::Status PoolService::WithDeliveries(F&& f) {
-  absl::Status st;
-  {
-    MutexLock lock(&mu_);
-    st = f();
-  }
-  cv_.NotifyAll();
-  outbox_.Deliver();
-  return st;
-}
-
 absl::Status PoolService::NodeUp(const std::string& node) {
   return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->SetUp(node, /*up=*/true);

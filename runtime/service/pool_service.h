@@ -246,6 +246,19 @@ class PoolService final : public PoolClient {
   std::thread thread_;
 };
 
+// In the header: pool_service.cc and pool_service_health.cc both use it.
+template <typename F>
+absl::Status PoolService::WithDeliveries(F&& f) {
+  absl::Status st;
+  {
+    MutexLock lock(&mu_);
+    st = f();
+  }
+  cv_.NotifyAll();
+  outbox_.Deliver();
+  return st;
+}
+
 }  // namespace gpupool::runtime
 
 #endif  // GPUPOOL_RUNTIME_SERVICE_POOL_SERVICE_H_
