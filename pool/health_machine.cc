@@ -114,6 +114,19 @@ std::optional<HealthTransition> GpuHealthMachine::OnDiagnostic(bool passed, cons
   return MoveTo(HealthState::kFailed, reasons_.front(), "diagnostic", now_s);
 }
 
+void GpuHealthMachine::Restore(HealthState state, std::vector<std::string> reasons, double since_s,
+                               std::string drained_by, std::string drain_reason) {
+  state_ = state;
+  reasons_ = std::move(reasons);
+  since_s_ = since_s;
+  drained_by_ = std::move(drained_by);
+  drain_reason_ = std::move(drain_reason);
+  passes_ = 0;
+  failures_ = state == HealthState::kFailed ? policy_.failures_to_fail : 0;
+  // The readings are not known yet: out of service, it waits for a clean one before returning.
+  last_verdict_ = HealthVerdict{InService(state) ? state : HealthState::kHealthy, {}};
+}
+
 std::optional<HealthTransition> GpuHealthMachine::OnLeasesGone(double now_s) {
   if (state_ != HealthState::kDraining) return std::nullopt;
   // The reasons stay: they say why it was drained, which is what an operator asks of it.

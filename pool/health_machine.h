@@ -74,6 +74,11 @@ class GpuHealthMachine {
   absl::StatusOr<std::optional<HealthTransition>> OnOperator(OperatorAction action, const std::string& who,
                                                              const std::string& reason, double now_s);
 
+  // Takes back a state a previous run journaled (a head restart): counters start from nothing,
+  // except that a failed GPU stays failed.
+  void Restore(HealthState state, std::vector<std::string> reasons, double since_s, std::string drained_by,
+               std::string drain_reason);
+
   HealthState state() const { return state_; }
   // Why it is in this state (empty when healthy).
   const std::vector<std::string>& reasons() const { return reasons_; }

@@ -162,8 +162,15 @@ class PoolService final : public PoolClient {
                                                    const std::string& reason);
   // Called with every health transition, under the pool's lock (queue it; never call back into
   // the pool): the head journals them. Replaces the previous observer.
-  using HealthObserver = std::function<void(const pool::GpuRef&, const pool::HealthTransition&)>;
+  // `after` is the GPU's machine once the transition is made. An operator's word that changes no
+  // state (a drain of a quarantined GPU) comes as a transition from a state to itself.
+  using HealthObserver = std::function<void(const pool::GpuRef&, const pool::HealthTransition&,
+                                            const pool::GpuHealthMachine& after)>;
   void SetHealthObserver(HealthObserver observer);
+  // Takes back a GPU's health as a previous run of the head journaled it (the last event's
+  // `after`), without journaling it again. NotFound for a GPU the pool does not have.
+  absl::Status RestoreHealth(const pool::GpuRef& gpu, pool::HealthState state, std::vector<std::string> reasons,
+                             double since_s, std::string drained_by, std::string drain_reason);
   // The details of one GPU's health; nullopt for a GPU the pool does not have.
   std::optional<GpuHealthDetails> HealthDetails(const pool::GpuRef& gpu) const;
   // The GPUs of `node` with their applied state and whether a lease holds them.
@@ -206,6 +213,8 @@ class PoolService final : public PoolClient {
   // lost while its agent is away). A GPU that starts draining with no lease is quarantined at once.
   void Transitioned(const pool::GpuRef& gpu, const std::optional<pool::HealthTransition>& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the scheduler `gpu`'s new state (see Transitioned).
+  void ApplyMachineState(const pool::GpuRef& gpu, pool::HealthState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Quarantines every draining GPU that no lease holds any more.
   void QuarantineEmpty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static double WallSeconds();

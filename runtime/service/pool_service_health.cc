@@ -16,14 +16,30 @@ double PoolService::WallSeconds() {
 
 void PoolService::Transitioned(const pool::GpuRef& gpu, const std::optional<pool::HealthTransition>& t) {
   if (!t.has_value()) return;
-  if (health_observer_) health_observer_(gpu, *t);
+  if (health_observer_) health_observer_(gpu, *t, *health_book_->Find(gpu));
+  ApplyMachineState(gpu, t->to);
+}
+
+void PoolService::ApplyMachineState(const pool::GpuRef& gpu, pool::HealthState state) {
   if (driver_ == nullptr) {
-    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Report(gpu, t->to);
+    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Report(gpu, state);
     if (changes.ok()) ApplyHealth(*changes);
   } else {
-    ApplyHealth({{gpu, t->to}});
+    ApplyHealth({{gpu, state}});
   }
-  if (t->to == pool::HealthState::kDraining) QuarantineEmpty();
+  if (state == pool::HealthState::kDraining) QuarantineEmpty();
+}
+
+absl::Status PoolService::RestoreHealth(const pool::GpuRef& gpu, pool::HealthState state,
+                                        std::vector<std::string> reasons, double since_s, std::string drained_by,
+                                        std::string drain_reason) {
+  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    pool::GpuHealthMachine* m = health_book_->Find(gpu);
+    if (m == nullptr) return absl::NotFoundError(absl::StrCat("GPU ", gpu.node, "/", gpu.index, " is not in this pool"));
+    m->Restore(state, std::move(reasons), since_s, std::move(drained_by), std::move(drain_reason));
+    ApplyMachineState(gpu, state);
+    return absl::OkStatus();
+  });
 }
 
 void PoolService::QuarantineEmpty() {
@@ -89,6 +105,15 @@ absl::StatusOr<std::vector<std::string>> PoolService::Operate(const std::string&
       pool::GpuHealthMachine* m = health_book_->Find(ref);
       const pool::HealthState before = m->state();
       absl::StatusOr<std::optional<pool::HealthTransition>> t = m->OnOperator(action, who, reason, now);
+      if (!t->has_value() && health_observer_) {
+        // No state changed, but an operator's word is journaled all the same, with who and why.
+        health_observer_(ref,
+                         pool::HealthTransition{.from = before, .to = before,
+                                                .reason = absl::StrCat(pool::OperatorActionName(action), " by ", who,
+                                                                       reason.empty() ? "" : ": ", reason),
+                                                .actor = who, .at_s = now},
+                         *m);
+      }
       Transitioned(ref, *t);
       lines.push_back(absl::StrCat(ref.node, "/", ref.index, ": ", pool::HealthStateName(before),
                                    t->has_value() ? absl::StrCat(" -> ", pool::HealthStateName(m->state()))

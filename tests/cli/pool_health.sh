@@ -122,6 +122,17 @@ case $scenario in
       (( $(echo "$out" | grep -c 'running on node-0/GPU 0') == 4 )) || fail "the tasks did not all run on GPU 0: $out"
       echo "4 tasks ran on node-0/GPU 0, none on the failed GPU 1"
     fi
+    # A head restarted from its journal keeps the GPU failed (its agent comes back by itself).
+    kill "${pids[0]}"
+    wait "${pids[0]}" 2>/dev/null || true
+    rm -f "$dir/port"
+    "$cli" head --simulate 2xH100-80GB --node-count 1 --tokens "$dir/tokens" --listen "127.0.0.1:$port" \
+      --port-file "$dir/port" --journal "$dir/head.db" > "$dir/head2.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.1; done
+    for _ in $(seq 100); do [[ $(status_json | jq -r '.nodes[0].up') == true ]] && break; sleep 0.1; done
+    [[ $(gpu_field 1 health) == failed ]] || fail "after a head restart GPU 1 is $(gpu_field 1 health), not failed"
+    [[ $(gpu_field 0 health) == healthy ]] || fail "after a head restart GPU 0 is $(gpu_field 0 health)"
     "$cli" gpu repaired node-0/1 --reason "board swapped" --as alice --pool "127.0.0.1:$port" --token "$ops"
     [[ $(gpu_field 1 health) == quarantined ]] || fail "repaired did not quarantine"
     events

@@ -286,7 +286,8 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsHealthEventsKeepingItsHistory) {
                                               .to_state = "draining", .reason = "XID 48", .actor = "agent"});
     journal->RecordHealthEvent(HealthEventRow{.t_s = 151, .node = "node-0", .gpu = 1, .from_state = "draining",
                                               .to_state = "quarantined", .reason = "its leases are gone",
-                                              .actor = "pool"});
+                                              .actor = "pool", .reasons = {"XID 48", "row remap pending"},
+                                              .drained_by = "alice", .drain_reason = "fan noise"});
     ASSERT_TRUE(journal->Flush().ok());
   }
   std::unique_ptr<HeadJournal> journal = OpenJournal();
@@ -296,6 +297,9 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsHealthEventsKeepingItsHistory) {
   EXPECT_EQ((*events)[0].reason, "XID 48");
   EXPECT_EQ((*events)[1].to_state, "quarantined");
   EXPECT_EQ((*events)[1].actor, "pool");
+  EXPECT_EQ((*events)[1].reasons, (std::vector<std::string>{"XID 48", "row remap pending"}));
+  EXPECT_EQ((*events)[1].drained_by, "alice");
+  EXPECT_TRUE((*events)[0].reasons.empty());
   EXPECT_EQ(journal->HealthEvents(151, 1000)->size(), 1u);
 }
 

@@ -29,7 +29,8 @@ class PoolHealthTest : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.status();
     pool_ = *std::move(started);
     node_ = pool_->inventory().gpus()[0].ref.node;
-    pool_->SetHealthObserver([this](const pool::GpuRef& gpu, const pool::HealthTransition& t) {
+    pool_->SetHealthObserver([this](const pool::GpuRef& gpu, const pool::HealthTransition& t,
+                                    const pool::GpuHealthMachine&) {
       MutexLock lock(&mu_);
       log_.push_back(absl::StrCat(gpu.node, "/", gpu.index, " ", pool::HealthStateName(t.from), "->",
                                   pool::HealthStateName(t.to), " by ", t.actor, ": ", t.reason));

@@ -140,6 +140,11 @@ struct HealthEventRow {
   std::string to_state;
   std::string reason;
   std::string actor;
+  // The GPU as it is after the event, so that a restarted head takes it back as it was (a failed
+  // GPU stays failed): all its reasons, and the operator's drain if any.
+  std::vector<std::string> reasons;
+  std::string drained_by;
+  std::string drain_reason;
   bool operator==(const HealthEventRow&) const = default;
 };
 

@@ -13,7 +13,8 @@
 //   ledger(seq PK, ...)                   closed leases, append-only; indexed by end time
 //   checkpoints((task_key, version) PK)   every committed checkpoint version
 // Version 2 adds history(seq PK, t_s, scope, ...); version 3 health_events(seq PK, t_s, node, gpu,
-// from_state, to_state, reason, actor): every transition of a GPU's health.
+// from_state, to_state, reason, actor, reasons, drained_by, drain_reason): every transition of a
+// GPU's health and every operator's word on it, with the GPU's state after it.
 #ifndef GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
 #define GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
 
