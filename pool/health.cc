@@ -86,6 +86,13 @@ HealthVerdict AssessHealth(const GpuHealthReading& r, HealthState previous) {
   if (r.remap_failed) raise(HealthState::kDraining, "row remapping failed");
   if (r.retirement_pending) raise(HealthState::kDraining, "page retirement pending (needs a GPU reset)");
   if (r.data_corruption_detected) raise(HealthState::kDraining, "silent data corruption detected");
+  if (r.recovery_action > 0) {
+    static constexpr const char* kActions[] = {"none", "a GPU reset", "a node reboot", "draining peer-to-peer traffic",
+                                               "a drain and reset"};
+    raise(HealthState::kDraining,
+          absl::StrCat("the driver asks for ",
+                       r.recovery_action < 5 ? kActions[r.recovery_action] : absl::StrCat("recovery action ", r.recovery_action)));
+  }
   constexpr uint64_t kHarmfulThrottle =
       kThrottleHwSlowdown | kThrottleSwThermal | kThrottleHwThermal | kThrottleHwPowerBrake;
   if (r.throttle_reasons & kHarmfulThrottle) {

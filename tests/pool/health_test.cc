@@ -41,6 +41,18 @@ TEST(Health, HardwareXidsDrainAndXid79IsLost) {
   EXPECT_EQ(v.reasons.front(), "XID 79 (fell off the bus)");
 }
 
+TEST(Health, TheDriversRecoveryActionDrains) {
+  GpuHealthReading r = Clean();
+  r.recovery_action = 0;
+  EXPECT_EQ(AssessHealth(r).state, HealthState::kHealthy);
+  r.recovery_action = 1;
+  HealthVerdict v = AssessHealth(r);
+  EXPECT_EQ(v.state, HealthState::kDraining);
+  EXPECT_EQ(v.reasons.front(), "the driver asks for a GPU reset");
+  r.recovery_action = 9;  // a newer driver's action: still not "none"
+  EXPECT_EQ(AssessHealth(r).reasons.front(), "the driver asks for recovery action 9");
+}
+
 TEST(Health, EccRemapAndThrottle) {
   GpuHealthReading r = Clean();
   r.ecc_correctable = 3;
