@@ -1,5 +1,6 @@
 #include "runtime/agent/node_agent.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -84,13 +85,22 @@ uint64_t NodeAgent::heartbeats_sent() const {
 void NodeAgent::Loop() {
   heartbeat_.AssertOnThread();
   auto next_health = std::chrono::steady_clock::now() + options_.health_interval;
+  // The head's view of the GPUs, for diagnostics only, as often as they need it: a quarter of the
+  // shortest wait they know (at least every heartbeat, at most every 10 s).
+  const auto view_every = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+      std::clamp(std::min(options_.diagnostics.quarantine_retry_s,
+                          options_.diagnostics.every_s > 0 ? options_.diagnostics.every_s : 1e9) / 4, 0.0, 10.0)));
+  auto next_view = std::chrono::steady_clock::now();
   MutexLock lock(&mu_);
   while (!cv_.WaitFor(&mu_, options_.heartbeat_interval, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
     lock.Unlock();
     std::vector<DiagnosticPlan::GpuView> view;
-    absl::Status st = connection_->Call([this, &view]() -> kj::Promise<absl::Status> {
+    const bool want_view = options_.diagnostic != nullptr && std::chrono::steady_clock::now() >= next_view;
+    absl::Status st = connection_->Call([this, &view, want_view]() -> kj::Promise<absl::Status> {
       loop_.AssertOnThread();
-      return caps_->session->heartbeatRequest().send().then(
+      auto req = caps_->session->heartbeatRequest();
+      req.setWantGpus(want_view);
+      return req.send().then(
           [&view](capnp::Response<rpc::AgentSession::HeartbeatResults>&& resp) {
             for (rpc::GpuHealthState::Reader g : resp.getGpus()) {
               std::optional<pool::HealthState> state = rpc::HealthFromWire(static_cast<uint16_t>(g.getHealth()));
@@ -105,7 +115,10 @@ void NodeAgent::Loop() {
     }
     lock.Lock();
     if (st.ok()) ++heartbeats_;
-    if (st.ok()) head_view_ = std::move(view);
+    if (st.ok() && want_view) {
+      head_view_ = std::move(view);
+      next_view = std::chrono::steady_clock::now() + view_every;
+    }
   }
 }
 

@@ -185,9 +185,10 @@ interface AgentControl {
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are
 # schedulable; when it closes or falls silent, they are lost and their leases revoked as lost.
 interface AgentSession {
-  # The answer says how the head sees each of the node's GPUs, so the agent knows which to
-  # diagnose (idle or quarantined ones); an older head answers with an empty list.
-  heartbeat @0 () -> (gpus :List(GpuHealthState));
+  # With `wantGpus`, the answer says how the head sees each of the node's GPUs, so the agent knows
+  # which to diagnose (idle or quarantined ones): it costs the head a pass over its leases, so an
+  # agent asks only as often as its diagnostics need. An older head answers with an empty list.
+  heartbeat @0 (wantGpus :Bool) -> (gpus :List(GpuHealthState));
   # The agent's health verdict for one of its GPUs (AssessHealth of a reading: not sticky; the
   # head's state machine decides what it means), with its reasons.
   reportHealth @1 (gpuIndex :Int32, health :Inventory.Health, reasons :List(Text)) -> (status :Status);

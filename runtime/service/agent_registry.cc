@@ -16,6 +16,7 @@ AgentSession::~AgentSession() {
 
 kj::Promise<void> AgentSession::heartbeat(HeartbeatContext context) {
   registry_.Heartbeat(node_, this);
+  if (!context.getParams().getWantGpus()) return kj::READY_NOW;
   // How the head sees the node's GPUs: the agent diagnoses the idle and the quarantined ones.
   std::vector<NodeGpuState> gpus = registry_.pool().NodeGpuStates(node_);
   auto out = context.getResults().initGpus(gpus.size());
