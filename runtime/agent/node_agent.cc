@@ -1,19 +1,18 @@
 #include "runtime/agent/node_agent.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/agent/agent_control.h"
+#include "runtime/agent/node_agent_capabilities.h"
+#include "runtime/rpc/health_codec.h"
 #include "runtime/rpc/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 
 namespace gpupool::runtime {
-
-struct NodeAgent::Capabilities {
-  std::optional<rpc::AgentSession::Client> session;
-};
 
 NodeAgent::NodeAgent(NodeAgentOptions options)
     : options_(std::move(options)),
@@ -21,7 +20,7 @@ NodeAgent::NodeAgent(NodeAgentOptions options)
           .node = options_.node.nodes.empty() ? std::string() : options_.node.nodes[0].name,
           .allow_root_workers = options_.allow_root_workers})),
       caps_(std::make_unique<Capabilities>()) {
-  for (const pool::DiscoveredGpu& gpu : options_.node.nodes[0].gpus) health_[gpu.index] = gpu.health;
+  for (const pool::DiscoveredGpu& gpu : options_.node.nodes[0].gpus) health_[gpu.index] = {gpu.health, {}};
 }
 
 absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
@@ -48,6 +47,12 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
   if (!c.ok()) return c.status();
   agent->connection_ = *std::move(c);
   agent->thread_ = std::thread([raw = agent.get()] { raw->Loop(); });
+  if (agent->options_.diagnostic != nullptr) {
+    agent->diagnostics_thread_ = std::thread([raw = agent.get()] { raw->DiagnosticsLoop(); });
+  }
+  if (!agent->options_.health_check_program.empty()) {
+    agent->health_check_thread_ = std::thread([raw = agent.get()] { raw->HealthCheckLoop(); });
+  }
   return agent;
 }
 
@@ -58,6 +63,8 @@ NodeAgent::~NodeAgent() {
   }
   cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
+  if (diagnostics_thread_.joinable()) diagnostics_thread_.join();
+  if (health_check_thread_.joinable()) health_check_thread_.join();
   if (connection_ != nullptr) {
     connection_->Sync([this] {
       loop_.AssertOnThread();
@@ -78,13 +85,29 @@ uint64_t NodeAgent::heartbeats_sent() const {
 void NodeAgent::Loop() {
   heartbeat_.AssertOnThread();
   auto next_health = std::chrono::steady_clock::now() + options_.health_interval;
+  // The head's view of the GPUs, for diagnostics only, as often as they need it: a quarter of the
+  // shortest wait they know (at least every heartbeat, at most every 10 s).
+  const auto view_every = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+      std::clamp(std::min(options_.diagnostics.quarantine_retry_s,
+                          options_.diagnostics.every_s > 0 ? options_.diagnostics.every_s : 1e9) / 4, 0.0, 10.0)));
+  auto next_view = std::chrono::steady_clock::now();
   MutexLock lock(&mu_);
   while (!cv_.WaitFor(&mu_, options_.heartbeat_interval, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
     lock.Unlock();
-    absl::Status st = connection_->Call([this]() -> kj::Promise<absl::Status> {
+    std::vector<DiagnosticPlan::GpuView> view;
+    const bool want_view = options_.diagnostic != nullptr && std::chrono::steady_clock::now() >= next_view;
+    absl::Status st = connection_->Call([this, &view, want_view]() -> kj::Promise<absl::Status> {
       loop_.AssertOnThread();
-      return caps_->session->heartbeatRequest().send().then(
-          [](capnp::Response<rpc::AgentSession::HeartbeatResults>&&) { return absl::OkStatus(); });
+      auto req = caps_->session->heartbeatRequest();
+      req.setWantGpus(want_view);
+      return req.send().then(
+          [&view](capnp::Response<rpc::AgentSession::HeartbeatResults>&& resp) {
+            for (rpc::GpuHealthState::Reader g : resp.getGpus()) {
+              std::optional<pool::HealthState> state = rpc::HealthFromWire(static_cast<uint16_t>(g.getHealth()));
+              if (state.has_value()) view.push_back({g.getIndex(), *state, g.getLeased()});
+            }
+            return absl::OkStatus();
+          });
     });
     if (options_.driver != nullptr && std::chrono::steady_clock::now() >= next_health) {
       PollHealth();
@@ -92,25 +115,10 @@ void NodeAgent::Loop() {
     }
     lock.Lock();
     if (st.ok()) ++heartbeats_;
-  }
-}
-
-void NodeAgent::PollHealth() {
-  for (auto& [index, previous] : health_) {
-    absl::StatusOr<pool::GpuHealthReading> reading = options_.driver->ReadHealth(pool::GpuRef{options_.driver_node, index});
-    pool::HealthVerdict verdict = reading.ok() ? pool::AssessHealth(*reading, previous)
-                                               : pool::HealthVerdict{pool::HealthState::kLost, {}};
-    if (verdict.state == previous) continue;
-    absl::Status st = connection_->Call([this, index = index, state = verdict.state]() -> kj::Promise<absl::Status> {
-      loop_.AssertOnThread();
-      auto req = caps_->session->reportHealthRequest();
-      req.setGpuIndex(index);
-      req.setHealth(static_cast<rpc::Health>(static_cast<uint16_t>(state)));
-      return req.send().then([](capnp::Response<rpc::AgentSession::ReportHealthResults>&& resp) {
-        return rpc::DecodeStatus(resp.getStatus());
-      });
-    });
-    if (st.ok()) previous = verdict.state;  // else told again at the next poll
+    if (st.ok() && want_view) {
+      head_view_ = std::move(view);
+      next_view = std::chrono::steady_clock::now() + view_every;
+    }
   }
 }
 

@@ -129,6 +129,25 @@ struct HistoryRow {
   bool operator==(const HistoryRow&) const = default;
 };
 
+// One transition of a GPU's health (pool/health_machine.h), as the head journals every one: when
+// (Unix seconds), which GPU, from and to which state, why, and who: "agent" (a reading),
+// "diagnostic", "pool" (its leases gone), "health-check" (the operators' program) or an operator.
+struct HealthEventRow {
+  double t_s = 0;
+  std::string node;
+  int64_t gpu = 0;
+  std::string from_state;
+  std::string to_state;
+  std::string reason;
+  std::string actor;
+  // The GPU as it is after the event, so that a restarted head takes it back as it was (a failed
+  // GPU stays failed): all its reasons, and the operator's drain if any.
+  std::vector<std::string> reasons;
+  std::string drained_by;
+  std::string drain_reason;
+  bool operator==(const HealthEventRow&) const = default;
+};
+
 // GPU-hours of one combination of the accounting columns over a period (HeadJournal::UsageCells):
 // the finest grain the ledger has, which chargeback regroups and prices.
 struct UsageCell {

@@ -12,6 +12,9 @@
 //   leases(lease_id PK, ...)              live leases with their accounting fields
 //   ledger(seq PK, ...)                   closed leases, append-only; indexed by end time
 //   checkpoints((task_key, version) PK)   every committed checkpoint version
+// Version 2 adds history(seq PK, t_s, scope, ...); version 3 health_events(seq PK, t_s, node, gpu,
+// from_state, to_state, reason, actor, reasons, drained_by, drain_reason): every transition of a
+// GPU's health and every operator's word on it, with the GPU's state after it.
 #ifndef GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
 #define GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
 
@@ -20,8 +23,8 @@
 
 namespace gpupool::runtime {
 
-// 1: jobs, nodes, requests, leases, ledger, checkpoints; 2: history.
-inline constexpr int kJournalSchemaVersion = 2;
+// 1: jobs, nodes, requests, leases, ledger, checkpoints; 2: history; 3: health_events.
+inline constexpr int kJournalSchemaVersion = 3;
 
 // Creates the tables when the database is empty; otherwise checks that it is a journal of
 // kJournalSchemaVersion, upgrading an older one in place by its numbered migrations
