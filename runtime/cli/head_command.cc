@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
+#include "runtime/cli/agent_http.h"
 #include "runtime/cli/command.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/service/pool_server.h"
@@ -149,11 +150,7 @@ void RunHead(const HeadFlags& flags) {
   so.history_retention = std::chrono::hours(24 * flags.history_retention_days);
   if (!flags.http_listen.empty()) {
     so.http = true;
-    if (flags.http_listen.size() > 2 && flags.http_listen.rfind(":0") == flags.http_listen.size() - 2) {
-      so.http_address = flags.http_listen.substr(0, flags.http_listen.size() - 2);
-    } else if (absl::Status st = runtime::ParseHostPort(flags.http_listen, &so.http_address, &so.http_port); !st.ok()) {
-      throw CommandFailed(absl::StrCat("--http-listen: ", st.message()));
-    }
+    ParseListenAddress(flags.http_listen, "--http-listen", &so.http_address, &so.http_port);
   }
   for (const auto& [name, token] : tokens) {
     if (name == "agents") {
@@ -194,6 +191,7 @@ struct AgentFlags {
   std::string token_file;
   int heartbeat_ms = 500;
   bool allow_root_workers = false;
+  AgentHttpFlags http;
 };
 
 void RunAgent(const AgentFlags& flags) {
@@ -215,6 +213,10 @@ void RunAgent(const AgentFlags& flags) {
   rpc::DiscoveredPool mine{std::string(driver->driver->name()), {(*nodes)[0]}};
   std::string driver_node = mine.nodes[0].name;
   mine.nodes[0].name = flags.node;
+  // Up before the head is reached, and kept across reconnections.
+  std::unique_ptr<runtime::DeviceMetricsEndpoint> metrics = StartAgentHttp(
+      flags.http, runtime::DeviceMetricsSource{.driver = driver->driver.get(), .driver_node = driver_node,
+                                               .gpus = mine.nodes[0].gpus, .hostname = flags.node});
   // Reconnects with a pause when the head goes away (a restarted head takes its nodes back).
   while (true) {
     absl::StatusOr<std::unique_ptr<runtime::NodeAgent>> agent = runtime::NodeAgent::Start(runtime::NodeAgentOptions{
@@ -282,6 +284,7 @@ void RegisterHeadCommand(CLI::App& app) {
   agent->add_flag("--allow-root-workers", aflags->allow_root_workers,
                   "an agent running as root may run a team's workers as root when the team has no run_as user "
                   "(otherwise it refuses them)");
+  AddAgentHttpFlags(agent, aflags->http);
   agent->callback([aflags] { RunAgent(*aflags); });
 }
 
