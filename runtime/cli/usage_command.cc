@@ -139,7 +139,7 @@ void RegisterUsageCommand(CLI::App& app) {
   u->add_option("--to", flags->to_s, "period end, Unix seconds (default: now)");
   u->add_option("--since", flags->since, "period start: Unix seconds, ISO 8601 (2025-01-01) or relative (-7d)");
   u->add_option("--until", flags->until, "period end, as --since (default: now)");
-  u->add_option("--by", flags->by, "team, project, class, workload, model or cost-center");
+  u->add_option("--by", flags->by, "team, project, class, workload, model, cost-center or job");
   u->add_flag("--cost", flags->cost, "price the GPU-hours and show capacity, unavailable and idle");
   u->add_option("--idle", flags->idle, "apart (idle is its own line) or share (spread over the rows by use)");
   u->callback([flags] { RunUsage(*flags); });

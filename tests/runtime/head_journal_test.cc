@@ -67,6 +67,22 @@ class HeadJournalTest : public ::testing::Test {
     sqlite3_free(error);
     sqlite3_close(db);
   }
+  // The first column of the first row `sql` returns ("" when none).
+  std::string RawSqlText(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    std::string out;
+    if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
+      sqlite3_exec(
+          db, sql.c_str(),
+          +[](void* text, int, char** values, char**) {
+            if (values[0] != nullptr) *static_cast<std::string*>(text) = values[0];
+            return 0;
+          },
+          &out, nullptr);
+    }
+    sqlite3_close(db);
+    return out;
+  }
 
   std::string dir_;
   std::string path_;
@@ -191,7 +207,7 @@ TEST_F(HeadJournalTest, CloseLeaseMovesTheLeaseIntoTheLedger) {
   ASSERT_TRUE(ledger.ok()) << ledger.status();
   EXPECT_THAT(*ledger, ElementsAre(LedgerEntry{.lease_id = "lease-1", .account = lease.account,
                                                .start_s = 1000.0, .end_s = 4600.0,
-                                               .end_cause = "revoked"}));
+                                               .end_cause = "revoked", .job = "req-lease-1"}));
 }
 
 TEST_F(HeadJournalTest, UsageClipsLeasesToThePeriodAndGroupsThem) {
@@ -253,7 +269,9 @@ TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
     journal->CloseLease("old", 3600, "released");
     ASSERT_TRUE(journal->Flush().ok());
   }
-  RawSql(path_, "DROP TABLE history; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  RawSql(path_,
+         "DROP TABLE history; ALTER TABLE ledger DROP COLUMN job; "
+         "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   std::unique_ptr<HeadJournal> journal = OpenJournal();
   absl::StatusOr<std::vector<UsageRow>> usage = journal->Usage(0, 3600, UsageGroup::kTeam);
   ASSERT_TRUE(usage.ok()) << usage.status();
@@ -264,6 +282,39 @@ TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
   ASSERT_TRUE(history.ok()) << history.status();
   ASSERT_EQ(history->size(), 1u);
   EXPECT_EQ((*history)[0].capacity_gpus, 2);
+}
+
+// A journal of schema version 2 (today's file before the ledger kept jobs: that column dropped and
+// the version put back) is upgraded in place: its old rows keep their usage with no job, the rows
+// closed after the upgrade name theirs (from the request id "s<N>/<job>/...", never the job's key).
+TEST_F(HeadJournalTest, AVersion2JournalGainsJobIdsInPlace) {
+  {
+    std::unique_ptr<HeadJournal> journal = OpenJournal();
+    journal->RecordLease(Lease("old", "team-a", 1.0, 0));
+    journal->CloseLease("old", 3600, "released");
+    journal->RecordLease(Lease("open", "team-b", 2.0, 0, "s4/job-host-77/team-b/3/0"));  // open across it
+    ASSERT_TRUE(journal->Flush().ok());
+  }
+  RawSql(path_, "ALTER TABLE ledger DROP COLUMN job; UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  journal->CloseLease("open", 3600, "released");
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<LedgerEntry>> ledger = journal->Ledger(0, 1e12);
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  ASSERT_EQ(ledger->size(), 2u);
+  EXPECT_EQ((*ledger)[0].lease_id, "old");
+  EXPECT_EQ((*ledger)[0].job, "") << "closed before the ledger kept jobs";
+  EXPECT_EQ((*ledger)[1].job, "job-host-77");
+  absl::StatusOr<std::vector<UsageCell>> cells = journal->UsageCells(0, 3600);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_EQ(cells->size(), 2u);
+  EXPECT_EQ((*cells)[0].job, "");
+  EXPECT_EQ((*cells)[0].gpu_hours, 1);
+  EXPECT_EQ((*cells)[1].job, "job-host-77");
+  EXPECT_EQ((*cells)[1].gpu_hours, 2);
+  journal.reset();
+  EXPECT_EQ(RawSqlText(path_, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(kJournalSchemaVersion));
 }
 
 TEST_F(HeadJournalTest, HistoryIsKeptForItsRetentionOnly) {

@@ -140,7 +140,7 @@ class HeadJournal {
   // InvalidArgument when from_s >= to_s.
   absl::StatusOr<std::vector<UsageRow>> Usage(double from_s, double to_s, UsageGroup group_by);
   // As Usage, grouped by every accounting column at once (team, project, workload class, priority
-  // class, GPU model), ordered by them: what chargeback regroups and prices.
+  // class, GPU model, job), ordered by them: what chargeback regroups and prices.
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   // History rows with t_s in [from_s, to_s), by time then scope.
   absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);

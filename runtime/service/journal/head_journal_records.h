@@ -82,6 +82,7 @@ struct LedgerEntry {
   double start_s = 0;
   double end_s = 0;
   std::string end_cause;  // as given to CloseLease: "released", "revoked", "lost", ...
+  std::string job;        // the job the lease served (kJobOfRequestSql); empty if closed before schema 3
 
   bool operator==(const LedgerEntry&) const = default;
 };
@@ -137,6 +138,7 @@ struct UsageCell {
   std::string workload_class;
   std::string priority_class;
   std::string gpu_model;
+  std::string job;       // the job (kJobOfRequestSql); empty if closed before the ledger kept it (schema 3)
   double gpu_hours = 0;  // slice-weighted, clipped to the period
   int64_t leases = 0;    // leases that overlap the period
 };

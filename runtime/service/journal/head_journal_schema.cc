@@ -56,6 +56,13 @@ CREATE INDEX history_by_time ON history(t_s);
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 COMMIT;
 )sql",
+    // 3: the job each closed lease served (usage --by job). Rows closed before it keep ''.
+    R"sql(
+BEGIN IMMEDIATE;
+ALTER TABLE ledger ADD COLUMN job TEXT NOT NULL DEFAULT '';
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
+COMMIT;
+)sql",
 };
 static_assert(std::size(kMigrations) + 1 == kJournalSchemaVersion, "one migration per version after the first");
 
