@@ -80,6 +80,21 @@ TEST(UsageReport, CostCentersDefaultToTheTeamsName) {
   EXPECT_FALSE(r->contains("capacity")) << "an unbounded period has no capacity";
 }
 
+TEST(UsageReport, JobsGroupByNameAndLeasesFromBeforeTheLedgerKeptThemShowSo) {
+  UsageCell a = Cell("vision", "p", "H100-80GB", 1), b = Cell("vision", "q", "H100-80GB", 2),
+            old = Cell("nlp", "p", "L4", 4);
+  a.job = b.job = "job-node0-42";  // two projects of one job
+  absl::StatusOr<json> r =
+      UsageReport({a, b, old}, UsageQuery{.from_s = 0, .to_s = 10, .group_by = "job"}, Viewer::Operator(), Config(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)["rows"].size(), 2u) << r->dump();
+  EXPECT_EQ((*r)["rows"][0]["group"], "(not recorded)");
+  EXPECT_DOUBLE_EQ((*r)["rows"][0]["gpu_hours"].get<double>(), 4);
+  EXPECT_EQ((*r)["rows"][1]["group"], "job-node0-42");
+  EXPECT_DOUBLE_EQ((*r)["rows"][1]["gpu_hours"].get<double>(), 3);
+  EXPECT_EQ((*r)["rows"][1]["cost_cents"], 900);
+}
+
 TEST(UsageReport, ATeamSeesItsRowsAndTheOthersAsOneLine) {
   std::vector<UsageCell> cells = {Cell("vision", "a", "H100-80GB", 1), Cell("nlp", "secret", "L4", 2)};
   absl::StatusOr<json> r =
