@@ -5,6 +5,7 @@
 //   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens --journal head.db
 //                --listen 127.0.0.1:7070
 //   gpupool agent --head 127.0.0.1:7070 --node node-1 --simulate 4xH100-80GB --token-file agent.token
+//                 --http-listen 127.0.0.1:9401     # the node's device metrics (agent_http.h)
 //
 // The agent starts jobs' workers on the head's word, as the team's `run_as` user when it runs as
 // root (and as root only with --allow-root-workers); they die with it.
