@@ -108,6 +108,14 @@ function drawSavings(s){
   $("savings-summary").dataset.pooledCents = s.pooled.cost_cents;
   $("savings-summary").dataset.peakCents = s.dedicated_peak.cost_cents;
 }
+// The savings report sweeps the ledger of 7 days: fetched once a minute, not on every refresh.
+let savingsAt = 0, savingsLast = null;
+async function savingsReport(now){
+  if (savingsLast && now - savingsAt < 60) return savingsLast;
+  savingsLast = await api("/api/v1/savings?since=" + (now - 7 * 86400) + "&until=" + now).catch((e) => ({error: e.message}));
+  savingsAt = now;
+  return savingsLast;
+}
 async function refresh(){
   if (!sessionStorage.getItem("gpupool-token")) { $("board").hidden = true; return; }
   try {
@@ -116,7 +124,7 @@ async function refresh(){
     const [status, queue, usage, history, savings] = await Promise.all([api("/api/v1/status"), api("/api/v1/queue"),
         api("/api/v1/usage?by=team&since=" + (now - period) + "&until=" + now),
         api("/api/v1/history?since=" + (now - 86400) + "&until=" + (now + 1)).catch(() => ({rows: []})),
-        api("/api/v1/savings?since=" + (now - 7 * 86400) + "&until=" + now).catch((e) => ({error: e.message}))]);
+        savingsReport(now)]);
     drawHistory(history.rows.filter(r => !r.scope.startsWith("model:")));
     drawModels(history.rows);
     if (savings.error) { $("savings").tBodies[0].replaceChildren(); $("savings-summary").textContent = savings.error; }
@@ -152,8 +160,8 @@ async function refresh(){
     $("error").textContent = e.message;
   }
 }
-$("login").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("gpupool-token", $("token").value); $("token").value = ""; refresh(); });
-$("forget").addEventListener("click", () => { sessionStorage.removeItem("gpupool-token"); $("board").hidden = true; });
+$("login").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("gpupool-token", $("token").value); $("token").value = ""; savingsLast = null; refresh(); });
+$("forget").addEventListener("click", () => { sessionStorage.removeItem("gpupool-token"); savingsLast = null; $("board").hidden = true; });
 $("period").addEventListener("change", refresh);
 refresh();
 setInterval(refresh, 5000);
