@@ -89,6 +89,11 @@ void RunUsage(const UsageFlags& flags) {
   auto add = [&](const std::string& group, const json& r) {
     std::vector<std::string> line = {group, absl::StrFormat("%.3f", r["gpu_hours"].get<double>()),
                                      r.contains("leases") ? std::to_string(r["leases"].get<int64_t>()) : ""};
+    // Busy versus leased (seff), over the leases whose job said how long they were busy; "-" when
+    // none did, blank for capacity lines.
+    const bool measured = r.contains("efficiency") && r["efficiency"].is_number();
+    line.push_back(!r.contains("efficiency") ? "" : measured ? absl::StrFormat("%.3f", r["busy_gpu_hours"].get<double>()) : "-");
+    line.push_back(!r.contains("efficiency") ? "" : measured ? absl::StrFormat("%.0f%%", 100 * r["efficiency"].get<double>()) : "-");
     if (flags.cost) line.push_back(Money(r["cost_cents"]));
     lines.push_back(std::move(line));
   };
@@ -102,7 +107,7 @@ void RunUsage(const UsageFlags& flags) {
     add("(unavailable)", report["unavailable"]);
     add("(idle)", report["idle"]);
   }
-  std::vector<std::string> header = {absl::AsciiStrToUpper(flags.by), "GPU-HOURS", "LEASES"};
+  std::vector<std::string> header = {absl::AsciiStrToUpper(flags.by), "GPU-HOURS", "LEASES", "BUSY-HOURS", "EFFICIENCY"};
   if (flags.cost) header.push_back("COST-USD");
   if (format == "csv") {
     std::vector<std::string> h;

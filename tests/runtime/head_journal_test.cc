@@ -270,7 +270,7 @@ TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
     ASSERT_TRUE(journal->Flush().ok());
   }
   RawSql(path_,
-         "DROP TABLE history; ALTER TABLE ledger DROP COLUMN job; "
+         "DROP TABLE history; ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
          "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   std::unique_ptr<HeadJournal> journal = OpenJournal();
   absl::StatusOr<std::vector<UsageRow>> usage = journal->Usage(0, 3600, UsageGroup::kTeam);
@@ -295,7 +295,9 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsJobIdsInPlace) {
     journal->RecordLease(Lease("open", "team-b", 2.0, 0, "s4/job-host-77/team-b/3/0"));  // open across it
     ASSERT_TRUE(journal->Flush().ok());
   }
-  RawSql(path_, "ALTER TABLE ledger DROP COLUMN job; UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  RawSql(path_,
+         "ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
+         "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
   std::unique_ptr<HeadJournal> journal = OpenJournal();
   journal->CloseLease("open", 3600, "released");
   ASSERT_TRUE(journal->Flush().ok());
@@ -315,6 +317,38 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsJobIdsInPlace) {
   journal.reset();
   EXPECT_EQ(RawSqlText(path_, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(kJournalSchemaVersion));
+}
+
+// The busy time a job gives at release is kept with the ledger row, capped at what the lease held,
+// and prorated when the period cuts the lease; leases whose busy time is unknown count as leased
+// only (efficiency is busy over the measured part).
+TEST_F(HeadJournalTest, BusyTimeIsKeptCappedAndProratedToThePeriod) {
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  journal->RecordLease(Lease("half-busy", "team-a", 2.0, 0));  // [0, 3600) on 2 GPUs: 7200 GPU-s
+  journal->CloseLease("half-busy", 3600, "released", 3600);
+  journal->RecordLease(Lease("boastful", "team-b", 1.0, 0));   // claims more than it held
+  journal->CloseLease("boastful", 3600, "released", 99999);
+  journal->RecordLease(Lease("silent", "team-c", 1.0, 0));     // an older client: unknown
+  journal->CloseLease("silent", 3600, "released");
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<LedgerEntry>> ledger = journal->Ledger(0, 1e12);
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  ASSERT_EQ(ledger->size(), 3u);
+  EXPECT_EQ((*ledger)[0].busy_gpu_s, 3600);
+  EXPECT_EQ((*ledger)[1].busy_gpu_s, 3600) << "capped at 1 GPU x 3600 s";
+  EXPECT_EQ((*ledger)[2].busy_gpu_s, -1);
+  // The first half hour only: half of each lease.
+  absl::StatusOr<std::vector<UsageCell>> cells = journal->UsageCells(0, 1800);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_EQ(cells->size(), 3u);
+  EXPECT_DOUBLE_EQ((*cells)[0].gpu_hours, 1);
+  EXPECT_DOUBLE_EQ((*cells)[0].measured_gpu_hours, 1);
+  EXPECT_DOUBLE_EQ((*cells)[0].busy_gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[1].busy_gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[1].measured_gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[2].gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[2].measured_gpu_hours, 0) << "unknown busy time is not measured";
+  EXPECT_DOUBLE_EQ((*cells)[2].busy_gpu_hours, 0);
 }
 
 TEST_F(HeadJournalTest, HistoryIsKeptForItsRetentionOnly) {

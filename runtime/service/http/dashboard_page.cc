@@ -30,7 +30,7 @@ table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #d
 <h2>Nodes and GPUs</h2><div id="health"></div>
 <h2>Queue</h2><table id="queue"><thead><tr><th>state</th><th>id</th><th>team</th><th>class</th><th>reason</th></tr></thead><tbody></tbody></table>
 <h2>Usage and cost, last <select id="period"><option value="86400">24 hours</option><option value="604800">7 days</option><option value="2592000">30 days</option></select></h2>
-<table id="usage"><thead><tr><th>team</th><th>GPU-hours</th><th>leases</th><th>cost (USD)</th></tr></thead><tbody></tbody></table>
+<table id="usage"><thead><tr><th>team</th><th>GPU-hours</th><th>leases</th><th>cost (USD)</th><th>busy / leased</th></tr></thead><tbody></tbody></table>
 <p id="capacity" class="muted"></p>
 <h2>Savings, last 7 days <span class="muted">(each team owning its peak or p95 of GPUs per model, against the pooled fleet)</span></h2>
 <table id="savings"><thead><tr><th>team</th><th>model</th><th>GPU-hours</th><th>peak GPUs</th><th>p95 GPUs</th><th>dedicated at peak (USD)</th><th>dedicated at p95 (USD)</th></tr></thead><tbody></tbody></table>
@@ -150,8 +150,10 @@ async function refresh(){
     for (const l of queue.leases) q.appendChild(row(["running", l.lease, l.team, l.priority_class, ""]));
     for (const p of queue.pending) q.appendChild(row(["pending", p.request, p.team, "", p.reason]));
     const u = $("usage").tBodies[0]; u.replaceChildren();
-    for (const r of usage.rows) u.appendChild(row([r.group, r.gpu_hours.toFixed(3), r.leases, (r.cost_cents / 100).toFixed(2)]));
-    if (usage.other_teams) u.appendChild(row(["(other teams)", usage.other_teams.gpu_hours.toFixed(3), usage.other_teams.leases, (usage.other_teams.cost_cents / 100).toFixed(2)]));
+    // Efficiency over the leases whose job said how long they were busy ("-": none yet).
+    const eff = (r) => r.efficiency === null || r.efficiency === undefined ? "-" : (100 * r.efficiency).toFixed(0) + "%";
+    for (const r of usage.rows) u.appendChild(row([r.group, r.gpu_hours.toFixed(3), r.leases, (r.cost_cents / 100).toFixed(2), eff(r)]));
+    if (usage.other_teams) u.appendChild(row(["(other teams)", usage.other_teams.gpu_hours.toFixed(3), usage.other_teams.leases, (usage.other_teams.cost_cents / 100).toFixed(2), eff(usage.other_teams)]));
     if (usage.idle) u.appendChild(row(["(idle)", usage.idle.gpu_hours.toFixed(3), "", (usage.idle.cost_cents / 100).toFixed(2)]));
     $("capacity").textContent = usage.capacity ? "capacity " + usage.capacity.gpu_hours.toFixed(1) + " GPU-hours, " +
         (usage.capacity.cost_cents / 100).toFixed(2) + " USD; utilisation " + (100 * usage.utilisation).toFixed(1) + "%" : "";

@@ -117,7 +117,9 @@ class HeadJournal {
   // The grant: records the lease and removes its request (lease.request_id), atomically.
   JournalTicket RecordLease(LeaseRecord lease);
   // Released, revoked or lost: moves the lease into the ledger as [granted_s, end_s), atomically.
-  JournalTicket CloseLease(std::string lease_id, double end_s, std::string cause);
+  // `busy_gpu_s`: how long the job's tasks ran on it (seconds x GPUs), negative when unknown; capped
+  // at what the lease held (end_s - granted_s) x gpus.
+  JournalTicket CloseLease(std::string lease_id, double end_s, std::string cause, double busy_gpu_s = -1);
   JournalTicket RecordCheckpoint(CheckpointRecord checkpoint);
   JournalTicket RemoveCheckpoints(std::string task_key);  // the task is done: all its versions
   // A sample of the pool's history; rows older than `keep_after_s` are dropped with it.

@@ -56,10 +56,12 @@ CREATE INDEX history_by_time ON history(t_s);
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 COMMIT;
 )sql",
-    // 3: the job each closed lease served (usage --by job). Rows closed before it keep ''.
+    // 3: the job each closed lease served (usage --by job; rows closed before it keep '') and how
+    // long the job said its tasks kept it busy (pool seconds x GPUs; -1: not said).
     R"sql(
 BEGIN IMMEDIATE;
 ALTER TABLE ledger ADD COLUMN job TEXT NOT NULL DEFAULT '';
+ALTER TABLE ledger ADD COLUMN busy_gpu_s REAL NOT NULL DEFAULT -1;
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
 COMMIT;
 )sql",

@@ -13,7 +13,8 @@
 //   ledger(seq PK, ...)                   closed leases, append-only; indexed by end time
 //   checkpoints((task_key, version) PK)   every committed checkpoint version
 // Version 2 adds history(seq PK, t_s, scope, ...), the sampled aggregates; version 3 adds
-// ledger.job (the job a closed lease served, kJobOfRequestSql; '' for rows closed before version 3).
+// ledger.job (the job a closed lease served, kJobOfRequestSql; '' for rows closed before version 3)
+// and ledger.busy_gpu_s (pool seconds x GPUs its tasks ran, as the job said at release; -1: unknown).
 // The job_id columns of jobs, requests and leases hold a job's *key*, a secret it reclaims with:
 // never copied into the ledger or shown.
 #ifndef GPUPOOL_RUNTIME_SERVICE_JOURNAL_HEAD_JOURNAL_SCHEMA_H_
@@ -24,7 +25,7 @@
 
 namespace gpupool::runtime {
 
-// 1: jobs, nodes, requests, leases, ledger, checkpoints; 2: history; 3: ledger.job.
+// 1: jobs, nodes, requests, leases, ledger, checkpoints; 2: history; 3: ledger.job, busy_gpu_s.
 inline constexpr int kJournalSchemaVersion = 3;
 
 // SQL for the job a lease served, from its `request_id` column: a job names its own requests and

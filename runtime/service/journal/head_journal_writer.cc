@@ -27,13 +27,16 @@ constexpr char kPutRequest[] =
 
 // The ledger row takes the lease's own accounting columns, in the same transaction as the delete.
 // The job column comes from the lease's request id (kJobOfRequestSql), never from its job_id,
-// which holds the job's key.
+// which holds the job's key; the busy time is the job's word, capped at the lease's GPU-seconds.
 std::string LeaseToLedgerSql() {
   return absl::StrCat(
       "INSERT INTO ledger(lease_id, team, project, workload_class, priority_class, gpu_model, gpus, "
-      "start_s, end_s, end_cause, job) "
+      "start_s, end_s, end_cause, job, busy_gpu_s) "
       "SELECT lease_id, team, project, workload_class, priority_class, gpu_model, gpus, granted_s, "
-      "?2, ?3, ", kJobOfRequestSql, " FROM leases WHERE lease_id = ?1");
+      "?2, ?3, ", kJobOfRequestSql, ","
+      // A job cannot have been busier than what it held: its figure is capped there.
+      " CASE WHEN ?4 < 0 THEN -1 ELSE MIN(?4, MAX(0, (?2 - granted_s) * gpus)) END"
+      " FROM leases WHERE lease_id = ?1");
 }
 
 absl::Status Prepare(const sqlite::Db& db, const char* sql, sqlite::Statement* out) {
@@ -163,7 +166,7 @@ absl::Status JournalWriter::Apply(const LeaseRecord& lease) {
 absl::Status JournalWriter::Apply(const LeaseClosing& closing) {
   std::string what = absl::StrCat("closing lease ", closing.lease_id, " into the ledger");
   absl::Status st =
-      s_->lease_to_ledger.RunWith(what, closing.lease_id, closing.end_s, closing.cause);
+      s_->lease_to_ledger.RunWith(what, closing.lease_id, closing.end_s, closing.cause, closing.busy_gpu_s);
   if (!st.ok()) return st;
   return s_->delete_lease.RunWith(what, closing.lease_id);
 }
