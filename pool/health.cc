@@ -13,9 +13,22 @@ absl::string_view HealthStateName(HealthState state) {
     case HealthState::kHealthy: return "healthy";
     case HealthState::kDegraded: return "degraded";
     case HealthState::kDraining: return "draining";
+    case HealthState::kQuarantined: return "quarantined";
+    case HealthState::kFailed: return "failed";
     case HealthState::kLost: return "lost";
   }
   return "unknown";
+}
+
+bool ParseHealthStateName(absl::string_view name, HealthState* state) {
+  for (HealthState s : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kDraining,
+                        HealthState::kQuarantined, HealthState::kFailed, HealthState::kLost}) {
+    if (HealthStateName(s) == name) {
+      *state = s;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string ThrottleReasonNames(uint64_t mask) {
@@ -73,6 +86,13 @@ HealthVerdict AssessHealth(const GpuHealthReading& r, HealthState previous) {
   if (r.remap_failed) raise(HealthState::kDraining, "row remapping failed");
   if (r.retirement_pending) raise(HealthState::kDraining, "page retirement pending (needs a GPU reset)");
   if (r.data_corruption_detected) raise(HealthState::kDraining, "silent data corruption detected");
+  if (r.recovery_action > 0) {
+    static constexpr const char* kActions[] = {"none", "a GPU reset", "a node reboot", "draining peer-to-peer traffic",
+                                               "a drain and reset"};
+    raise(HealthState::kDraining,
+          absl::StrCat("the driver asks for ",
+                       r.recovery_action < 5 ? kActions[r.recovery_action] : absl::StrCat("recovery action ", r.recovery_action)));
+  }
   constexpr uint64_t kHarmfulThrottle =
       kThrottleHwSlowdown | kThrottleSwThermal | kThrottleHwThermal | kThrottleHwPowerBrake;
   if (r.throttle_reasons & kHarmfulThrottle) {

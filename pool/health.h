@@ -11,6 +11,7 @@
 //     the bus and is lost until the node is repaired.
 //   - A pending row remap or page retirement needs a GPU reset: drain.
 //   - Uncorrectable volatile ECC errors: drain. Correctable ones alone only degrade.
+//   - The driver's recovery action (reset, reboot, drain) drains.
 //   - Thermal or power-brake throttling degrades (placement may prefer other GPUs).
 // Thread-safety: pure functions.
 #ifndef GPUPOOL_POOL_HEALTH_H_
@@ -28,9 +29,19 @@ enum class HealthState {
   kHealthy,   // schedulable
   kDegraded,  // schedulable, placement prefers other GPUs
   kDraining,  // no new leases; running leases are revoked with their grace period
-  kLost,      // gone (fell off the bus, driver cannot reach it): leases are lost
+  // The next two come from the health state machine (pool/health_machine.h), never from a
+  // reading: AssessHealth does not return them.
+  kQuarantined,  // drained and empty: no leases; diagnosed until it passes (healthy) or fails
+  kFailed,       // failed its diagnostics too often: out of service until an operator repairs it
+  kLost,         // gone (fell off the bus, driver cannot reach it): leases are lost
 };
 absl::string_view HealthStateName(HealthState state);  // "healthy", "degraded", ...
+// The inverse of HealthStateName; false for any other text.
+bool ParseHealthStateName(absl::string_view name, HealthState* state);
+// Whether the scheduler may place new leases on a GPU in `state` (healthy or degraded).
+inline bool Schedulable(HealthState state) {
+  return state == HealthState::kHealthy || state == HealthState::kDegraded;
+}
 
 // Throttle reasons as NVML reports them (nvmlClocksEventReasons bit values).
 enum ThrottleReason : uint64_t {
@@ -61,6 +72,10 @@ struct GpuHealthReading {
   std::vector<int> xids;                 // XID events since the previous reading
   uint64_t throttle_reasons = 0;         // ThrottleReason bits
   int temperature_c = -1;                // -1 when unknown
+  // The driver's own verdict (NVML field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R550 and later):
+  // 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer, 4 drain and reset; -1 when the driver
+  // does not have it. Anything but none drains.
+  int recovery_action = -1;
   // Faults only an active test finds (a memory pattern test, DCGM diagnostics); the simulated
   // driver sets it for injected silent corruption.
   bool data_corruption_detected = false;

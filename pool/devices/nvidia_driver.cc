@@ -482,6 +482,12 @@ GpuHealthReading NvidiaDriver::ReadCounters(nvmlDevice_t device) const {
     r.remap_pending = remap_pending != 0;
     r.remap_failed = remap_failed != 0;
   }
+  // The driver's recovery action: absent (NOT_SUPPORTED per field) before R550.
+  nvml::nvmlFieldValue_t field{};
+  field.fieldId = nvml::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+  if (watch.Ok(Call(api.nvmlDeviceGetFieldValues, device, 1, &field)) && field.nvmlReturn == nvml::NVML_SUCCESS) {
+    r.recovery_action = static_cast<int>(field.value.uiVal);
+  }
 
   unsigned long long reasons = 0;
   if (watch.Ok(Call(api.nvmlDeviceGetCurrentClocksEventReasons, device, &reasons))) {

@@ -308,6 +308,28 @@ using PFN_nvmlDeviceGetRemappedRows = nvmlReturn_t (*)(nvmlDevice_t device,
                                                        unsigned int* unc_rows,
                                                        unsigned int* is_pending,
                                                        unsigned int* failure_occurred);
+// nvmlFieldValue_t (40 bytes): one field of nvmlDeviceGetFieldValues, asked by fieldId.
+union nvmlValue_t {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+};
+struct nvmlFieldValue_t {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;  // nvmlValueType_t
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+};
+static_assert(sizeof(nvmlFieldValue_t) == 40, "NVML's layout");
+inline constexpr unsigned int NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230;  // value.uiVal: 0 none ... 4
+// nvmlDeviceGetFieldValues
+using PFN_nvmlDeviceGetFieldValues = nvmlReturn_t (*)(nvmlDevice_t device, int values_count,
+                                                      nvmlFieldValue_t* values);
 // nvmlDeviceGetCurrentClocksEventReasons (R535 and later) and its older name
 // nvmlDeviceGetCurrentClocksThrottleReasons share this signature.
 using PFN_nvmlDeviceGetCurrentClocksEventReasons = nvmlReturn_t (*)(nvmlDevice_t device,
@@ -411,6 +433,7 @@ struct NvmlApi {
   PFN_nvmlDeviceGetRetiredPages nvmlDeviceGetRetiredPages = nullptr;
   PFN_nvmlDeviceGetRetiredPagesPendingStatus nvmlDeviceGetRetiredPagesPendingStatus = nullptr;
   PFN_nvmlDeviceGetRemappedRows nvmlDeviceGetRemappedRows = nullptr;
+  PFN_nvmlDeviceGetFieldValues nvmlDeviceGetFieldValues = nullptr;
   // Resolved from nvmlDeviceGetCurrentClocksEventReasons, else the older
   // nvmlDeviceGetCurrentClocksThrottleReasons.
   PFN_nvmlDeviceGetCurrentClocksEventReasons nvmlDeviceGetCurrentClocksEventReasons = nullptr;

@@ -76,6 +76,7 @@ absl::Status ResolveNvml(void* library, const std::string& path, NvmlApi& api) {
   Resolve(library, "nvmlDeviceGetRetiredPagesPendingStatus",
           api.nvmlDeviceGetRetiredPagesPendingStatus);
   Resolve(library, "nvmlDeviceGetRemappedRows", api.nvmlDeviceGetRemappedRows);
+  Resolve(library, "nvmlDeviceGetFieldValues", api.nvmlDeviceGetFieldValues);
   ResolveEither(library, "nvmlDeviceGetCurrentClocksEventReasons",
                 "nvmlDeviceGetCurrentClocksThrottleReasons",
                 api.nvmlDeviceGetCurrentClocksEventReasons);

@@ -5,15 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/agent/agent_control.h"
+#include "runtime/agent/node_agent_capabilities.h"
+#include "runtime/rpc/health_codec.h"
 #include "runtime/rpc/rpc_connection.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/pool_service.capnp.h"
 
 namespace gpupool::runtime {
-
-struct NodeAgent::Capabilities {
-  std::optional<rpc::AgentSession::Client> session;
-};
 
 NodeAgent::NodeAgent(NodeAgentOptions options)
     : options_(std::move(options)),
@@ -21,7 +19,7 @@ NodeAgent::NodeAgent(NodeAgentOptions options)
           .node = options_.node.nodes.empty() ? std::string() : options_.node.nodes[0].name,
           .allow_root_workers = options_.allow_root_workers})),
       caps_(std::make_unique<Capabilities>()) {
-  for (const pool::DiscoveredGpu& gpu : options_.node.nodes[0].gpus) health_[gpu.index] = gpu.health;
+  for (const pool::DiscoveredGpu& gpu : options_.node.nodes[0].gpus) health_[gpu.index] = {gpu.health, {}};
 }
 
 absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions options) {
@@ -48,6 +46,12 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
   if (!c.ok()) return c.status();
   agent->connection_ = *std::move(c);
   agent->thread_ = std::thread([raw = agent.get()] { raw->Loop(); });
+  if (agent->options_.diagnostic != nullptr) {
+    agent->diagnostics_thread_ = std::thread([raw = agent.get()] { raw->DiagnosticsLoop(); });
+  }
+  if (!agent->options_.health_check_program.empty()) {
+    agent->health_check_thread_ = std::thread([raw = agent.get()] { raw->HealthCheckLoop(); });
+  }
   return agent;
 }
 
@@ -58,6 +62,8 @@ NodeAgent::~NodeAgent() {
   }
   cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
+  if (diagnostics_thread_.joinable()) diagnostics_thread_.join();
+  if (health_check_thread_.joinable()) health_check_thread_.join();
   if (connection_ != nullptr) {
     connection_->Sync([this] {
       loop_.AssertOnThread();
@@ -81,10 +87,17 @@ void NodeAgent::Loop() {
   MutexLock lock(&mu_);
   while (!cv_.WaitFor(&mu_, options_.heartbeat_interval, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
     lock.Unlock();
-    absl::Status st = connection_->Call([this]() -> kj::Promise<absl::Status> {
+    std::vector<DiagnosticPlan::GpuView> view;
+    absl::Status st = connection_->Call([this, &view]() -> kj::Promise<absl::Status> {
       loop_.AssertOnThread();
       return caps_->session->heartbeatRequest().send().then(
-          [](capnp::Response<rpc::AgentSession::HeartbeatResults>&&) { return absl::OkStatus(); });
+          [&view](capnp::Response<rpc::AgentSession::HeartbeatResults>&& resp) {
+            for (rpc::GpuHealthState::Reader g : resp.getGpus()) {
+              std::optional<pool::HealthState> state = rpc::HealthFromWire(static_cast<uint16_t>(g.getHealth()));
+              if (state.has_value()) view.push_back({g.getIndex(), *state, g.getLeased()});
+            }
+            return absl::OkStatus();
+          });
     });
     if (options_.driver != nullptr && std::chrono::steady_clock::now() >= next_health) {
       PollHealth();
@@ -92,25 +105,7 @@ void NodeAgent::Loop() {
     }
     lock.Lock();
     if (st.ok()) ++heartbeats_;
-  }
-}
-
-void NodeAgent::PollHealth() {
-  for (auto& [index, previous] : health_) {
-    absl::StatusOr<pool::GpuHealthReading> reading = options_.driver->ReadHealth(pool::GpuRef{options_.driver_node, index});
-    pool::HealthVerdict verdict = reading.ok() ? pool::AssessHealth(*reading, previous)
-                                               : pool::HealthVerdict{pool::HealthState::kLost, {}};
-    if (verdict.state == previous) continue;
-    absl::Status st = connection_->Call([this, index = index, state = verdict.state]() -> kj::Promise<absl::Status> {
-      loop_.AssertOnThread();
-      auto req = caps_->session->reportHealthRequest();
-      req.setGpuIndex(index);
-      req.setHealth(static_cast<rpc::Health>(static_cast<uint16_t>(state)));
-      return req.send().then([](capnp::Response<rpc::AgentSession::ReportHealthResults>&& resp) {
-        return rpc::DecodeStatus(resp.getStatus());
-      });
-    });
-    if (st.ok()) previous = verdict.state;  // else told again at the next poll
+    if (st.ok()) head_view_ = std::move(view);
   }
 }
 

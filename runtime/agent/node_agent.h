@@ -25,10 +25,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pool/devices/device_driver.h"
 #include "pool/health.h"
+#include "runtime/agent/diagnostics.h"
 #include "runtime/agent/worker_launcher.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/sync/mutex.h"
@@ -52,6 +54,16 @@ struct NodeAgentOptions {
   // Workers may run as root: when the agent is root and a team has no run_as user
   // (`gpupool agent --allow-root-workers`). Otherwise such a team's workers are refused.
   bool allow_root_workers = false;
+
+  // Health (node_agent_health.cc). Active diagnostics: null `diagnostic`, none; otherwise on GPUs
+  // the head reports idle and on quarantined ones (runtime/agent/diagnostics.h). Not owned.
+  GpuDiagnostic* diagnostic = nullptr;
+  DiagnosticPolicy diagnostics;
+  // The operators' node health check (runtime/agent/health_check.h); empty: none.
+  std::string health_check_program;
+  std::chrono::milliseconds health_check_every{300'000};
+  // Prints what the agent's health threads did (diagnostics run, checks failed); null: silent.
+  std::function<void(const std::string&)> log;
 };
 
 class NodeAgent {
@@ -71,6 +83,12 @@ class NodeAgent {
   explicit NodeAgent(NodeAgentOptions options);
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);  // the heartbeat thread
   void PollHealth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(heartbeat_);
+  // The diagnostics thread and the health-check thread (node_agent_health.cc).
+  void DiagnosticsLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void HealthCheckLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits `d` or until the agent stops; true when it stops.
+  bool StopWithin(std::chrono::milliseconds d) ABSL_LOCKS_EXCLUDED(mu_);
+  void Log(const std::string& line) const;
 
   NodeAgentOptions options_;
   // Outlives the connection (whose AgentControl capability uses it): reset after it.
@@ -82,14 +100,18 @@ class NodeAgent {
   ThreadConfined loop_;
   ThreadConfined heartbeat_;
   std::unique_ptr<Capabilities> caps_ ABSL_PT_GUARDED_BY(loop_);
-  // Last verdict per GPU index (set by the constructor, before the thread starts).
-  std::map<int, pool::HealthState> health_ ABSL_GUARDED_BY(heartbeat_);
+  // Last verdict reported per GPU index (set by the constructor, before the thread starts).
+  std::map<int, pool::HealthVerdict> health_ ABSL_GUARDED_BY(heartbeat_);
 
   mutable Mutex mu_;
   CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+  // The head's view of this node's GPUs, from its last heartbeat answer.
+  std::vector<DiagnosticPlan::GpuView> head_view_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+  std::thread diagnostics_thread_;
+  std::thread health_check_thread_;
 };
 
 }  // namespace gpupool::runtime

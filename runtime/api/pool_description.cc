@@ -59,7 +59,7 @@ std::optional<MigMode> ParseMigMode(std::string_view name) {
 std::optional<HealthState> ParseHealthState(std::string_view name) {
   return Parse<HealthState>(name, HealthStateName,
                             {HealthState::kHealthy, HealthState::kDegraded, HealthState::kDraining,
-                             HealthState::kLost});
+                             HealthState::kQuarantined, HealthState::kFailed, HealthState::kLost});
 }
 
 PoolDescription DescribePool(const PoolOptions& options) {

@@ -29,6 +29,7 @@ class CommandFailed : public std::runtime_error {
 void RegisterDemoCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
 void RegisterHeadCommand(CLI::App& app);  // and `agent`
+void RegisterGpuCommands(CLI::App& app);  // `gpu` and `node` (gpu_command.cc)
 void RegisterMigCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
 void RegisterStatusCommands(CLI::App& app);  // `status` and `queue`

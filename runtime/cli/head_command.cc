@@ -26,6 +26,7 @@
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
 #include "runtime/cli/agent_http.h"
+#include "runtime/cli/agent_health_flags.h"
 #include "runtime/cli/command.h"
 #include "runtime/service/pool_service.h"
 #include "runtime/service/pool_server.h"
@@ -103,6 +104,7 @@ struct HeadFlags {
   std::string http_listen;  // empty: no HTTP endpoint
   double history_interval_s = 60;
   int history_retention_days = 30;
+  pool::HealthPolicy health;  // when a quarantined GPU returns, when it is given up
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -130,8 +132,12 @@ void RunHead(const HeadFlags& flags) {
   if (!driver.ok()) throw CommandFailed(std::string(driver.status().message()));
   absl::StatusOr<std::vector<pool::DiscoveredNode>> nodes = driver->driver->Discover();
   if (!nodes.ok()) throw CommandFailed(std::string(nodes.status().message()));
+  if (flags.health.passes_to_return < 1 || flags.health.failures_to_fail < 1) {
+    throw CommandFailed("--health-passes-to-return and --health-failures-to-fail must be at least 1");
+  }
   absl::StatusOr<std::unique_ptr<runtime::PoolService>> pool = runtime::PoolService::Start(runtime::PoolServiceOptions{
-      .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes});
+      .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes,
+      .health_policy = flags.health});
   if (!pool.ok()) throw CommandFailed(std::string(pool.status().message()));
   runtime::PoolServerOptions so;
   so.address = host;
@@ -193,7 +199,14 @@ struct AgentFlags {
   int heartbeat_ms = 500;
   bool allow_root_workers = false;
   AgentHttpFlags http;
+  AgentHealthFlags health;  // agent_health_flags.h
 };
+
+absl::StatusOr<std::unique_ptr<runtime::NodeAgent>> StartAgent(runtime::NodeAgentOptions options,
+                                                               const AgentHealthFlags& flags, const AgentHealth& health) {
+  ApplyAgentHealth(flags, health, options);
+  return runtime::NodeAgent::Start(std::move(options));
+}
 
 void RunAgent(const AgentFlags& flags) {
   sigset_t stop = BlockStopSignals();
@@ -218,16 +231,18 @@ void RunAgent(const AgentFlags& flags) {
   std::unique_ptr<runtime::DeviceMetricsEndpoint> metrics = StartAgentHttp(
       flags.http, runtime::DeviceMetricsSource{.driver = driver->driver.get(), .driver_node = driver_node,
                                                .gpus = mine.nodes[0].gpus, .hostname = flags.node});
+  AgentHealth health = PrepareAgentHealth(flags.health, *driver->driver, driver_node, (*nodes)[0]);
   // Reconnects with a pause when the head goes away (a restarted head takes its nodes back).
   while (true) {
-    absl::StatusOr<std::unique_ptr<runtime::NodeAgent>> agent = runtime::NodeAgent::Start(runtime::NodeAgentOptions{
+    absl::StatusOr<std::unique_ptr<runtime::NodeAgent>> agent = StartAgent(runtime::NodeAgentOptions{
         .host = host, .port = port, .token = token, .node = mine, .driver = driver->driver.get(),
         .driver_node = driver_node, .heartbeat_interval = std::chrono::milliseconds(flags.heartbeat_ms),
-        .allow_root_workers = flags.allow_root_workers});
+        .allow_root_workers = flags.allow_root_workers}, flags.health, health);
     if (!agent.ok() && !absl::IsUnavailable(agent.status())) throw CommandFailed(std::string(agent.status().message()));
     if (agent.ok()) {
       std::cout << "gpupool agent: node " << flags.node << " (" << mine.nodes[0].gpus.size() << " GPUs) registered with "
                 << flags.head << std::endl;
+      if (health.injector != nullptr) health.injector->Start();  // its clock starts at the first registration
     } else {
       std::cerr << "gpupool agent: " << agent.status().message() << "; retrying" << std::endl;
     }
@@ -272,6 +287,10 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--journal", flags->journal, "SQLite file (WAL) for requests, leases and the usage ledger");
   head->add_option("--reclaim-window-s", flags->reclaim_window_s,
                    "with --journal: how long a vanished job's leases are kept for it to reclaim (default 30)");
+  head->add_option("--health-passes-to-return", flags->health.passes_to_return,
+                   "diagnostics a quarantined GPU must pass in a row to return to service (default 2)");
+  head->add_option("--health-failures-to-fail", flags->health.failures_to_fail,
+                   "failed diagnostics after which a GPU out of service is failed until repaired (default 3)");
   head->callback([flags] { RunHead(*flags); });
 
   auto aflags = std::make_shared<AgentFlags>();
@@ -286,6 +305,7 @@ void RegisterHeadCommand(CLI::App& app) {
                   "an agent running as root may run a team's workers as root when the team has no run_as user "
                   "(otherwise it refuses them)");
   AddAgentHttpFlags(agent, aflags->http);
+  AddAgentHealthFlags(agent, aflags->health);
   agent->callback([aflags] { RunAgent(*aflags); });
 }
 

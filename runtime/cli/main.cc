@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   gpupool::cli::RegisterDemoCommand(app);
   gpupool::cli::RegisterDevicesCommand(app);
   gpupool::cli::RegisterHeadCommand(app);
+  gpupool::cli::RegisterGpuCommands(app);
   gpupool::cli::RegisterMigCommand(app);
   gpupool::cli::RegisterSimulateCommand(app);
   gpupool::cli::RegisterStatusCommands(app);

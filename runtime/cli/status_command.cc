@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/cli/command.h"
 #include "runtime/cli/head_address.h"
+#include "runtime/cli/status_reasons.h"
 #include "runtime/cli/text_table.h"
 #include "runtime/client/head_report.h"
 #include "runtime/rpc/rpc_connection.h"
@@ -31,6 +32,7 @@ using nlohmann::json;
 struct ViewFlags {
   HeadFlags head;
   bool json = false;
+  bool reasons = false;  // status: the unhealthy or drained GPUs with why (status_reasons.cc)
 };
 
 json Parse(const std::string& text) {
@@ -48,6 +50,10 @@ json FetchReport(const ViewFlags& flags) {
 
 void RunStatus(const ViewFlags& flags) {
   json report = FetchReport(flags);
+  if (flags.reasons) {
+    PrintHealthReasons(report, flags.json);
+    return;
+  }
   if (flags.json) {
     std::cout << report.dump(2) << "\n";
     return;
@@ -117,6 +123,8 @@ void RegisterStatusCommands(CLI::App& app) {
   auto status = std::make_shared<ViewFlags>();
   CLI::App* s = app.add_subcommand("status", "Nodes, agents, GPUs and their health on a running head (like sinfo)");
   AddViewFlags(s, *status);
+  s->add_flag("--reasons", status->reasons,
+              "only the GPUs out of service or degraded, with why, since when and who drained them (like sinfo -R)");
   s->callback([status] { RunStatus(*status); });
   auto queue = std::make_shared<ViewFlags>();
   CLI::App* q = app.add_subcommand("queue", "Running leases and pending requests with their reasons (like squeue)");

@@ -39,6 +39,8 @@ Health ToWire(gpupool::HealthState state) {
     case gpupool::HealthState::kHealthy: return Health::HEALTHY;
     case gpupool::HealthState::kDegraded: return Health::DEGRADED;
     case gpupool::HealthState::kDraining: return Health::DRAINING;
+    case gpupool::HealthState::kQuarantined: return Health::QUARANTINED;
+    case gpupool::HealthState::kFailed: return Health::FAILED;
     case gpupool::HealthState::kLost: return Health::LOST;
   }
   return Health::LOST;
@@ -49,6 +51,8 @@ gpupool::HealthState FromWire(Health state) {
     case Health::HEALTHY: return gpupool::HealthState::kHealthy;
     case Health::DEGRADED: return gpupool::HealthState::kDegraded;
     case Health::DRAINING: return gpupool::HealthState::kDraining;
+    case Health::QUARANTINED: return gpupool::HealthState::kQuarantined;
+    case Health::FAILED: return gpupool::HealthState::kFailed;
     case Health::LOST: return gpupool::HealthState::kLost;
   }
   return gpupool::HealthState::kLost;

@@ -69,6 +69,8 @@ gpupool::HealthState FromPool(pool::HealthState state) {
     case pool::HealthState::kHealthy: return gpupool::HealthState::kHealthy;
     case pool::HealthState::kDegraded: return gpupool::HealthState::kDegraded;
     case pool::HealthState::kDraining: return gpupool::HealthState::kDraining;
+    case pool::HealthState::kQuarantined: return gpupool::HealthState::kQuarantined;
+    case pool::HealthState::kFailed: return gpupool::HealthState::kFailed;
     case pool::HealthState::kLost: return gpupool::HealthState::kLost;
   }
   return gpupool::HealthState::kLost;
@@ -79,6 +81,8 @@ pool::HealthState ToPool(gpupool::HealthState state) {
     case gpupool::HealthState::kHealthy: return pool::HealthState::kHealthy;
     case gpupool::HealthState::kDegraded: return pool::HealthState::kDegraded;
     case gpupool::HealthState::kDraining: return pool::HealthState::kDraining;
+    case gpupool::HealthState::kQuarantined: return pool::HealthState::kQuarantined;
+    case gpupool::HealthState::kFailed: return pool::HealthState::kFailed;
     case gpupool::HealthState::kLost: return pool::HealthState::kLost;
   }
   return pool::HealthState::kLost;

@@ -30,6 +30,8 @@ enum Health {
   degraded @1;
   draining @2;
   lost @3;
+  quarantined @4;  # drained and empty: diagnosed until it passes or fails
+  failed @5;       # failed its diagnostics: out of service until repaired
 }
 
 struct Label {

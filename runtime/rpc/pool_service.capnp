@@ -187,9 +187,23 @@ interface AgentControl {
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are
 # schedulable; when it closes or falls silent, they are lost and their leases revoked as lost.
 interface AgentSession {
-  heartbeat @0 () -> ();
-  # The agent's health verdict for one of its GPUs.
-  reportHealth @1 (gpuIndex :Int32, health :Inventory.Health) -> (status :Status);
+  # The answer says how the head sees each of the node's GPUs, so the agent knows which to
+  # diagnose (idle or quarantined ones); an older head answers with an empty list.
+  heartbeat @0 () -> (gpus :List(GpuHealthState));
+  # The agent's health verdict for one of its GPUs (AssessHealth of a reading: not sticky; the
+  # head's state machine decides what it means), with its reasons.
+  reportHealth @1 (gpuIndex :Int32, health :Inventory.Health, reasons :List(Text)) -> (status :Status);
+  # A diagnostic the agent ran on one of its GPUs (a memory pattern test, a known-answer matmul).
+  reportDiagnostic @2 (gpuIndex :Int32, passed :Bool, detail :Text, durationS :Float64) -> (status :Status);
+  # The operators' health-check program ran on the node (`--health-check-program`); a failure
+  # drains the whole node with its output as the reason.
+  reportNodeCheck @3 (passed :Bool, output :Text) -> (status :Status);
+}
+
+struct GpuHealthState {
+  index @0 :Int32;
+  health @1 :Inventory.Health;
+  leased @2 :Bool;   # some lease holds it now
 }
 
 # The head's bootstrap capability.
@@ -215,4 +229,9 @@ interface PoolService {
       -> (status :Status, report :Text);
   # What pooling saved over [fromS, toS) against dedicated fleets (`gpupool savings`): JSON.
   savings @4 (token :Text, fromS :Float64, toS :Float64) -> (status :Status, report :Text);
+  # An operator's word on GPUs (`gpupool gpu drain|resume|repaired`, `gpupool node drain|resume`):
+  # `action` is "drain", "resume" or "repaired"; `gpuIndex` -1 means every GPU of `node`; `who`
+  # names the operator for the journal. The operators' token only. `report` lists what changed.
+  operateGpus @5 (token :Text, action :Text, node :Text, gpuIndex :Int32, reason :Text, who :Text)
+      -> (status :Status, report :Text);
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/rpc/health_codec.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/rpc/node_codec.h"
 
@@ -13,21 +14,16 @@ AgentSession::~AgentSession() {
   if (!node_.empty()) registry_.Gone(node_, this, "its agent disconnected");
 }
 
-kj::Promise<void> AgentSession::heartbeat(HeartbeatContext) {
+kj::Promise<void> AgentSession::heartbeat(HeartbeatContext context) {
   registry_.Heartbeat(node_, this);
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> AgentSession::reportHealth(ReportHealthContext context) {
-  auto p = context.getParams();
-  auto wire = static_cast<uint16_t>(p.getHealth());
-  absl::Status st;
-  if (wire > static_cast<uint16_t>(pool::HealthState::kLost)) {
-    st = absl::InvalidArgumentError(absl::StrCat("unknown health value ", wire));
-  } else {
-    st = registry_.pool().ReportHealth(pool::GpuRef{node_, p.getGpuIndex()}, static_cast<pool::HealthState>(wire));
+  // How the head sees the node's GPUs: the agent diagnoses the idle and the quarantined ones.
+  std::vector<NodeGpuState> gpus = registry_.pool().NodeGpuStates(node_);
+  auto out = context.getResults().initGpus(gpus.size());
+  for (unsigned i = 0; i < gpus.size(); ++i) {
+    out[i].setIndex(gpus[i].index);
+    out[i].setHealth(rpc::HealthToWire(gpus[i].state));
+    out[i].setLeased(gpus[i].leased);
   }
-  rpc::EncodeStatus(st, context.getResults().initStatus());
   return kj::READY_NOW;
 }
 

@@ -47,8 +47,11 @@ class AgentSession final : public rpc::AgentSession::Server {
   // Once registered: the node it speaks for.
   void set_node(std::string node) { node_ = std::move(node); }
 
-  kj::Promise<void> heartbeat(HeartbeatContext) override;
+  kj::Promise<void> heartbeat(HeartbeatContext context) override;
+  // Health reports (agent_health_rpc.cc): readings, diagnostics and the node's health check.
   kj::Promise<void> reportHealth(ReportHealthContext context) override;
+  kj::Promise<void> reportDiagnostic(ReportDiagnosticContext context) override;
+  kj::Promise<void> reportNodeCheck(ReportNodeCheckContext context) override;
 
  private:
   AgentRegistry& registry_;

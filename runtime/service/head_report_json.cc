@@ -21,6 +21,21 @@ std::string TeamOfRequest(const HeadView& view, const std::string& request_id) {
 
 namespace {
 
+// The GPU's health as its state machine has it (pool/health_machine.h); times in Unix seconds,
+// null where there is none (no diagnostic yet).
+void AddHealthDetails(const std::optional<GpuHealthDetails>& d, nlohmann::json& gpu) {
+  if (!d.has_value()) return;
+  gpu["health"] = std::string(pool::HealthStateName(d->state));
+  gpu["health_reasons"] = d->reasons;
+  gpu["health_since_s"] = d->since_s;
+  gpu["last_diagnostic_s"] = d->last_diagnostic_s.has_value() ? nlohmann::json(*d->last_diagnostic_s) : nlohmann::json();
+  gpu["last_diagnostic_result"] = d->last_diagnostic == pool::DiagnosticResult::kNone
+                                      ? nlohmann::json()
+                                      : nlohmann::json(pool::DiagnosticResultName(d->last_diagnostic));
+  gpu["drained_by"] = d->drained_by.empty() ? nlohmann::json() : nlohmann::json(d->drained_by);
+  gpu["drain_reason"] = d->drain_reason.empty() ? nlohmann::json() : nlohmann::json(d->drain_reason);
+}
+
 // `leases` are those the viewer may see: a GPU lists only those.
 nlohmann::json NodesJson(const HeadView& view, const std::vector<pool::Lease>& leases) {
   using nlohmann::json;
@@ -36,8 +51,10 @@ nlohmann::json NodesJson(const HeadView& view, const std::vector<pool::Lease>& l
       const pool::InventoryGpu& gpu = pool.inventory().gpus()[position];
       json held = json::array();
       for (const pool::Lease* l : on_gpu[absl::StrCat(gpu.ref.node, "/", gpu.ref.index)]) held.push_back(l->id);
-      gpus.push_back({{"index", gpu.ref.index}, {"model", gpu.device.model}, {"memory_mib", gpu.device.memory_mib},
-                      {"health", std::string(pool::HealthStateName(pool.health(gpu.ref)))}, {"leases", held}});
+      json entry = {{"index", gpu.ref.index}, {"model", gpu.device.model}, {"memory_mib", gpu.device.memory_mib},
+                    {"health", std::string(pool::HealthStateName(pool.health(gpu.ref)))}, {"leases", held}};
+      AddHealthDetails(pool.HealthDetails(gpu.ref), entry);
+      gpus.push_back(std::move(entry));
     }
     bool remote = pool.driver() == nullptr;
     std::string state = !remote ? "local" : std::string(view.agents.StateOf(node.name));

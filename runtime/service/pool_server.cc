@@ -1,6 +1,7 @@
 #include "runtime/service/pool_server.h"
 
 #include <future>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -34,6 +35,22 @@ struct Connection {
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
 };
+
+// Each GPU's health as the journal's last event left it: a GPU failed, drained or quarantined
+// before a restart stays so after it. GPUs no longer in the pool are skipped.
+absl::Status RestoreHealth(HeadJournal& journal, PoolService& pool) {
+  absl::StatusOr<std::vector<HealthEventRow>> events = journal.HealthEvents(0, 1e18);
+  if (!events.ok()) return events.status();
+  std::map<std::pair<std::string, int64_t>, const HealthEventRow*> last;
+  for (const HealthEventRow& e : *events) last[{e.node, e.gpu}] = &e;
+  for (const auto& [key, e] : last) {
+    pool::HealthState state;
+    if (!pool::ParseHealthStateName(e->to_state, &state)) continue;  // a newer head's state: start afresh
+    (void)pool.RestoreHealth(pool::GpuRef{e->node, static_cast<int>(e->gpu)}, state, e->reasons, e->t_s,
+                             e->drained_by, e->drain_reason);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -123,6 +140,19 @@ absl::Status PoolServer::Impl::Start() {
         "' (gpupool head --insecure-network, or --gpupool-head-listen under mpirun: tokens travel unencrypted)"));
   }
   if (absl::Status st = durable_.Open(); !st.ok()) return st;
+  if (HeadJournal* journal = durable_.journal(); journal != nullptr) {
+    if (absl::Status st = RestoreHealth(*journal, *pool_); !st.ok()) return st;
+    // Every health transition, with its reason and who made it; queued, never waited for.
+    pool_->SetHealthObserver(
+        [journal](const pool::GpuRef& gpu, const pool::HealthTransition& t, const pool::GpuHealthMachine& after) {
+          journal->RecordHealthEvent(HealthEventRow{.t_s = t.at_s, .node = gpu.node, .gpu = gpu.index,
+                                                    .from_state = std::string(pool::HealthStateName(t.from)),
+                                                    .to_state = std::string(pool::HealthStateName(t.to)),
+                                                    .reason = t.reason, .actor = t.actor, .reasons = after.reasons(),
+                                                    .drained_by = after.drained_by(),
+                                                    .drain_reason = after.drain_reason()});
+        });
+  }
   std::promise<absl::Status> started;
   std::future<absl::Status> result = started.get_future();
   thread_ = std::thread([this, &started] { Run(started); });

@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
     MutexLock lock(&p->mu_);
     p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
     p->liveness_ = std::make_unique<NodeLiveness>(p->inventory_, /*remote=*/p->driver_ == nullptr);
+    p->health_book_ = std::make_unique<GpuHealthBook>(p->inventory_, options.health_policy, WallSeconds());
     // Health as discovered, so the first poll only reports changes; remote nodes are unreachable
     // until their agents say otherwise.
     p->PollHealth();
@@ -179,6 +180,7 @@ void PoolService::ScheduleNow() {
     if (!dirty_) return;
     dirty_ = false;
     Absorb(TimedSchedule());
+    QuarantineEmpty();
   }
   outbox_.Deliver();
 }
@@ -276,7 +278,8 @@ void PoolService::PollHealth() {
   for (const pool::InventoryGpu& gpu : inventory_.gpus()) {
     absl::StatusOr<pool::GpuHealthReading> reading = driver_->ReadHealth(gpu.ref);
     if (!reading.ok()) continue;  // unreadable this time; the next poll tries again
-    ApplyHealth({{gpu.ref, liveness_->Assess(gpu, *reading)}});
+    // The reading alone (not sticky): the GPU's state machine keeps what must be kept.
+    Transitioned(gpu.ref, health_book_->Find(gpu.ref)->OnVerdict(pool::AssessHealth(*reading), WallSeconds()));
   }
 }
 
@@ -290,18 +293,6 @@ void PoolService::ApplyHealth(const std::vector<NodeLiveness::Change>& changes, 
     Absorb(scheduler_->SetGpuHealth(c.gpu, c.state, NowSeconds()), lost_why);
     dirty_ = true;
   }
-}
-
-template <typename F>
-absl::Status PoolService::WithDeliveries(F&& f) {
-  absl::Status st;
-  {
-    MutexLock lock(&mu_);
-    st = f();
-  }
-  cv_.NotifyAll();
-  outbox_.Deliver();
-  return st;
 }
 
 absl::Status PoolService::NodeUp(const std::string& node) {
@@ -318,15 +309,6 @@ absl::Status PoolService::NodeDown(const std::string& node, const std::string& w
     absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->SetUp(node, /*up=*/false);
     if (!changes.ok()) return changes.status();
     ApplyHealth(*changes, absl::StrCat("node '", node, "' is gone: ", why));
-    return absl::OkStatus();
-  });
-}
-
-absl::Status PoolService::ReportHealth(const pool::GpuRef& gpu, pool::HealthState state) {
-  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    absl::StatusOr<std::vector<NodeLiveness::Change>> changes = liveness_->Report(gpu, state);
-    if (!changes.ok()) return changes.status();
-    ApplyHealth(*changes);
     return absl::OkStatus();
   });
 }
@@ -384,6 +366,7 @@ void PoolService::Loop() {
       next_health = std::chrono::steady_clock::now() + health_interval_;
     }
     Absorb(TimedSchedule());
+    QuarantineEmpty();
     if (outbox_.empty()) continue;
     lock.Unlock();
     outbox_.Deliver();

@@ -29,8 +29,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,11 +42,13 @@
 #include "gpupool/pool_description.h"
 #include "pool/config/pool_config.h"
 #include "pool/devices/device_driver.h"
+#include "pool/health_machine.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/scheduler.h"
 #include "runtime/client/lease_book.h"
 #include "runtime/client/pool_client.h"
 #include "runtime/service/availability_log.h"
+#include "runtime/service/gpu_health_book.h"
 #include "runtime/service/listener_outbox.h"
 #include "runtime/service/metrics/pool_metrics.h"
 #include "runtime/service/metrics/pool_snapshot.h"
@@ -66,6 +70,27 @@ struct PoolServiceOptions {
   // until its agent reports it up (NodeUp), and its GPUs' health is what the agent reports.
   std::vector<pool::DiscoveredNode> remote_nodes;
   std::string remote_driver = "simulated";  // what the agents' GPUs are: "nvidia" or "simulated"
+  // When a quarantined GPU returns and when a GPU is given up (pool/health_machine.h).
+  pool::HealthPolicy health_policy;
+};
+
+// How the head sees one GPU's health, for the views (`status --json`, `status --reasons`).
+// Times are Unix seconds.
+struct GpuHealthDetails {
+  pool::HealthState state = pool::HealthState::kHealthy;  // as applied: lost while the agent is away
+  std::vector<std::string> reasons;
+  double since_s = 0;
+  std::optional<double> last_diagnostic_s;
+  pool::DiagnosticResult last_diagnostic = pool::DiagnosticResult::kNone;
+  std::string drained_by;
+  std::string drain_reason;
+};
+
+// One of a node's GPUs as its agent needs to know it (which to diagnose).
+struct NodeGpuState {
+  int index = 0;
+  pool::HealthState state = pool::HealthState::kHealthy;
+  bool leased = false;
 };
 
 class PoolService final : public PoolClient {
@@ -121,8 +146,35 @@ class PoolService final : public PoolClient {
   // for a node the pool does not have.
   absl::Status NodeUp(const std::string& node);
   absl::Status NodeDown(const std::string& node, const std::string& why);
-  // An agent's health verdict for one of its GPUs (applied while its node is up).
-  absl::Status ReportHealth(const pool::GpuRef& gpu, pool::HealthState state);
+  // An agent's health verdict for one of its GPUs (AssessHealth of a reading, not sticky): the
+  // GPU's state machine decides what it means (pool/health_machine.h). Source:
+  // pool_service_health.cc, as are the health methods below.
+  absl::Status ReportHealth(const pool::GpuRef& gpu, pool::HealthState state,
+                            std::vector<std::string> reasons = {});
+  // A diagnostic's outcome on `gpu` (NotFound for a GPU the pool does not have).
+  absl::Status ReportDiagnostic(const pool::GpuRef& gpu, bool passed, const std::string& detail);
+  // An operator's word on `gpu`, or on every GPU of `node` when `gpu` is nullopt: one line per
+  // GPU saying what changed ("node-0/1: healthy -> draining"). NotFound naming an unknown node or
+  // GPU; FailedPrecondition when the machine refuses (resume of a failed GPU), naming the GPU.
+  // Nothing changes unless every GPU accepts.
+  absl::StatusOr<std::vector<std::string>> Operate(const std::string& node, std::optional<int> gpu,
+                                                   pool::OperatorAction action, const std::string& who,
+                                                   const std::string& reason);
+  // Called with every health transition, under the pool's lock (queue it; never call back into
+  // the pool): the head journals them. Replaces the previous observer.
+  // `after` is the GPU's machine once the transition is made. An operator's word that changes no
+  // state (a drain of a quarantined GPU) comes as a transition from a state to itself.
+  using HealthObserver = std::function<void(const pool::GpuRef&, const pool::HealthTransition&,
+                                            const pool::GpuHealthMachine& after)>;
+  void SetHealthObserver(HealthObserver observer);
+  // Takes back a GPU's health as a previous run of the head journaled it (the last event's
+  // `after`), without journaling it again. NotFound for a GPU the pool does not have.
+  absl::Status RestoreHealth(const pool::GpuRef& gpu, pool::HealthState state, std::vector<std::string> reasons,
+                             double since_s, std::string drained_by, std::string drain_reason);
+  // The details of one GPU's health; nullopt for a GPU the pool does not have.
+  std::optional<GpuHealthDetails> HealthDetails(const pool::GpuRef& gpu) const;
+  // The GPUs of `node` with their applied state and whether a lease holds them.
+  std::vector<NodeGpuState> NodeGpuStates(const std::string& node) const;
   // A GPU's health as the scheduler applies it now (lost while its node's agent is away).
   pool::HealthState health(const pool::GpuRef& gpu) const;
   // Nodes whose agent is up, for operators.
@@ -156,6 +208,16 @@ class PoolService final : public PoolClient {
   // Sets GPUs' health as the scheduler sees it, where it changed. Holds mu_.
   void ApplyHealth(const std::vector<NodeLiveness::Change>& changes, const std::string& lost_why = kLeaseLost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies a health machine's transition on `gpu` (if any): journals it through the observer,
+  // and gives the scheduler the GPU's new state (through NodeLiveness: a remote node's GPU stays
+  // lost while its agent is away). A GPU that starts draining with no lease is quarantined at once.
+  void Transitioned(const pool::GpuRef& gpu, const std::optional<pool::HealthTransition>& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the scheduler `gpu`'s new state (see Transitioned).
+  void ApplyMachineState(const pool::GpuRef& gpu, pool::HealthState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Quarantines every draining GPU that no lease holds any more.
+  void QuarantineEmpty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static double WallSeconds();
   // Runs `f` under mu_, then delivers what it queued and wakes the loop.
   template <typename F>
   absl::Status WithDeliveries(F&& f) ABSL_LOCKS_EXCLUDED(mu_);
@@ -184,12 +246,27 @@ class PoolService final : public PoolClient {
   std::map<std::string, LeaseListener*> request_listeners_ ABSL_GUARDED_BY(mu_);  // by request id
   LeaseBook leases_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<NodeLiveness> liveness_ ABSL_GUARDED_BY(mu_);  // over inventory_
+  std::unique_ptr<GpuHealthBook> health_book_ ABSL_GUARDED_BY(mu_);  // over inventory_, Unix seconds
+  HealthObserver health_observer_ ABSL_GUARDED_BY(mu_);
   AvailabilityLog availability_ ABSL_GUARDED_BY(mu_);  // in Unix seconds, for chargeback
   PoolMetrics metrics_ ABSL_GUARDED_BY(mu_);  // in pool seconds
   // Runs a scheduling cycle, timing it for the metrics.
   pool::CycleResult TimedSchedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::thread thread_;
 };
+
+// In the header: pool_service.cc and pool_service_health.cc both use it.
+template <typename F>
+absl::Status PoolService::WithDeliveries(F&& f) {
+  absl::Status st;
+  {
+    MutexLock lock(&mu_);
+    st = f();
+  }
+  cv_.NotifyAll();
+  outbox_.Deliver();
+  return st;
+}
 
 }  // namespace gpupool::runtime
 

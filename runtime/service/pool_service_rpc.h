@@ -30,6 +30,8 @@ class PoolServiceRpc final : public rpc::PoolService::Server {
   kj::Promise<void> usage(UsageContext context) override;
   kj::Promise<void> describe(DescribeContext context) override;
   kj::Promise<void> savings(SavingsContext context) override;
+  // The operators' token only (gpu_operations_rpc.cc).
+  kj::Promise<void> operateGpus(OperateGpusContext context) override;
 
  private:
   const JobSessionDeps deps_;

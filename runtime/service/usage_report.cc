@@ -29,7 +29,7 @@ bool GroupOf(const UsageCell& c, const std::string& by, const pool::PoolConfig& 
   } else if (by == "model") {
     *out = c.gpu_model;
   } else if (by == "job") {
-    // Leases closed before the journal kept their job (schema 3) have none to name.
+    // Leases closed before the journal kept their job (schema 4) have none to name.
     *out = c.job.empty() ? "(not recorded)" : c.job;
   } else if (by == "cost-center") {
     const pool::Team* team = config.scheduling.FindTeam(c.team);

@@ -1,4 +1,5 @@
 #include "pool/health.h"
+#include "pool/health_machine.h"
 
 #include <gtest/gtest.h>
 
@@ -40,6 +41,18 @@ TEST(Health, HardwareXidsDrainAndXid79IsLost) {
   EXPECT_EQ(v.reasons.front(), "XID 79 (fell off the bus)");
 }
 
+TEST(Health, TheDriversRecoveryActionDrains) {
+  GpuHealthReading r = Clean();
+  r.recovery_action = 0;
+  EXPECT_EQ(AssessHealth(r).state, HealthState::kHealthy);
+  r.recovery_action = 1;
+  HealthVerdict v = AssessHealth(r);
+  EXPECT_EQ(v.state, HealthState::kDraining);
+  EXPECT_EQ(v.reasons.front(), "the driver asks for a GPU reset");
+  r.recovery_action = 9;  // a newer driver's action: still not "none"
+  EXPECT_EQ(AssessHealth(r).reasons.front(), "the driver asks for recovery action 9");
+}
+
 TEST(Health, EccRemapAndThrottle) {
   GpuHealthReading r = Clean();
   r.ecc_correctable = 3;
@@ -56,9 +69,29 @@ TEST(Health, EccRemapAndThrottle) {
   EXPECT_EQ(AssessHealth(idle).state, HealthState::kHealthy);
 }
 
+// Issue 24 changed what "until repaired" means: a clean reading still does not return a drained
+// GPU (a driver's AssessHealth keeps it drained, and so does the head's state machine), but
+// passing its diagnostics does, and only a GPU that failed them needs an operator's `repaired`.
 TEST(Health, DrainedStaysDrainedUntilRepaired) {
   EXPECT_EQ(AssessHealth(Clean(), HealthState::kDraining).state, HealthState::kDraining);
   EXPECT_EQ(AssessHealth(Clean(), HealthState::kDegraded).state, HealthState::kHealthy);
+  GpuHealthMachine m({.passes_to_return = 2, .failures_to_fail = 2});
+  m.OnVerdict(AssessHealth([] { GpuHealthReading r = Clean(); r.xids = {48}; return r; }()), 1);
+  m.OnLeasesGone(2);
+  m.OnVerdict(AssessHealth(Clean()), 3);  // the XID is gone from the next reading
+  EXPECT_EQ(m.state(), HealthState::kQuarantined);
+  m.OnDiagnostic(true, "", 4);
+  m.OnDiagnostic(true, "", 5);
+  EXPECT_EQ(m.state(), HealthState::kHealthy);  // diagnosed back, no operator needed
+  m.OnDiagnostic(false, "pattern mismatch", 6);
+  m.OnLeasesGone(7);
+  m.OnDiagnostic(false, "pattern mismatch", 8);
+  EXPECT_EQ(m.state(), HealthState::kFailed);
+  m.OnDiagnostic(true, "", 9);
+  m.OnDiagnostic(true, "", 10);
+  EXPECT_EQ(m.state(), HealthState::kFailed);  // a failed GPU waits for the operator
+  ASSERT_TRUE(m.OnOperator(OperatorAction::kRepaired, "ops", "", 11).ok());
+  EXPECT_EQ(m.state(), HealthState::kQuarantined);
 }
 
 }  // namespace

@@ -219,7 +219,8 @@ TEST_F(HeadHttp, ATeamsScrapeHasThePoolsFamiliesAndItsOwnRowsOnly) {
   HttpReply r = Get(port_, "/metrics", kVision);
   ASSERT_EQ(r.status, 200);
   std::vector<Sample> all = ParseExposition(r.body);
-  EXPECT_EQ(Named(all, "gpupool_gpu_health").size(), 8u) << "every GPU's health is pool-wide";
+  // 2 GPUs x 6 states (healthy, degraded, draining, quarantined, failed, lost).
+  EXPECT_EQ(Named(all, "gpupool_gpu_health").size(), 12u) << "every GPU's health is pool-wide";
   for (const Sample& s : all) {
     if (s.labels.contains("team")) EXPECT_EQ(s.labels.at("team"), "vision") << s.name;
   }

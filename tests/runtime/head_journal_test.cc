@@ -270,8 +270,8 @@ TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
     ASSERT_TRUE(journal->Flush().ok());
   }
   RawSql(path_,
-         "DROP TABLE history; ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
-         "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+         "DROP TABLE history; DROP TABLE health_events; ALTER TABLE ledger DROP COLUMN job; "
+         "ALTER TABLE ledger DROP COLUMN busy_gpu_s; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   std::unique_ptr<HeadJournal> journal = OpenJournal();
   absl::StatusOr<std::vector<UsageRow>> usage = journal->Usage(0, 3600, UsageGroup::kTeam);
   ASSERT_TRUE(usage.ok()) << usage.status();
@@ -284,10 +284,49 @@ TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
   EXPECT_EQ((*history)[0].capacity_gpus, 2);
 }
 
-// A journal of schema version 2 (today's file before the ledger kept jobs: that column dropped and
-// the version put back) is upgraded in place: its old rows keep their usage with no job, the rows
+// A journal of schema version 2 (before the health events: today's file with that table dropped
+// and the version put back) is migrated to 3 in place, keeping its history and ledger, and then
+// records GPUs' health transitions that survive a reopen.
+TEST_F(HeadJournalTest, AVersion2JournalGainsHealthEventsKeepingItsHistory) {
+  {
+    std::unique_ptr<HeadJournal> journal = OpenJournal();
+    journal->RecordLease(Lease("old", "team-a", 1.0, 0));
+    journal->CloseLease("old", 3600, "released");
+    journal->RecordHistory({HistoryRow{.t_s = 100, .scope = "pool", .allocated_gpus = 1, .capacity_gpus = 2}}, 0);
+    ASSERT_TRUE(journal->Flush().ok());
+  }
+  RawSql(path_,
+         "DROP TABLE health_events; ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
+         "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  {
+    std::unique_ptr<HeadJournal> journal = OpenJournal();
+    EXPECT_EQ(journal->History(0, 200)->size(), 1u);
+    EXPECT_EQ(journal->Usage(0, 3600, UsageGroup::kTeam)->size(), 1u);
+    journal->RecordHealthEvent(HealthEventRow{.t_s = 150, .node = "node-0", .gpu = 1, .from_state = "healthy",
+                                              .to_state = "draining", .reason = "XID 48", .actor = "agent"});
+    journal->RecordHealthEvent(HealthEventRow{.t_s = 151, .node = "node-0", .gpu = 1, .from_state = "draining",
+                                              .to_state = "quarantined", .reason = "its leases are gone",
+                                              .actor = "pool", .reasons = {"XID 48", "row remap pending"},
+                                              .drained_by = "alice", .drain_reason = "fan noise"});
+    ASSERT_TRUE(journal->Flush().ok());
+  }
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  absl::StatusOr<std::vector<HealthEventRow>> events = journal->HealthEvents(0, 1000);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].reason, "XID 48");
+  EXPECT_EQ((*events)[1].to_state, "quarantined");
+  EXPECT_EQ((*events)[1].actor, "pool");
+  EXPECT_EQ((*events)[1].reasons, (std::vector<std::string>{"XID 48", "row remap pending"}));
+  EXPECT_EQ((*events)[1].drained_by, "alice");
+  EXPECT_TRUE((*events)[0].reasons.empty());
+  EXPECT_EQ(journal->HealthEvents(151, 1000)->size(), 1u);
+}
+
+// A journal of schema version 3 (today's file before the ledger kept jobs: those columns dropped
+// and the version put back) is upgraded in place: its old rows keep their usage with no job, the rows
 // closed after the upgrade name theirs (from the request id "s<N>/<job>/...", never the job's key).
-TEST_F(HeadJournalTest, AVersion2JournalGainsJobIdsInPlace) {
+TEST_F(HeadJournalTest, AVersion3JournalGainsJobIdsInPlace) {
   {
     std::unique_ptr<HeadJournal> journal = OpenJournal();
     journal->RecordLease(Lease("old", "team-a", 1.0, 0));
@@ -297,7 +336,7 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsJobIdsInPlace) {
   }
   RawSql(path_,
          "ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
-         "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+         "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   std::unique_ptr<HeadJournal> journal = OpenJournal();
   journal->CloseLease("open", 3600, "released");
   ASSERT_TRUE(journal->Flush().ok());

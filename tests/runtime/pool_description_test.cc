@@ -40,11 +40,13 @@ TEST(DescribePool, EnumNamesParseBack) {
     EXPECT_EQ(ParseMigMode(MigModeName(mode)), mode);
   }
   for (HealthState state : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kDraining,
-                            HealthState::kLost}) {
+                            HealthState::kQuarantined, HealthState::kFailed, HealthState::kLost}) {
     EXPECT_EQ(ParseHealthState(HealthStateName(state)), state);
   }
   EXPECT_EQ(MigModeName(MigMode::kEnabled), "enabled");
   EXPECT_EQ(HealthStateName(HealthState::kDraining), "draining");
+  EXPECT_EQ(HealthStateName(HealthState::kQuarantined), "quarantined");
+  EXPECT_EQ(HealthStateName(HealthState::kFailed), "failed");
   EXPECT_EQ(ParseMigMode("on"), std::nullopt);
   EXPECT_EQ(ParseHealthState(""), std::nullopt);
 }

@@ -47,11 +47,13 @@ enum class HealthState {
   kHealthy,   // schedulable
   kDegraded,  // schedulable, placement prefers other GPUs
   kDraining,  // no new leases; running leases are revoked with their grace period
-  kLost,      // gone: leases on it are lost
+  kQuarantined,  // drained and empty: no leases; diagnosed until it passes or fails
+  kFailed,       // failed its diagnostics: out of service until an operator says it was repaired
+  kLost,         // gone: leases on it are lost
 };
 
 // The names every surface prints: "unsupported" | "disabled" | "enabled", and
-// "healthy" | "degraded" | "draining" | "lost". Parse* is their inverse (nullopt for any other
+// "healthy" | "degraded" | "draining" | "quarantined" | "failed" | "lost". Parse* is their inverse (nullopt for any other
 // string).
 GPUPOOL_API std::string_view MigModeName(MigMode mode);
 GPUPOOL_API std::string_view HealthStateName(HealthState state);

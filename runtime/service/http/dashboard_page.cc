@@ -12,7 +12,7 @@ body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.5em}
 table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}
 .gpu{display:inline-block;width:1.6em;height:1.6em;margin:1px;border-radius:3px;font-size:10px;text-align:center;line-height:1.6em;color:#fff}
-.healthy{background:#2a7}.degraded{background:#d90}.draining{background:#c60}.lost{background:#b22}
+.healthy{background:#2a7}.degraded{background:#d90}.draining{background:#c60}.quarantined{background:#a3a}.failed{background:#611}.lost{background:#b22}
 #error{color:#b22}.muted{color:#777}
 </style></head><body>
 <h1>gpupool <span id="viewer" class="muted"></span></h1>

@@ -246,6 +246,12 @@ absl::StatusOr<std::vector<UsageRow>> HeadJournal::Usage(double from_s, double t
   return reader_->Usage(from_s, to_s, group_by);
 }
 
+JournalTicket HeadJournal::RecordHealthEvent(HealthEventRow event) { return Enqueue(std::move(event)); }
+
+absl::StatusOr<std::vector<HealthEventRow>> HeadJournal::HealthEvents(double from_s, double to_s) {
+  return reader_->HealthEvents(from_s, to_s);
+}
+
 absl::StatusOr<std::vector<HistoryRow>> HeadJournal::History(double from_s, double to_s) {
   return reader_->History(from_s, to_s);
 }

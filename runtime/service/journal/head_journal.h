@@ -124,6 +124,8 @@ class HeadJournal {
   JournalTicket RemoveCheckpoints(std::string task_key);  // the task is done: all its versions
   // A sample of the pool's history; rows older than `keep_after_s` are dropped with it.
   JournalTicket RecordHistory(std::vector<HistoryRow> rows, double keep_after_s);
+  // A GPU's health transition (kept for good: it is the GPU's service record).
+  JournalTicket RecordHealthEvent(HealthEventRow event);
 
   // ---- Durability. ----
   // Blocks until `ticket` is durable (OK) or its batch failed (the commit's error).
@@ -146,6 +148,8 @@ class HeadJournal {
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   // History rows with t_s in [from_s, to_s), by time then scope.
   absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);
+  // Health transitions with t_s in [from_s, to_s), in the order they were recorded.
+  absl::StatusOr<std::vector<HealthEventRow>> HealthEvents(double from_s, double to_s);
   // Ledger entries that overlap [from_s, to_s), by end time.
   absl::StatusOr<std::vector<LedgerEntry>> Ledger(double from_s, double to_s);
   // Every version recorded for `task_key`, oldest first (Load has only the newest).

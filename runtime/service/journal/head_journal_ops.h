@@ -40,7 +40,7 @@ struct HistorySample {
 // The records themselves stand for "insert or replace".
 using JournalOp = std::variant<JobRecord, JobRemoval, NodeRecord, NodeRemoval, RequestRecord,
                                RequestRemoval, LeaseRecord, LeaseClosing, CheckpointRecord,
-                               CheckpointRemoval, HistorySample>;
+                               CheckpointRemoval, HistorySample, HealthEventRow>;
 
 }  // namespace gpupool::runtime
 

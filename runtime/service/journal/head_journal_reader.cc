@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "runtime/service/journal/head_journal_schema.h"
@@ -184,6 +185,25 @@ absl::StatusOr<std::vector<UsageRow>> JournalReader::Usage(double from_s, double
   return Query(
       *db_, sql, absl::StrCat("summing usage by ", group),
       [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); }, UsageAt);
+}
+
+absl::StatusOr<std::vector<HealthEventRow>> JournalReader::HealthEvents(double from_s, double to_s) {
+  if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
+  absl::MutexLock lock(&mu_);
+  return Query(
+      *db_,
+      "SELECT t_s, node, gpu, from_state, to_state, reason, actor, reasons, drained_by, drain_reason "
+      "FROM health_events WHERE t_s >= ?1 AND t_s < ?2 ORDER BY seq",
+      "reading the GPUs' health events",
+      [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); },
+      +[](const sqlite::Statement& s) {
+        const std::string reasons = s.Text(7);
+        return HealthEventRow{.t_s = s.Double(0), .node = s.Text(1), .gpu = s.Int(2), .from_state = s.Text(3),
+                              .to_state = s.Text(4), .reason = s.Text(5), .actor = s.Text(6),
+                              .reasons = reasons.empty() ? std::vector<std::string>{}
+                                                         : std::vector<std::string>(absl::StrSplit(reasons, '\n')),
+                              .drained_by = s.Text(8), .drain_reason = s.Text(9)};
+      });
 }
 
 absl::StatusOr<std::vector<HistoryRow>> JournalReader::History(double from_s, double to_s) {

@@ -31,6 +31,7 @@ class JournalReader {
   absl::StatusOr<std::vector<UsageRow>> Usage(double from_s, double to_s, UsageGroup group_by);
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);
+  absl::StatusOr<std::vector<HealthEventRow>> HealthEvents(double from_s, double to_s);
   absl::StatusOr<std::vector<LedgerEntry>> Ledger(double from_s, double to_s);
   absl::StatusOr<std::vector<CheckpointRecord>> CheckpointHistory(const std::string& task_key);
   absl::Status CheckIntegrity();

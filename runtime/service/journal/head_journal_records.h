@@ -82,7 +82,7 @@ struct LedgerEntry {
   double start_s = 0;
   double end_s = 0;
   std::string end_cause;  // as given to CloseLease: "released", "revoked", "lost", ...
-  std::string job;        // the job the lease served (kJobOfRequestSql); empty if closed before schema 3
+  std::string job;        // the job the lease served (kJobOfRequestSql); empty if closed before schema 4
   double busy_gpu_s = -1; // pool seconds x GPUs its tasks ran, as the job said at release; -1: unknown
 
   bool operator==(const LedgerEntry&) const = default;
@@ -131,6 +131,25 @@ struct HistoryRow {
   bool operator==(const HistoryRow&) const = default;
 };
 
+// One transition of a GPU's health (pool/health_machine.h), as the head journals every one: when
+// (Unix seconds), which GPU, from and to which state, why, and who: "agent" (a reading),
+// "diagnostic", "pool" (its leases gone), "health-check" (the operators' program) or an operator.
+struct HealthEventRow {
+  double t_s = 0;
+  std::string node;
+  int64_t gpu = 0;
+  std::string from_state;
+  std::string to_state;
+  std::string reason;
+  std::string actor;
+  // The GPU as it is after the event, so that a restarted head takes it back as it was (a failed
+  // GPU stays failed): all its reasons, and the operator's drain if any.
+  std::vector<std::string> reasons;
+  std::string drained_by;
+  std::string drain_reason;
+  bool operator==(const HealthEventRow&) const = default;
+};
+
 // GPU-hours of one combination of the accounting columns over a period (HeadJournal::UsageCells):
 // the finest grain the ledger has, which chargeback regroups and prices.
 struct UsageCell {
@@ -139,7 +158,7 @@ struct UsageCell {
   std::string workload_class;
   std::string priority_class;
   std::string gpu_model;
-  std::string job;       // the job (kJobOfRequestSql); empty if closed before the ledger kept it (schema 3)
+  std::string job;       // the job (kJobOfRequestSql); empty if closed before the ledger kept it (schema 4)
   double gpu_hours = 0;  // slice-weighted, clipped to the period
   // Of gpu_hours, those of leases whose job said how long they were busy, and that busy time
   // (each lease's prorated to the part of it inside the period): efficiency is their ratio.

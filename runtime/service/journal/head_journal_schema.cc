@@ -56,13 +56,24 @@ CREATE INDEX history_by_time ON history(t_s);
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 COMMIT;
 )sql",
-    // 3: the job each closed lease served (usage --by job; rows closed before it keep '') and how
+    // 3: every transition of a GPU's health, with its reason and who made it (issue 24).
+    R"sql(
+BEGIN IMMEDIATE;
+CREATE TABLE health_events(
+  seq INTEGER PRIMARY KEY, t_s REAL NOT NULL, node TEXT NOT NULL, gpu INTEGER NOT NULL,
+  from_state TEXT NOT NULL, to_state TEXT NOT NULL, reason TEXT NOT NULL, actor TEXT NOT NULL,
+  reasons TEXT NOT NULL, drained_by TEXT NOT NULL, drain_reason TEXT NOT NULL);
+CREATE INDEX health_events_by_time ON health_events(t_s);
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
+COMMIT;
+)sql",
+    // 4: the job each closed lease served (usage --by job; rows closed before it keep '') and how
     // long the job said its tasks kept it busy (pool seconds x GPUs; -1: not said).
     R"sql(
 BEGIN IMMEDIATE;
 ALTER TABLE ledger ADD COLUMN job TEXT NOT NULL DEFAULT '';
 ALTER TABLE ledger ADD COLUMN busy_gpu_s REAL NOT NULL DEFAULT -1;
-UPDATE meta SET value = '3' WHERE key = 'schema_version';
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
 COMMIT;
 )sql",
 };

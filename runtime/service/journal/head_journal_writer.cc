@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/service/journal/head_journal_schema.h"
 
 namespace gpupool::runtime {
@@ -197,6 +198,18 @@ absl::Status JournalWriter::Apply(const HistorySample& sample) {
   absl::StatusOr<sqlite::Statement> prune = db_->Prepare("DELETE FROM history WHERE t_s < ?");
   if (!prune.ok()) return prune.status();
   return prune->RunWith("dropping history past its retention", sample.keep_after_s);
+}
+
+absl::Status JournalWriter::Apply(const HealthEventRow& e) {
+  // Rare (a GPU's state changes): preparing here costs nothing worth a cached statement.
+  absl::StatusOr<sqlite::Statement> insert = db_->Prepare(
+      "INSERT INTO health_events(t_s, node, gpu, from_state, to_state, reason, actor, reasons, drained_by, "
+      "drain_reason) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  // Reasons never hold a newline (the head clips and the machine writes one line each).
+  return insert->RunWith(absl::StrCat("recording a health transition of ", e.node, "/", e.gpu), e.t_s, e.node, e.gpu,
+                         e.from_state, e.to_state, e.reason, e.actor, absl::StrJoin(e.reasons, "\n"), e.drained_by,
+                         e.drain_reason);
 }
 
 }  // namespace gpupool::runtime

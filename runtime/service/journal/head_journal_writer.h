@@ -46,6 +46,7 @@ class JournalWriter {
   absl::Status Apply(const CheckpointRecord& checkpoint);
   absl::Status Apply(const CheckpointRemoval& removal);
   absl::Status Apply(const HistorySample& sample);  // inserts its rows, drops those past retention
+  absl::Status Apply(const HealthEventRow& event);   // appends it (kept: a GPU's record is its history)
 
   std::unique_ptr<sqlite::Db> db_;
   std::unique_ptr<Statements> s_;  // prepared on *db_, finalized before it closes

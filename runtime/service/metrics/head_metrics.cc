@@ -12,7 +12,8 @@ namespace gpupool::runtime {
 namespace {
 
 constexpr pool::HealthState kStates[] = {pool::HealthState::kHealthy, pool::HealthState::kDegraded,
-                                         pool::HealthState::kDraining, pool::HealthState::kLost};
+                                         pool::HealthState::kDraining, pool::HealthState::kQuarantined,
+                                         pool::HealthState::kFailed, pool::HealthState::kLost};
 
 void PoolWide(const PoolSnapshot& s, PrometheusText& out) {
   out.Family("gpupool_node_up", "gauge", "1 while the node's agent is connected (a local node: while it has GPUs)");
