@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "pool/gpu_catalogue.h"
 
@@ -117,6 +118,11 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
       return r.Error(t["name"], path + ".name",
                      absl::StrCat("'", *name, "' is reserved (the tokens file's line for the ", *name,
                                   "); name the team otherwise"));
+    }
+    // The history names its per-model rows "model:<model>" beside the teams' (runtime/service).
+    if (absl::StartsWith(*name, "model:")) {
+      return r.Error(t["name"], path + ".name",
+                     absl::StrCat("'", *name, "': a team's name must not start with 'model:' (the history's per-model rows)"));
     }
     team.name = *name;
     if (t["cost_center"]) {

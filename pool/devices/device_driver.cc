@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace gpupool::pool {
@@ -16,6 +17,11 @@ absl::string_view MigModeName(MigMode mode) {
     case MigMode::kEnabled: return "enabled";
   }
   return "unknown";
+}
+
+absl::StatusOr<GpuTelemetry> DeviceDriver::ReadTelemetry(const GpuRef& gpu) {
+  return absl::UnimplementedError(absl::StrCat("the ", name(), " driver reports no telemetry (GPU ", gpu.index,
+                                               " of ", gpu.node, ")"));
 }
 
 std::string HostName() {

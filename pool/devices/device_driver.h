@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pool/devices/gpu_telemetry.h"
 #include "pool/health.h"
 
 namespace gpupool::pool {
@@ -104,6 +105,11 @@ class DeviceDriver {
 
   // Counters and events read now. XID events are those seen since the previous call.
   virtual absl::StatusOr<GpuHealthReading> ReadHealth(const GpuRef& gpu) = 0;
+
+  // Activity figures read now, for monitoring (gpu_telemetry.h). Never consumes the XID events
+  // ReadHealth hands out. kNotFound for an unknown GPU; a GPU that cannot be reached answers OK
+  // with reachable == false. The default answers kUnimplemented (a driver without telemetry).
+  virtual absl::StatusOr<GpuTelemetry> ReadTelemetry(const GpuRef& gpu);
 
   // Creates a GPU instance of `profile` ("3g.40gb") at memory slice `start` (or where the
   // hardware chooses when absent). MIG mode must already be enabled on the GPU.

@@ -520,6 +520,7 @@ void NvidiaDriver::DrainEventsLocked() {
     std::vector<int>& xids = pending_xids_[*index];
     if (xids.size() >= kMaxPendingXidsPerGpu) xids.erase(xids.begin());
     xids.push_back(static_cast<int>(event.eventData));
+    last_xid_[*index] = static_cast<int>(event.eventData);
   }
 }
 

@@ -25,7 +25,8 @@
 // Thread-safety: thread-safe. NVML is itself thread-safe; the driver's own state (events drained
 // but not yet reported, sticky health) is guarded by a mutex.
 //
-// Source files: nvidia_driver.cc (opening and closing, discovery, health), nvml_library.{h,cc}
+// Source files: nvidia_driver.cc (opening and closing, discovery, health), nvidia_telemetry.cc
+// (utilisation, memory, temperature, power and the last XID for monitoring), nvml_library.{h,cc}
 // (dlopen of NVML and the CUDA driver, NVML errors as Status), nvidia_mig.{h,cc} (MIG listing and
 // the four partition calls).
 #ifndef GPUPOOL_POOL_DEVICES_NVIDIA_DRIVER_H_
@@ -85,6 +86,9 @@ class NvidiaDriver final : public DeviceDriver {
 
   absl::StatusOr<std::vector<DiscoveredNode>> Discover() override;
   absl::StatusOr<GpuHealthReading> ReadHealth(const GpuRef& gpu) override;
+  // nvidia_telemetry.cc. Utilisation is unknown (-1) on MIG-enabled GPUs, where NVML does not
+  // report it for the whole GPU.
+  absl::StatusOr<GpuTelemetry> ReadTelemetry(const GpuRef& gpu) override;
   absl::StatusOr<GpuInstanceInfo> CreateGpuInstance(const GpuRef& gpu, absl::string_view profile,
                                                     std::optional<int> start) override;
   absl::Status DestroyGpuInstance(const GpuRef& gpu, int gpu_instance_id) override;
@@ -141,6 +145,8 @@ class NvidiaDriver final : public DeviceDriver {
   mutable absl::Mutex mu_;
   // XIDs drained from the event set and not yet returned by ReadHealth, by NVML index.
   std::map<int, std::vector<int>> pending_xids_ ABSL_GUARDED_BY(mu_);
+  // The newest XID drained per NVML index (telemetry's last XID; ReadHealth does not clear it).
+  std::map<int, int> last_xid_ ABSL_GUARDED_BY(mu_);
   // The last verdict per NVML index, so that states needing repair persist.
   std::map<int, HealthState> last_health_ ABSL_GUARDED_BY(mu_);
 };

@@ -132,6 +132,13 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 
+// Filled by nvmlDeviceGetUtilizationRates: percent of the last sample period (1/6 s to 1 s,
+// by product) in which a kernel ran (gpu) or device memory was read or written (memory).
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
 struct nvmlPciInfo_t {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
   unsigned int domain;
@@ -391,6 +398,13 @@ using PFN_nvmlDeviceGetGpuInstanceId = nvmlReturn_t (*)(nvmlDevice_t mig_device,
 using PFN_nvmlDeviceGetComputeInstanceId = nvmlReturn_t (*)(nvmlDevice_t mig_device,
                                                             unsigned int* id);
 
+// Telemetry (the agent's /metrics). Unsupported on MIG-enabled GPUs (NOT_SUPPORTED).
+using PFN_nvmlDeviceGetUtilizationRates = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                          nvmlUtilization_t* utilization);
+// Milliwatts, for the board and its memory; averaged over 1 s on Ampere (except GA100) and later,
+// instantaneous on older GPUs. NOT_SUPPORTED without power management.
+using PFN_nvmlDeviceGetPowerUsage = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* power_mw);
+
 // The NVML entry points NvidiaDriver uses, resolved with dlsym. The first five are required (the
 // driver refuses to open without them); every other one is null when the installed driver is too
 // old to export it, and the field it feeds is then left unknown.
@@ -452,6 +466,9 @@ struct NvmlApi {
   PFN_nvmlDeviceGetMigDeviceHandleByIndex nvmlDeviceGetMigDeviceHandleByIndex = nullptr;
   PFN_nvmlDeviceGetGpuInstanceId nvmlDeviceGetGpuInstanceId = nullptr;
   PFN_nvmlDeviceGetComputeInstanceId nvmlDeviceGetComputeInstanceId = nullptr;
+  // Optional: telemetry.
+  PFN_nvmlDeviceGetUtilizationRates nvmlDeviceGetUtilizationRates = nullptr;
+  PFN_nvmlDeviceGetPowerUsage nvmlDeviceGetPowerUsage = nullptr;
 };
 
 }  // namespace gpupool::pool::nvml

@@ -112,6 +112,8 @@ absl::Status ResolveNvml(void* library, const std::string& path, NvmlApi& api) {
   Resolve(library, "nvmlDeviceGetMigDeviceHandleByIndex", api.nvmlDeviceGetMigDeviceHandleByIndex);
   Resolve(library, "nvmlDeviceGetGpuInstanceId", api.nvmlDeviceGetGpuInstanceId);
   Resolve(library, "nvmlDeviceGetComputeInstanceId", api.nvmlDeviceGetComputeInstanceId);
+  Resolve(library, "nvmlDeviceGetUtilizationRates", api.nvmlDeviceGetUtilizationRates);
+  Resolve(library, "nvmlDeviceGetPowerUsage", api.nvmlDeviceGetPowerUsage);
   return absl::OkStatus();
 }
 

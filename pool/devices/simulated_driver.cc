@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pool/mig_planner.h"
@@ -12,11 +11,20 @@
 namespace gpupool::pool {
 namespace {
 
+// FNV-1a over `bytes`, continuing from `h`. absl::Hash would not do: it is seeded per process, and
+// the UUIDs must agree between processes (a head and its agents, `gpupool devices` and a scrape).
+uint64_t Fnv1a(absl::string_view bytes, uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 // A stable, UUID-shaped identifier derived from the node name and index, so the same spec gives
-// the same UUIDs on every run (tests and simulations can refer to them).
+// the same UUIDs on every run and in every process (tests and simulations can refer to them).
 std::string SimulatedUuid(absl::string_view prefix, absl::string_view node, int index, int sub) {
-  uint64_t a = absl::HashOf(std::string(node), index, sub, 0x9e3779b97f4a7c15ull);
-  uint64_t b = absl::HashOf(a, std::string(prefix));
+  uint64_t a = Fnv1a(absl::StrCat(node, "/", index, "/", sub));
+  a ^= a >> 29;  // FNV's low bits mix poorly; fold the high ones in
+  uint64_t b = Fnv1a(prefix, a * 0x9e3779b97f4a7c15ull);
+  b ^= b >> 31;
   return absl::StrFormat("%s-%08x-%04x-%04x-%04x-%012x", prefix, static_cast<uint32_t>(a >> 32),
                          static_cast<uint32_t>(a >> 16) & 0xffff, static_cast<uint32_t>(a) & 0xffff,
                          static_cast<uint32_t>(b >> 48) & 0xffff, b & 0xffffffffffffull);
@@ -36,6 +44,14 @@ GpuHealthReading CleanReading(const GpuModel& model) {
   }
   r.temperature_c = 40;
   return r;
+}
+
+// A data-centre GPU's typical idle board draw (an idle H100 SXM reads near 70 W, an L4 near 16 W);
+// the catalogue has no power figures, so every simulated model idles at this.
+constexpr double kIdleWatts = 60.0;
+
+GpuTelemetry IdleActivity() {
+  return GpuTelemetry{.utilization_percent = 0, .fb_used_mib = 0, .power_watts = kIdleWatts};
 }
 
 // A GPU instance's UUID is its first compute instance's, as the NVIDIA driver reports it; a GPU
@@ -71,6 +87,7 @@ absl::StatusOr<std::unique_ptr<SimulatedDriver>> SimulatedDriver::Create(Simulat
       SimGpu gpu;
       gpu.model = gs.model;
       gpu.health = CleanReading(*gs.model);
+      gpu.activity = IdleActivity();
       DiscoveredGpu& d = gpu.device;
       d.index = static_cast<int>(i);
       d.name = gs.model->marketing_name;
@@ -199,6 +216,36 @@ absl::StatusOr<GpuHealthReading> SimulatedDriver::ReadHealth(const GpuRef& ref) 
   return reading;
 }
 
+absl::StatusOr<GpuTelemetry> SimulatedDriver::ReadTelemetry(const GpuRef& ref) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<SimGpu*> found = FindGpu(ref);
+  if (!found.ok()) return found.status();
+  const SimGpu& gpu = **found;
+  if (!gpu.health.reachable) return GpuTelemetry{.reachable = false, .last_xid = gpu.last_xid};
+  GpuTelemetry t = gpu.activity;
+  t.fb_free_mib = static_cast<int64_t>(gpu.device.memory_mib) - t.fb_used_mib;
+  t.temperature_c = gpu.health.temperature_c;
+  t.last_xid = gpu.last_xid;
+  return t;
+}
+
+absl::Status SimulatedDriver::SetActivity(const GpuRef& ref, int utilization_percent, int64_t fb_used_mib,
+                                          double power_watts) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<SimGpu*> gpu = FindGpu(ref);
+  if (!gpu.ok()) return gpu.status();
+  if (utilization_percent < 0 || utilization_percent > 100 || fb_used_mib < 0 ||
+      fb_used_mib > static_cast<int64_t>((*gpu)->device.memory_mib) || !(power_watts >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "activity of GPU ", ref.index, " of ", ref.node, ": utilisation must be 0..100 % (got ", utilization_percent,
+        "), memory in use 0..", (*gpu)->device.memory_mib, " MiB (got ", fb_used_mib, "), power >= 0 W (got ",
+        power_watts, ")"));
+  }
+  (*gpu)->activity = GpuTelemetry{.utilization_percent = utilization_percent, .fb_used_mib = fb_used_mib,
+                                  .power_watts = power_watts};
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GpuInstanceInfo> SimulatedDriver::CreateGpuInstance(const GpuRef& ref,
                                                                    absl::string_view profile_name,
                                                                    std::optional<int> start) {
@@ -320,6 +367,7 @@ absl::Status SimulatedDriver::InjectXid(const GpuRef& ref, int xid) {
   if (!gpu.ok()) return gpu.status();
   GpuHealthReading& h = (*gpu)->health;
   h.xids.push_back(xid);
+  (*gpu)->last_xid = xid;
   if (xid == 79) h.reachable = false;
   if (xid == 48 || xid == 94 || xid == 95) h.ecc_uncorrectable = std::max<int64_t>(h.ecc_uncorrectable, 0) + 1;
   return absl::OkStatus();
@@ -337,6 +385,7 @@ absl::Status SimulatedDriver::InjectEccError(const GpuRef& ref, EccErrorKind kin
   }
   h.ecc_uncorrectable = std::max<int64_t>(h.ecc_uncorrectable, 0) + count;
   h.xids.push_back(48);
+  (*gpu)->last_xid = 48;
   if (remaps_rows) {
     h.remapped_rows_uncorrectable = std::max<int64_t>(h.remapped_rows_uncorrectable, 0) + count;
     h.remap_pending = true;
@@ -370,6 +419,8 @@ absl::Status SimulatedDriver::Repair(const GpuRef& ref) {
   absl::StatusOr<SimGpu*> gpu = FindGpu(ref);
   if (!gpu.ok()) return gpu.status();
   (*gpu)->health = CleanReading(*(*gpu)->model);
+  (*gpu)->activity = IdleActivity();
+  (*gpu)->last_xid = 0;
   (*gpu)->corrupts_data = false;
   (*gpu)->device.health = HealthState::kHealthy;
   return absl::OkStatus();

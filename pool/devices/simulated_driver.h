@@ -38,6 +38,9 @@ class SimulatedDriver : public DeviceDriver {
   absl::string_view name() const override { return "simulated"; }
   absl::StatusOr<std::vector<DiscoveredNode>> Discover() override;
   absl::StatusOr<GpuHealthReading> ReadHealth(const GpuRef& gpu) override;
+  // An idle GPU unless SetActivity said otherwise: 0 % busy, no framebuffer in use, the
+  // temperature SetThermalState set (40 C at first), an idle board's draw, the last XID injected.
+  absl::StatusOr<GpuTelemetry> ReadTelemetry(const GpuRef& gpu) override;
   absl::StatusOr<GpuInstanceInfo> CreateGpuInstance(const GpuRef& gpu, absl::string_view profile,
                                                     std::optional<int> start) override;
   absl::Status DestroyGpuInstance(const GpuRef& gpu, int gpu_instance_id) override;
@@ -64,6 +67,10 @@ class SimulatedDriver : public DeviceDriver {
   absl::Status FallOffBus(const GpuRef& gpu) { return InjectXid(gpu, 79); }
   // Sets throttle-reason bits and temperature, as a hot or power-capped GPU reports them.
   absl::Status SetThermalState(const GpuRef& gpu, uint64_t throttle_reasons, int temperature_c);
+  // What a busy GPU reports: its utilisation, framebuffer in use and power draw (watts).
+  // InvalidArgument for a percentage outside 0..100, more memory than the GPU has, or negative
+  // power.
+  absl::Status SetActivity(const GpuRef& gpu, int utilization_percent, int64_t fb_used_mib, double power_watts);
   // A node repaired and the GPU reset: all faults and counters cleared.
   absl::Status Repair(const GpuRef& gpu);
 
@@ -79,6 +86,8 @@ class SimulatedDriver : public DeviceDriver {
     const GpuModel* model = nullptr;
     std::unique_ptr<MigLayout> layout;  // present when MIG is enabled
     GpuHealthReading health;            // counters; xids pending since the last read
+    GpuTelemetry activity;              // utilisation, memory in use, power (SetActivity)
+    int last_xid = 0;                   // the newest XID injected; telemetry's, never cleared by reads
     bool corrupts_data = false;
   };
   struct SimNode {

@@ -5,6 +5,7 @@
 //   gpupool head --simulate 4xH100-80GB --node-count 2 --tokens tokens --journal head.db
 //                --listen 127.0.0.1:7070
 //   gpupool agent --head 127.0.0.1:7070 --node node-1 --simulate 4xH100-80GB --token-file agent.token
+//                 --http-listen 127.0.0.1:9401     # the node's device metrics (agent_http.h)
 //
 // The agent starts jobs' workers on the head's word, as the team's `run_as` user when it runs as
 // root (and as root only with --allow-root-workers); they die with it.
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "pool/devices/driver_selection.h"
 #include "runtime/agent/node_agent.h"
+#include "runtime/cli/agent_http.h"
 #include "runtime/cli/agent_health_flags.h"
 #include "runtime/cli/command.h"
 #include "runtime/service/pool_service.h"
@@ -155,11 +157,7 @@ void RunHead(const HeadFlags& flags) {
   so.history_retention = std::chrono::hours(24 * flags.history_retention_days);
   if (!flags.http_listen.empty()) {
     so.http = true;
-    if (flags.http_listen.size() > 2 && flags.http_listen.rfind(":0") == flags.http_listen.size() - 2) {
-      so.http_address = flags.http_listen.substr(0, flags.http_listen.size() - 2);
-    } else if (absl::Status st = runtime::ParseHostPort(flags.http_listen, &so.http_address, &so.http_port); !st.ok()) {
-      throw CommandFailed(absl::StrCat("--http-listen: ", st.message()));
-    }
+    ParseListenAddress(flags.http_listen, "--http-listen", &so.http_address, &so.http_port);
   }
   for (const auto& [name, token] : tokens) {
     if (name == "agents") {
@@ -200,6 +198,7 @@ struct AgentFlags {
   std::string token_file;
   int heartbeat_ms = 500;
   bool allow_root_workers = false;
+  AgentHttpFlags http;
   AgentHealthFlags health;  // agent_health_flags.h
 };
 
@@ -228,6 +227,10 @@ void RunAgent(const AgentFlags& flags) {
   rpc::DiscoveredPool mine{std::string(driver->driver->name()), {(*nodes)[0]}};
   std::string driver_node = mine.nodes[0].name;
   mine.nodes[0].name = flags.node;
+  // Up before the head is reached, and kept across reconnections.
+  std::unique_ptr<runtime::DeviceMetricsEndpoint> metrics = StartAgentHttp(
+      flags.http, runtime::DeviceMetricsSource{.driver = driver->driver.get(), .driver_node = driver_node,
+                                               .gpus = mine.nodes[0].gpus, .hostname = flags.node});
   AgentHealth health = PrepareAgentHealth(flags.health, *driver->driver, driver_node, (*nodes)[0]);
   // Reconnects with a pause when the head goes away (a restarted head takes its nodes back).
   while (true) {
@@ -301,6 +304,7 @@ void RegisterHeadCommand(CLI::App& app) {
   agent->add_flag("--allow-root-workers", aflags->allow_root_workers,
                   "an agent running as root may run a team's workers as root when the team has no run_as user "
                   "(otherwise it refuses them)");
+  AddAgentHttpFlags(agent, aflags->http);
   AddAgentHealthFlags(agent, aflags->health);
   agent->callback([aflags] { RunAgent(*aflags); });
 }

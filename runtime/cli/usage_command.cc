@@ -89,6 +89,11 @@ void RunUsage(const UsageFlags& flags) {
   auto add = [&](const std::string& group, const json& r) {
     std::vector<std::string> line = {group, absl::StrFormat("%.3f", r["gpu_hours"].get<double>()),
                                      r.contains("leases") ? std::to_string(r["leases"].get<int64_t>()) : ""};
+    // Busy versus leased (seff), over the leases whose job said how long they were busy; "-" when
+    // none did, blank for capacity lines.
+    const bool measured = r.contains("efficiency") && r["efficiency"].is_number();
+    line.push_back(!r.contains("efficiency") ? "" : measured ? absl::StrFormat("%.3f", r["busy_gpu_hours"].get<double>()) : "-");
+    line.push_back(!r.contains("efficiency") ? "" : measured ? absl::StrFormat("%.0f%%", 100 * r["efficiency"].get<double>()) : "-");
     if (flags.cost) line.push_back(Money(r["cost_cents"]));
     lines.push_back(std::move(line));
   };
@@ -102,7 +107,7 @@ void RunUsage(const UsageFlags& flags) {
     add("(unavailable)", report["unavailable"]);
     add("(idle)", report["idle"]);
   }
-  std::vector<std::string> header = {absl::AsciiStrToUpper(flags.by), "GPU-HOURS", "LEASES"};
+  std::vector<std::string> header = {absl::AsciiStrToUpper(flags.by), "GPU-HOURS", "LEASES", "BUSY-HOURS", "EFFICIENCY"};
   if (flags.cost) header.push_back("COST-USD");
   if (format == "csv") {
     std::vector<std::string> h;
@@ -139,7 +144,7 @@ void RegisterUsageCommand(CLI::App& app) {
   u->add_option("--to", flags->to_s, "period end, Unix seconds (default: now)");
   u->add_option("--since", flags->since, "period start: Unix seconds, ISO 8601 (2025-01-01) or relative (-7d)");
   u->add_option("--until", flags->until, "period end, as --since (default: now)");
-  u->add_option("--by", flags->by, "team, project, class, workload, model or cost-center");
+  u->add_option("--by", flags->by, "team, project, class, workload, model, cost-center or job");
   u->add_flag("--cost", flags->cost, "price the GPU-hours and show capacity, unavailable and idle");
   u->add_option("--idle", flags->idle, "apart (idle is its own line) or share (spread over the rows by use)");
   u->callback([flags] { RunUsage(*flags); });

@@ -17,7 +17,7 @@ namespace gpupool::runtime {
 absl::StatusOr<std::string> FetchHeadReport(const std::string& host, uint16_t port, const std::string& token);
 
 // GPU-hours and cost from the head's journal over [from_s, to_s) in Unix seconds, grouped by
-// "team", "project", "class", "workload", "model" or "cost-center": a JSON object (the head's
+// "team", "project", "class", "workload", "model", "cost-center" or "job": a JSON object (the head's
 // runtime/service/usage_report.h) whose `rows` are {group, gpu_hours, leases, cost, cost_cents}.
 // `idle_share`: idle capacity's cost spread over the rows in proportion to use.
 absl::StatusOr<std::string> FetchHeadUsage(const std::string& host, uint16_t port, const std::string& token,

@@ -79,6 +79,13 @@ class PoolClient {
   virtual absl::Status Withdraw(const std::string& request_id) = 0;
   // Gives a lease back; NotFound for an unknown (or already lost) lease.
   virtual absl::Status Release(const std::string& lease_id) = 0;
+  // As Release, saying how long tasks kept the lease busy (pool seconds x GPUs), which a pool with
+  // a ledger records beside the lease's hold (usage's busy time and efficiency). The default, for
+  // pools without a ledger, forgets it.
+  virtual absl::Status ReleaseUsed(const std::string& lease_id, double busy_gpu_s) {
+    (void)busy_gpu_s;
+    return Release(lease_id);
+  }
   // A task on `lease_id` committed a snapshot: the work at risk on the lease starts again from
   // now, so the scheduler prefers it as a victim over leases that would lose more. A remote pool
   // also records the snapshot in its checkpoint index. Nothing to wait for; a lease gone

@@ -111,9 +111,10 @@ kj::Promise<absl::Status> PoolLink::WithdrawOn(const std::string& request_id) {
   });
 }
 
-kj::Promise<absl::Status> PoolLink::ReleaseOn(const std::string& lease_id) {
+kj::Promise<absl::Status> PoolLink::ReleaseOn(const std::string& lease_id, double busy_gpu_s) {
   auto req = session_->releaseRequest();
   req.setLeaseId(lease_id);
+  req.setBusyGpuSeconds(busy_gpu_s);
   return req.send().then([](capnp::Response<rpc::Session::ReleaseResults>&& resp) {
     return rpc::DecodeStatus(resp.getStatus());
   });
@@ -159,7 +160,7 @@ absl::Status PoolLink::Withdraw(const std::string& request_id) {
 absl::Status PoolLink::Release(const std::string& lease_id) {
   return connection_->Call([&] {
     loop_.AssertOnThread();
-    return ReleaseOn(lease_id);
+    return ReleaseOn(lease_id, -1);
   });
 }
 
@@ -170,11 +171,11 @@ void PoolLink::PostWithdraw(const std::string& request_id) {
   });
 }
 
-void PoolLink::PostRelease(const std::string& lease_id) {
+void PoolLink::PostRelease(const std::string& lease_id, double busy_gpu_s) {
   // The connection keeps the request alive until it is answered.
-  connection_->Post([this, lease_id] {
+  connection_->Post([this, lease_id, busy_gpu_s] {
     loop_.AssertOnThread();
-    if (session_.has_value()) ReleaseOn(lease_id).detach([](kj::Exception&&) {});
+    if (session_.has_value()) ReleaseOn(lease_id, busy_gpu_s).detach([](kj::Exception&&) {});
   });
 }
 

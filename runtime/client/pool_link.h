@@ -109,7 +109,8 @@ class PoolLink {
   absl::Status Release(const std::string& lease_id);
   // The same calls without waiting, their answer and any failure ignored.
   void PostWithdraw(const std::string& request_id);
-  void PostRelease(const std::string& lease_id);
+  // `busy_gpu_s`: how long tasks kept the lease busy (PoolClient::ReleaseUsed; negative: unknown).
+  void PostRelease(const std::string& lease_id, double busy_gpu_s = -1);
   void PostCheckpointed(const std::string& lease_id, const CheckpointNote& note);
   void PostForgetCheckpoints(const std::string& task_key);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
@@ -130,7 +131,7 @@ class PoolLink {
   kj::Promise<absl::Status> RequestOn(const pool::LeaseRequest& r, LeaseListener* listener)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   kj::Promise<absl::Status> WithdrawOn(const std::string& request_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
-  kj::Promise<absl::Status> ReleaseOn(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  kj::Promise<absl::Status> ReleaseOn(const std::string& lease_id, double busy_gpu_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // A request's answer: its status, and the grant when it carries one.
   absl::Status Answered(const capnp::Response<rpc::Session::RequestResults>& resp, LeaseListener* listener);
 

@@ -41,7 +41,7 @@ class RemotePool::Impl final : public PoolLink::Events {
   absl::Status Request(const pool::LeaseRequest& r, LeaseListener* listener);
   void Submit(const pool::LeaseRequest& r, LeaseListener* listener);
   absl::Status Withdraw(const std::string& request_id);
-  absl::Status Release(const std::string& lease_id);
+  absl::Status Release(const std::string& lease_id, double busy_gpu_s = -1);
   void Checkpointed(const std::string& lease_id, const CheckpointNote& note);
   void ForgetCheckpoints(const std::string& task_key);
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
@@ -221,7 +221,7 @@ absl::Status RemotePool::Impl::Withdraw(const std::string& request_id) {
   return link->Withdraw(request_id);
 }
 
-absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
+absl::Status RemotePool::Impl::Release(const std::string& lease_id, double busy_gpu_s) {
   std::shared_ptr<PoolLink> link;
   bool held;
   {
@@ -243,7 +243,7 @@ absl::Status RemotePool::Impl::Release(const std::string& lease_id) {
       MutexLock lock(&mu_);
       state_.Close(lease_id);
     }
-    link->PostRelease(lease_id);
+    link->PostRelease(lease_id, busy_gpu_s);
     return absl::OkStatus();
   }
   // Not one of this job's leases (given back already, or never granted to it): the head says
@@ -304,6 +304,9 @@ absl::Status RemotePool::Request(pool::LeaseRequest request, LeaseListener* list
 void RemotePool::Submit(pool::LeaseRequest request, LeaseListener* listener) { impl_->Submit(request, listener); }
 absl::Status RemotePool::Withdraw(const std::string& request_id) { return impl_->Withdraw(request_id); }
 absl::Status RemotePool::Release(const std::string& lease_id) { return impl_->Release(lease_id); }
+absl::Status RemotePool::ReleaseUsed(const std::string& lease_id, double busy_gpu_s) {
+  return impl_->Release(lease_id, busy_gpu_s);
+}
 void RemotePool::Checkpointed(const std::string& lease_id, const CheckpointNote& note) {
   impl_->Checkpointed(lease_id, note);
 }

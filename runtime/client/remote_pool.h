@@ -64,6 +64,8 @@ class RemotePool final : public PoolClient {
   void Submit(pool::LeaseRequest request, LeaseListener* listener) override;
   absl::Status Withdraw(const std::string& request_id) override;
   absl::Status Release(const std::string& lease_id) override;
+  // A lease given back while reconnecting (handed back once reclaimed) loses its busy time.
+  absl::Status ReleaseUsed(const std::string& lease_id, double busy_gpu_s) override;
   void Checkpointed(const std::string& lease_id, const CheckpointNote& note) override;
   void ForgetCheckpoints(const std::string& task_key) override;
   double Now() const override;  // the head's pool clock, extrapolated from the connect time

@@ -124,7 +124,9 @@ interface Session {
   # lease replies do. Otherwise `granted` is unset and the listener hears of the grant later.
   request @0 (request :LeaseRequest, listener :LeaseListener) -> (status :Status, granted :Lease);
   withdraw @1 (requestId :Text) -> (status :Status);
-  release @2 (leaseId :Text) -> (status :Status);
+  # `busyGpuSeconds`: pool seconds x GPUs that the job's tasks ran on the lease (the ledger's busy
+  # time, for usage's efficiency); negative when the job does not say.
+  release @2 (leaseId :Text, busyGpuSeconds :Float64 = -1) -> (status :Status);
   info @3 () -> (info :HeadInfo);
   # One node's GPUs as the head knows them (an encoded Inventory.PoolInventory with that node),
   # so a job process learns the GPUs it will run tasks on. NotFound for an unknown node.

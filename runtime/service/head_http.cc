@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/service/head_report_json.h"
+#include "runtime/service/history_sampler.h"
 #include "runtime/service/http/dashboard_page.h"
 #include "runtime/service/metrics/head_metrics.h"
 
@@ -92,7 +93,8 @@ HttpResponse HandleHeadHttp(const HeadHttpDeps& deps, const HttpRequest& request
     if (!rows.ok()) return FromStatus(rows.status());
     nlohmann::json out = nlohmann::json::array();
     for (const HistoryRow& r : *rows) {
-      if (r.scope != "pool" && !viewer->Sees(r.scope)) continue;
+      // The pool's and each model's rows are pool-wide aggregates, which every viewer sees.
+      if (r.scope != "pool" && !absl::StartsWith(r.scope, kModelScopePrefix) && !viewer->Sees(r.scope)) continue;
       out.push_back({{"t_s", r.t_s}, {"scope", r.scope}, {"allocated_gpus", r.allocated_gpus},
                      {"capacity_gpus", r.capacity_gpus}, {"borrowed_gpus", r.borrowed_gpus}, {"pending", r.pending}});
     }

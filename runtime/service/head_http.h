@@ -25,7 +25,7 @@
 #include <string>
 
 #include "runtime/service/head_auth.h"
-#include "runtime/service/http/http_request.h"
+#include "runtime/http/http_request.h"
 #include "runtime/service/journal/head_journal.h"
 #include "runtime/service/pool_service.h"
 

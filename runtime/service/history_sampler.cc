@@ -2,13 +2,20 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
+
 namespace gpupool::runtime {
 
 std::vector<HistoryRow> HistoryRowsOf(const PoolSnapshot& s, double t_s) {
   HistoryRow pool{.t_s = t_s, .scope = "pool"};
+  std::map<std::string, HistoryRow> models;
   for (const PoolSnapshot::Gpu& g : s.gpus) {
+    const bool schedulable = g.health == pool::HealthState::kHealthy || g.health == pool::HealthState::kDegraded;
     pool.allocated_gpus += g.allocated;
-    pool.capacity_gpus += g.health == pool::HealthState::kHealthy || g.health == pool::HealthState::kDegraded;
+    pool.capacity_gpus += schedulable;
+    HistoryRow& m = models[g.model];
+    m.allocated_gpus += g.allocated;
+    m.capacity_gpus += schedulable;
   }
   std::map<std::string, HistoryRow> teams;
   auto team = [&](const std::string& name) -> HistoryRow& {
@@ -29,6 +36,11 @@ std::vector<HistoryRow> HistoryRowsOf(const PoolSnapshot& s, double t_s) {
     pool.pending += n;
   }
   std::vector<HistoryRow> out = {pool};
+  for (auto& [model, r] : models) {
+    r.t_s = t_s;
+    r.scope = absl::StrCat(kModelScopePrefix, model);
+    out.push_back(std::move(r));
+  }
   for (auto& [name, r] : teams) out.push_back(std::move(r));
   return out;
 }

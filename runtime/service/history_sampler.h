@@ -18,8 +18,13 @@
 
 namespace gpupool::runtime {
 
-// One "pool" row (allocated GPUs, schedulable GPUs, pending requests) and one row per team that
-// has a quota, a lease or a pending request (allocated, nominal quota, borrowed, pending).
+// Scopes of per-model rows: "model:H100-80GB". Team names cannot start with it (pool config).
+inline constexpr char kModelScopePrefix[] = "model:";
+
+// One "pool" row (allocated GPUs, schedulable GPUs, pending requests), one row per GPU model
+// ("model:<model>": allocated and schedulable GPUs of that model; pool-wide, as the "pool" row),
+// and one row per team that has a quota, a lease or a pending request (allocated, nominal quota,
+// borrowed, pending).
 std::vector<HistoryRow> HistoryRowsOf(const PoolSnapshot& snapshot, double t_s);
 
 }  // namespace gpupool::runtime

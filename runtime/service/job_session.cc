@@ -1,5 +1,6 @@
 #include "runtime/service/job_session.h"
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -166,7 +167,11 @@ kj::Promise<void> JobSession::release(ReleaseContext context) {
     leases_.erase(it);
     deps_.sessions.by_lease().erase(id);
     if (deps_.durable.journal() != nullptr) {
-      JournalTicket t = deps_.durable.journal()->CloseLease(id, WallSeconds(), "released");
+      // What the job says its tasks used, in pool seconds: the ledger keeps real ones. An older
+      // client sends the default, -1 (unknown); the journal caps it at what the lease held.
+      const double busy = context.getParams().getBusyGpuSeconds();
+      JournalTicket t = deps_.durable.journal()->CloseLease(
+          id, WallSeconds(), "released", std::isfinite(busy) && busy >= 0 ? busy / deps_.pool.clock_speed() : -1);
       return deps_.durable.Durable(t).then([context, st](absl::Status durable) mutable {
         rpc::EncodeStatus(st.ok() ? durable : st, context.getResults().initStatus());
       });

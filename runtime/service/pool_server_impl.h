@@ -32,7 +32,7 @@
 #include "runtime/service/event_pump.h"
 #include "runtime/service/head_auth.h"
 #include "runtime/service/head_durability.h"
-#include "runtime/service/http/http_server.h"
+#include "runtime/http/http_server.h"
 #include "runtime/service/job_session.h"
 #include "runtime/service/pool_server.h"
 #include "runtime/service/pool_service.h"

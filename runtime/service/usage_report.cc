@@ -28,6 +28,9 @@ bool GroupOf(const UsageCell& c, const std::string& by, const pool::PoolConfig& 
     *out = c.workload_class;
   } else if (by == "model") {
     *out = c.gpu_model;
+  } else if (by == "job") {
+    // Leases closed before the journal kept their job (schema 4) have none to name.
+    *out = c.job.empty() ? "(not recorded)" : c.job;
   } else if (by == "cost-center") {
     const pool::Team* team = config.scheduling.FindTeam(c.team);
     *out = team != nullptr && !team->cost_center.empty() ? team->cost_center : c.team;
@@ -39,14 +42,20 @@ bool GroupOf(const UsageCell& c, const std::string& by, const pool::PoolConfig& 
 
 struct Row {
   double gpu_hours = 0;
+  double measured_gpu_hours = 0;  // of gpu_hours, those whose job said how long they were busy
+  double busy_gpu_hours = 0;
   int64_t leases = 0;
   double cost_usd = 0;  // unrounded
   int64_t cents = 0;
 };
 
+// Efficiency (Slurm's seff) is busy over leased, of the leases whose busy time is known; null when
+// none is (leases still running, closed before the ledger kept it, or by a job that did not say).
 json RowJson(const std::string& group, const Row& r) {
+  json efficiency = r.measured_gpu_hours > 0 ? json(r.busy_gpu_hours / r.measured_gpu_hours) : json(nullptr);
   return {{"group", group}, {"gpu_hours", r.gpu_hours}, {"leases", r.leases}, {"cost", r.cents / 100.0},
-          {"cost_cents", r.cents}};
+          {"cost_cents", r.cents}, {"busy_gpu_hours", r.busy_gpu_hours},
+          {"measured_gpu_hours", r.measured_gpu_hours}, {"efficiency", efficiency}};
 }
 
 }  // namespace
@@ -79,6 +88,8 @@ absl::StatusOr<json> UsageReport(const std::vector<UsageCell>& cells, const Usag
       row = &rows[group];
     }
     row->gpu_hours += c.gpu_hours;
+    row->measured_gpu_hours += c.measured_gpu_hours;
+    row->busy_gpu_hours += c.busy_gpu_hours;
     row->leases += c.leases;
     row->cost_usd += cost;
   }

@@ -34,7 +34,7 @@ namespace gpupool::runtime {
 struct UsageQuery {
   double from_s = 0;  // Unix seconds; <= 0: from the beginning (capacity is then not known)
   double to_s = 0;    // Unix seconds, > from_s
-  // team, project, class, workload, model or cost-center.
+  // team, project, class, workload, model, cost-center or job.
   std::string group_by = "team";
   bool idle_share = false;
 };
@@ -46,7 +46,7 @@ struct UsageCapacity {
 };
 
 // The groupings UsageReport knows, for error messages and --help.
-inline constexpr char kUsageGroupings[] = "team, project, class, workload, model or cost-center";
+inline constexpr char kUsageGroupings[] = "team, project, class, workload, model, cost-center or job";
 
 // Cents, rounded half-even (banker's rounding), of `usd`.
 int64_t RoundCentsHalfEven(double usd);

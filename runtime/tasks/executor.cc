@@ -165,6 +165,7 @@ RunOutcome Executor::Run(Task* task, LeaseRun* lease) {
   if (lease != nullptr) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
     out.busy_gpu_micros = static_cast<int64_t>(took.count() * clock_speed_ * lease->gpus * 1e6);
+    lease->busy_gpu_micros.fetch_add(out.busy_gpu_micros, std::memory_order_relaxed);
   }
   // A lease taken away mid-task: the task runs again on another lease, resuming from its last
   // snapshot. A revocation (preemption) is not a failure; a lost lease counts against max_retries.

@@ -32,6 +32,9 @@ struct LeaseRun {
   std::shared_ptr<MemoryBudget> budget;   // shared with the blocks allocated under it
   void* stream = nullptr;                 // this lease's stream on the first slot's GPU
   double gpus = 0;                        // compute share in GPUs, for busy-time accounting
+  // Pool microseconds x GPUs its tasks ran (every run's RunOutcome::busy_gpu_micros), told to the
+  // pool with the release (PoolClient::ReleaseUsed): the ledger's busy time.
+  std::atomic<int64_t> busy_gpu_micros{0};
   bool remote = false;                    // on another node: its tasks run in the job's worker there
   std::atomic<bool> stop{false};          // revoked, lost or shutting down: take no more tasks
   std::atomic<bool> revoked{false};

@@ -214,6 +214,8 @@ void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome>
     }
     RunOutcome outcome = Outcome(f.task, std::move(o));
     if (outcome.lease_id.empty()) outcome.lease_id = f.lease->run->lease.id;
+    // Before in_flight drops: the lease thread releases (with this busy time) only once it is 0.
+    f.lease->run->busy_gpu_micros.fetch_add(outcome.busy_gpu_micros, std::memory_order_relaxed);
     executor_.Settle(f.task, std::move(outcome));
     MutexLock lock(&mu_);
     --f.lease->in_flight;

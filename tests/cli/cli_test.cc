@@ -504,7 +504,7 @@ TEST_F(SharedPoolDaemons, UsageCostAndSavingsFromAJournal) {
   const std::string head = " --pool 127.0.0.1:" + port + " --token ops-token-0123456789";
   Result csv = RunCli("usage" + head + " --since -1h --cost --format csv");
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
-  EXPECT_THAT(csv.out, HasSubstr("team,gpu-hours,leases,cost-usd\n"));
+  EXPECT_THAT(csv.out, HasSubstr("team,gpu-hours,leases,busy-hours,efficiency,cost-usd\n"));
   // 2 GPUs for an hour at the catalogue's H100 price; no agent registered, so all of it is
   // unavailable (the GPUs are lost until their agent comes) or idle (before the head started).
   double sum = 0;

@@ -160,6 +160,7 @@ TEST(SchedulingConfig, InvalidFieldsAreNamed) {
            Case{"teams:\n  - name: a\n    run_as: \"\"\n", "teams[0].run_as: '' is not a user name"},
            Case{"teams:\n  - name: operators\n", "teams[0].name: 'operators' is reserved"},
            Case{"teams:\n  - name: agents\n", "teams[0].name: 'agents' is reserved"},
+           Case{"teams:\n  - name: \"model:L4\"\n", "teams[0].name: 'model:L4': a team's name must not start with 'model:'"},
            Case{"teams:\n  - name: a\n    cost_center: ''\n", "teams[0].cost_center: must not be empty"},
            Case{"priority_classes:\n  - {name: x}\n", "priority_classes[0]: needs a name and a value"},
            Case{"priority_classes:\n  - {name: x, value: 1, preemptible: maybe}\n",

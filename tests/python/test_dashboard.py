@@ -138,6 +138,34 @@ def test_the_dashboard_shows_what_the_cli_shows(pool, tmp_path):
             lambda d: {l.get_attribute("data-scope") for l in d.find_elements(By.CSS_SELECTOR, "#history polyline")}
             >= {"pool", "(capacity)", "vision"})
 
+        # Utilisation by GPU model from the same history: the one model's newest point is what the
+        # CLI says is allocated of its schedulable GPUs now (the job holds half a GPU throughout).
+        WebDriverWait(driver, 20).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, '#model-history polyline[data-model="H100-80GB"]'))
+        status = json.loads(cli("status", "--json", "--pool", f"127.0.0.1:{port}", "--token", OPS_TOKEN).stdout)
+        queue = json.loads(cli("queue", "--json", "--pool", f"127.0.0.1:{port}", "--token", OPS_TOKEN).stdout)
+        schedulable = sum(1 for n in status["nodes"] for g in n["gpus"]
+                          if g["model"] == "H100-80GB" and g["health"] in ("healthy", "degraded"))
+        expected = 100 * sum(l["gpu_share"] for l in queue["leases"]) / schedulable
+        WebDriverWait(driver, 20).until(lambda d: float(d.find_element(
+            By.CSS_SELECTOR, '#model-history polyline[data-model="H100-80GB"]').get_attribute("data-last")) == expected)
+        assert expected == 25.0
+        assert "H100-80GB 25.0% now" in driver.find_element(By.ID, "model-legend").text
+
+        # The savings panel against `gpupool savings --json` over the same 7 days.
+        savings = json.loads(cli("savings", "--json", "--since", "-7d", "--pool", f"127.0.0.1:{port}", "--token",
+                                 OPS_TOKEN).stdout)
+        cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+                 for r in driver.find_elements(By.CSS_SELECTOR, "#savings tbody tr")]
+        assert [(c[0], c[1], float(c[3]), float(c[4]), c[5]) for c in cells] == [
+            (r["team"], r["model"], r["peak_gpus"], r["p95_gpus"], f'{r["dedicated_cost_peak_cents"] / 100:.2f}')
+            for r in savings["teams"]], (cells, savings)
+        assert savings["teams"][0]["peak_gpus"] == 0.5
+        summary = driver.find_element(By.ID, "savings-summary")
+        assert int(summary.get_attribute("data-pooled-cents")) == savings["pooled"]["cost_cents"]
+        assert int(summary.get_attribute("data-peak-cents")) == savings["dedicated_peak"]["cost_cents"]
+        assert f'pooled: {savings["pooled"]["gpus"]:g} GPUs, {savings["pooled"]["cost_cents"] / 100:.2f} USD' in summary.text
+
         # A team's token: its own rows only, and the page says whose view it is.
         driver.find_element(By.ID, "forget").click()
         driver.find_element(By.ID, "token").send_keys(TEAM_TOKEN)

@@ -165,6 +165,50 @@ def test_python_jobs_share_a_head_and_its_ledger_survives_kill_9(head):
     assert bad.returncode == 1 and "cannot group usage by 'colour'" in bad.stderr
 
 
+SLEEPER = """
+import os, time
+import gpupool
+
+@gpupool.remote(gpus=1)
+def nap(i):
+    time.sleep(0.3)
+    return i
+
+print(sum(gpupool.get([nap.submit(i) for i in range(4)])), os.getpid(), flush=True)
+"""
+
+
+def test_usage_by_job_shows_busy_time_the_job_reported_at_release(head):
+    """A job's tasks keep its leases busy 4 x 0.3 GPU-s; when the leases go back the job says so,
+    and `usage --by job` shows that busy time beside what was leased (efficiency, as Slurm's seff)
+    under the job's own name (job-<host>-<pid>)."""
+    start_head, start_agent = head
+    _, port = start_head()
+    start_agent(port, "node-0")
+    wait_for_agents(port, 1)
+    job = subprocess.run([sys.executable, "-c", SLEEPER], env=job_env(port, "node-0"), capture_output=True, text=True,
+                         timeout=60)
+    assert job.returncode == 0, job.stderr
+    total, pid = job.stdout.split()
+    assert total == "6"
+    rows = []
+    for _ in range(50):  # the last release reaches the journal with its next group commit
+        usage = cli("usage", "--json", "--by", "job", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN)
+        assert usage.returncode == 0, usage.stderr
+        rows = json.loads(usage.stdout)["rows"]
+        if rows and rows[0]["efficiency"] is not None and rows[0]["measured_gpu_hours"] == rows[0]["gpu_hours"]:
+            break
+        time.sleep(0.1)
+    assert len(rows) == 1 and rows[0]["group"].startswith("job-") and rows[0]["group"].endswith("-" + pid), rows
+    row = rows[0]
+    assert row["measured_gpu_hours"] == row["gpu_hours"] > 0, row
+    # 1.2 GPU-s of naps (timer slack may add a little, never take any away), at most what was leased.
+    assert 1.2 / 3600 <= row["busy_gpu_hours"] <= row["measured_gpu_hours"], row
+    assert 0 < row["efficiency"] <= 1 and abs(row["efficiency"] - row["busy_gpu_hours"] / row["gpu_hours"]) < 1e-9
+    table = cli("usage", "--by", "job", "--pool", f"127.0.0.1:{port}", "--token", TEAM_TOKEN)
+    assert "BUSY-HOURS" in table.stdout and "EFFICIENCY" in table.stdout and "%" in table.stdout, table.stdout
+
+
 def test_an_mpirun_job_joins_a_shared_head_as_one_job_of_several_ranks(head):
     """Under mpirun with GPUPOOL_ADDRESS, each rank joins the shared head on its own node and the
     ranks are still one job: rank/ranks are right and a collective sums over all of them."""

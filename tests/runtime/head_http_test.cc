@@ -240,6 +240,22 @@ TEST_F(HeadHttp, ATeamsScrapeHasThePoolsFamiliesAndItsOwnRowsOnly) {
   EXPECT_EQ(Get(port_, "/api/v1/usage?since=yesterday", kVision).status, 400);
 }
 
+// usage --by job: each lease's job as its request ids name it ("<job>/<rest>", under the head's
+// "s<N>/" prefix); a team sees its own jobs only. (The ledger's side, after a release, is
+// head_journal_test's AVersion2JournalGainsJobIdsInPlace.)
+TEST_F(HeadHttp, UsageByJobNamesEachLeasesJob) {
+  FillThePool();
+  json all = json::parse(Get(port_, "/api/v1/usage?by=job&since=0", kOps).body);
+  EXPECT_EQ(all["by"], "job");
+  ASSERT_EQ(all["rows"].size(), 2u) << all.dump();
+  EXPECT_EQ(all["rows"][0]["group"], "njob");
+  EXPECT_EQ(all["rows"][0]["leases"], 1);
+  EXPECT_EQ(all["rows"][1]["group"], "vjob");
+  json mine = json::parse(Get(port_, "/api/v1/usage?by=job&since=0", kVision).body);
+  ASSERT_EQ(mine["rows"].size(), 1u) << mine.dump();
+  EXPECT_EQ(mine["rows"][0]["group"], "vjob");
+}
+
 // The history the head samples into its journal, read back over HTTP: the pool's row and the
 // viewer's own team's only.
 TEST_F(HeadHttp, HistoryIsSampledIntoTheJournalAndFilteredByViewer) {
@@ -253,13 +269,19 @@ TEST_F(HeadHttp, HistoryIsSampledIntoTheJournalAndFilteredByViewer) {
     if (full) break;
   }
   std::set<std::string> scopes;
-  double pool_capacity = 0;
+  double pool_capacity = 0, model_allocated = -1, model_capacity = -1;
   for (const json& r : rows) {
     scopes.insert(r["scope"].get<std::string>());
     if (r["scope"] == "pool") pool_capacity = r["capacity_gpus"].get<double>();
+    if (r["scope"] == "model:H100-80GB") {  // the newest sample, which the loop waited for
+      model_allocated = r["allocated_gpus"].get<double>();
+      model_capacity = r["capacity_gpus"].get<double>();
+    }
   }
-  EXPECT_EQ(scopes, (std::set<std::string>{"nlp", "pool", "vision"})) << rows.dump();
+  EXPECT_EQ(scopes, (std::set<std::string>{"model:H100-80GB", "nlp", "pool", "vision"})) << rows.dump();
   EXPECT_EQ(pool_capacity, 2);
+  EXPECT_EQ(model_allocated, 2) << "the one model's row follows the pool's";
+  EXPECT_EQ(model_capacity, 2);
   std::set<std::string> vision_sees;
   HttpReply mine = Get(port_, "/api/v1/history", kVision);
   ASSERT_EQ(mine.status, 200) << mine.body;
@@ -267,7 +289,8 @@ TEST_F(HeadHttp, HistoryIsSampledIntoTheJournalAndFilteredByViewer) {
   for (const json& r : mine_json["rows"]) {
     vision_sees.insert(r["scope"].get<std::string>());
   }
-  EXPECT_EQ(vision_sees, (std::set<std::string>{"pool", "vision"}));
+  EXPECT_EQ(vision_sees, (std::set<std::string>{"model:H100-80GB", "pool", "vision"}))
+      << "the per-model rows are pool-wide, as the pool's";
 }
 
 // Garbage of every kind on the HTTP port: the head keeps answering both its HTTP and its RPC port,

@@ -67,6 +67,22 @@ class HeadJournalTest : public ::testing::Test {
     sqlite3_free(error);
     sqlite3_close(db);
   }
+  // The first column of the first row `sql` returns ("" when none).
+  std::string RawSqlText(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    std::string out;
+    if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
+      sqlite3_exec(
+          db, sql.c_str(),
+          +[](void* text, int, char** values, char**) {
+            if (values[0] != nullptr) *static_cast<std::string*>(text) = values[0];
+            return 0;
+          },
+          &out, nullptr);
+    }
+    sqlite3_close(db);
+    return out;
+  }
 
   std::string dir_;
   std::string path_;
@@ -191,7 +207,7 @@ TEST_F(HeadJournalTest, CloseLeaseMovesTheLeaseIntoTheLedger) {
   ASSERT_TRUE(ledger.ok()) << ledger.status();
   EXPECT_THAT(*ledger, ElementsAre(LedgerEntry{.lease_id = "lease-1", .account = lease.account,
                                                .start_s = 1000.0, .end_s = 4600.0,
-                                               .end_cause = "revoked"}));
+                                               .end_cause = "revoked", .job = "req-lease-1"}));
 }
 
 TEST_F(HeadJournalTest, UsageClipsLeasesToThePeriodAndGroupsThem) {
@@ -253,7 +269,9 @@ TEST_F(HeadJournalTest, AVersion1JournalIsMigratedInPlaceKeepingItsLedger) {
     journal->CloseLease("old", 3600, "released");
     ASSERT_TRUE(journal->Flush().ok());
   }
-  RawSql(path_, "DROP TABLE history; DROP TABLE health_events; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  RawSql(path_,
+         "DROP TABLE history; DROP TABLE health_events; ALTER TABLE ledger DROP COLUMN job; "
+         "ALTER TABLE ledger DROP COLUMN busy_gpu_s; UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   std::unique_ptr<HeadJournal> journal = OpenJournal();
   absl::StatusOr<std::vector<UsageRow>> usage = journal->Usage(0, 3600, UsageGroup::kTeam);
   ASSERT_TRUE(usage.ok()) << usage.status();
@@ -277,7 +295,9 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsHealthEventsKeepingItsHistory) {
     journal->RecordHistory({HistoryRow{.t_s = 100, .scope = "pool", .allocated_gpus = 1, .capacity_gpus = 2}}, 0);
     ASSERT_TRUE(journal->Flush().ok());
   }
-  RawSql(path_, "DROP TABLE health_events; UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  RawSql(path_,
+         "DROP TABLE health_events; ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
+         "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
   {
     std::unique_ptr<HeadJournal> journal = OpenJournal();
     EXPECT_EQ(journal->History(0, 200)->size(), 1u);
@@ -301,6 +321,73 @@ TEST_F(HeadJournalTest, AVersion2JournalGainsHealthEventsKeepingItsHistory) {
   EXPECT_EQ((*events)[1].drained_by, "alice");
   EXPECT_TRUE((*events)[0].reasons.empty());
   EXPECT_EQ(journal->HealthEvents(151, 1000)->size(), 1u);
+}
+
+// A journal of schema version 3 (today's file before the ledger kept jobs: those columns dropped
+// and the version put back) is upgraded in place: its old rows keep their usage with no job, the rows
+// closed after the upgrade name theirs (from the request id "s<N>/<job>/...", never the job's key).
+TEST_F(HeadJournalTest, AVersion3JournalGainsJobIdsInPlace) {
+  {
+    std::unique_ptr<HeadJournal> journal = OpenJournal();
+    journal->RecordLease(Lease("old", "team-a", 1.0, 0));
+    journal->CloseLease("old", 3600, "released");
+    journal->RecordLease(Lease("open", "team-b", 2.0, 0, "s4/job-host-77/team-b/3/0"));  // open across it
+    ASSERT_TRUE(journal->Flush().ok());
+  }
+  RawSql(path_,
+         "ALTER TABLE ledger DROP COLUMN job; ALTER TABLE ledger DROP COLUMN busy_gpu_s; "
+         "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  journal->CloseLease("open", 3600, "released");
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<LedgerEntry>> ledger = journal->Ledger(0, 1e12);
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  ASSERT_EQ(ledger->size(), 2u);
+  EXPECT_EQ((*ledger)[0].lease_id, "old");
+  EXPECT_EQ((*ledger)[0].job, "") << "closed before the ledger kept jobs";
+  EXPECT_EQ((*ledger)[1].job, "job-host-77");
+  absl::StatusOr<std::vector<UsageCell>> cells = journal->UsageCells(0, 3600);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_EQ(cells->size(), 2u);
+  EXPECT_EQ((*cells)[0].job, "");
+  EXPECT_EQ((*cells)[0].gpu_hours, 1);
+  EXPECT_EQ((*cells)[1].job, "job-host-77");
+  EXPECT_EQ((*cells)[1].gpu_hours, 2);
+  journal.reset();
+  EXPECT_EQ(RawSqlText(path_, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(kJournalSchemaVersion));
+}
+
+// The busy time a job gives at release is kept with the ledger row, capped at what the lease held,
+// and prorated when the period cuts the lease; leases whose busy time is unknown count as leased
+// only (efficiency is busy over the measured part).
+TEST_F(HeadJournalTest, BusyTimeIsKeptCappedAndProratedToThePeriod) {
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  journal->RecordLease(Lease("half-busy", "team-a", 2.0, 0));  // [0, 3600) on 2 GPUs: 7200 GPU-s
+  journal->CloseLease("half-busy", 3600, "released", 3600);
+  journal->RecordLease(Lease("boastful", "team-b", 1.0, 0));   // claims more than it held
+  journal->CloseLease("boastful", 3600, "released", 99999);
+  journal->RecordLease(Lease("silent", "team-c", 1.0, 0));     // an older client: unknown
+  journal->CloseLease("silent", 3600, "released");
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<LedgerEntry>> ledger = journal->Ledger(0, 1e12);
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  ASSERT_EQ(ledger->size(), 3u);
+  EXPECT_EQ((*ledger)[0].busy_gpu_s, 3600);
+  EXPECT_EQ((*ledger)[1].busy_gpu_s, 3600) << "capped at 1 GPU x 3600 s";
+  EXPECT_EQ((*ledger)[2].busy_gpu_s, -1);
+  // The first half hour only: half of each lease.
+  absl::StatusOr<std::vector<UsageCell>> cells = journal->UsageCells(0, 1800);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_EQ(cells->size(), 3u);
+  EXPECT_DOUBLE_EQ((*cells)[0].gpu_hours, 1);
+  EXPECT_DOUBLE_EQ((*cells)[0].measured_gpu_hours, 1);
+  EXPECT_DOUBLE_EQ((*cells)[0].busy_gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[1].busy_gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[1].measured_gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[2].gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ((*cells)[2].measured_gpu_hours, 0) << "unknown busy time is not measured";
+  EXPECT_DOUBLE_EQ((*cells)[2].busy_gpu_hours, 0);
 }
 
 TEST_F(HeadJournalTest, HistoryIsKeptForItsRetentionOnly) {

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/service/metrics/prometheus_text.h"
+#include "runtime/http/prometheus_text.h"
 
 namespace gpupool::runtime {
 namespace {

@@ -80,6 +80,40 @@ TEST(UsageReport, CostCentersDefaultToTheTeamsName) {
   EXPECT_FALSE(r->contains("capacity")) << "an unbounded period has no capacity";
 }
 
+TEST(UsageReport, JobsGroupByNameAndLeasesFromBeforeTheLedgerKeptThemShowSo) {
+  UsageCell a = Cell("vision", "p", "H100-80GB", 1), b = Cell("vision", "q", "H100-80GB", 2),
+            old = Cell("nlp", "p", "L4", 4);
+  a.job = b.job = "job-node0-42";  // two projects of one job
+  absl::StatusOr<json> r =
+      UsageReport({a, b, old}, UsageQuery{.from_s = 0, .to_s = 10, .group_by = "job"}, Viewer::Operator(), Config(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)["rows"].size(), 2u) << r->dump();
+  EXPECT_EQ((*r)["rows"][0]["group"], "(not recorded)");
+  EXPECT_DOUBLE_EQ((*r)["rows"][0]["gpu_hours"].get<double>(), 4);
+  EXPECT_EQ((*r)["rows"][1]["group"], "job-node0-42");
+  EXPECT_DOUBLE_EQ((*r)["rows"][1]["gpu_hours"].get<double>(), 3);
+  EXPECT_EQ((*r)["rows"][1]["cost_cents"], 900);
+}
+
+// seff's efficiency: busy over leased, of the leases whose job said how long they were busy; a row
+// none of whose leases did has no efficiency (null), not 0.
+TEST(UsageReport, EfficiencyIsBusyOverTheMeasuredPartOnly) {
+  UsageCell measured = Cell("vision", "p", "H100-80GB", 4), unknown = Cell("vision", "p", "H100-80GB", 6),
+            silent = Cell("nlp", "p", "H100-80GB", 1);
+  measured.measured_gpu_hours = 4;
+  measured.busy_gpu_hours = 3;
+  absl::StatusOr<json> r = UsageReport({measured, unknown, silent}, UsageQuery{.from_s = 0, .to_s = 10},
+                                       Viewer::Operator(), Config(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ((*r)["rows"].size(), 2u);
+  EXPECT_EQ((*r)["rows"][0]["group"], "nlp");
+  EXPECT_TRUE((*r)["rows"][0]["efficiency"].is_null());
+  EXPECT_EQ((*r)["rows"][1]["group"], "vision");
+  EXPECT_DOUBLE_EQ((*r)["rows"][1]["gpu_hours"].get<double>(), 10);
+  EXPECT_DOUBLE_EQ((*r)["rows"][1]["busy_gpu_hours"].get<double>(), 3);
+  EXPECT_DOUBLE_EQ((*r)["rows"][1]["efficiency"].get<double>(), 0.75) << "3 busy of the 4 measured, not of 10";
+}
+
 TEST(UsageReport, ATeamSeesItsRowsAndTheOthersAsOneLine) {
   std::vector<UsageCell> cells = {Cell("vision", "a", "H100-80GB", 1), Cell("nlp", "secret", "L4", 2)};
   absl::StatusOr<json> r =

@@ -114,8 +114,8 @@ JournalTicket HeadJournal::RemoveRequest(std::string request_id) {
 
 JournalTicket HeadJournal::RecordLease(LeaseRecord lease) { return Enqueue(std::move(lease)); }
 
-JournalTicket HeadJournal::CloseLease(std::string lease_id, double end_s, std::string cause) {
-  return Enqueue(LeaseClosing{std::move(lease_id), end_s, std::move(cause)});
+JournalTicket HeadJournal::CloseLease(std::string lease_id, double end_s, std::string cause, double busy_gpu_s) {
+  return Enqueue(LeaseClosing{std::move(lease_id), end_s, std::move(cause), busy_gpu_s});
 }
 
 JournalTicket HeadJournal::RecordCheckpoint(CheckpointRecord checkpoint) {

@@ -117,7 +117,9 @@ class HeadJournal {
   // The grant: records the lease and removes its request (lease.request_id), atomically.
   JournalTicket RecordLease(LeaseRecord lease);
   // Released, revoked or lost: moves the lease into the ledger as [granted_s, end_s), atomically.
-  JournalTicket CloseLease(std::string lease_id, double end_s, std::string cause);
+  // `busy_gpu_s`: how long the job's tasks ran on it (seconds x GPUs), negative when unknown; capped
+  // at what the lease held (end_s - granted_s) x gpus.
+  JournalTicket CloseLease(std::string lease_id, double end_s, std::string cause, double busy_gpu_s = -1);
   JournalTicket RecordCheckpoint(CheckpointRecord checkpoint);
   JournalTicket RemoveCheckpoints(std::string task_key);  // the task is done: all its versions
   // A sample of the pool's history; rows older than `keep_after_s` are dropped with it.
@@ -142,7 +144,7 @@ class HeadJournal {
   // InvalidArgument when from_s >= to_s.
   absl::StatusOr<std::vector<UsageRow>> Usage(double from_s, double to_s, UsageGroup group_by);
   // As Usage, grouped by every accounting column at once (team, project, workload class, priority
-  // class, GPU model), ordered by them: what chargeback regroups and prices.
+  // class, GPU model, job), ordered by them: what chargeback regroups and prices.
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   // History rows with t_s in [from_s, to_s), by time then scope.
   absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);

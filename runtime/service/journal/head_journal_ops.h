@@ -26,6 +26,7 @@ struct LeaseClosing {
   std::string lease_id;
   double end_s = 0;
   std::string cause;
+  double busy_gpu_s = -1;
 };
 struct CheckpointRemoval {
   std::string task_key;

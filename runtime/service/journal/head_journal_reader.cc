@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "runtime/service/journal/head_journal_schema.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -60,7 +61,9 @@ LedgerEntry LedgerAt(const sqlite::Statement& s) {
           .account = AccountAt(s, 1),
           .start_s = s.Double(7),
           .end_s = s.Double(8),
-          .end_cause = s.Text(9)};
+          .end_cause = s.Text(9),
+          .job = s.Text(10),
+          .busy_gpu_s = s.Double(11)};
 }
 
 CheckpointRecord CheckpointAt(const sqlite::Statement& s) {
@@ -220,12 +223,19 @@ absl::StatusOr<std::vector<HistoryRow>> JournalReader::History(double from_s, do
 
 absl::StatusOr<std::vector<UsageCell>> JournalReader::UsageCells(double from_s, double to_s) {
   if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
-  constexpr char kCells[] = "team, project, workload_class, priority_class, gpu_model";
+  constexpr char kCells[] = "team, project, workload_class, priority_class, gpu_model, job";
+  constexpr char kLeaseCells[] = "team, project, workload_class, priority_class, gpu_model, ";
+  // A lease's busy time is for the whole lease: the part inside the period is prorated.
   std::string sql = absl::StrCat(
-      "SELECT ", kCells, ", SUM((MIN(end_s, ?2) - MAX(start_s, ?1)) * gpus) / 3600.0, COUNT(*) FROM ("
-      " SELECT ", kCells, ", start_s, end_s, gpus FROM ledger WHERE end_s > ?1 AND start_s < ?2"
+      "SELECT ", kCells, ", SUM((MIN(end_s, ?2) - MAX(start_s, ?1)) * gpus) / 3600.0, COUNT(*),"
+      " SUM(CASE WHEN busy >= 0 THEN (MIN(end_s, ?2) - MAX(start_s, ?1)) * gpus ELSE 0 END) / 3600.0,"
+      " SUM(CASE WHEN busy >= 0 AND end_s > start_s"
+      "     THEN busy * (MIN(end_s, ?2) - MAX(start_s, ?1)) / (end_s - start_s) ELSE 0 END) / 3600.0 FROM ("
+      " SELECT ", kCells, ", start_s, end_s, gpus, busy_gpu_s AS busy FROM ledger WHERE end_s > ?1 AND start_s < ?2"
       " UNION ALL"
-      " SELECT ", kCells, ", granted_s, ?2, gpus FROM leases WHERE granted_s < ?2"
+      // A live lease's job comes from its request id, as the ledger's will when it closes; its
+      // busy time is known only once the job gives it back.
+      " SELECT ", kLeaseCells, kJobOfRequestSql, ", granted_s, ?2, gpus, -1 FROM leases WHERE granted_s < ?2"
       ") GROUP BY ", kCells, " ORDER BY ", kCells);
   absl::MutexLock lock(&mu_);
   return Query(
@@ -233,15 +243,16 @@ absl::StatusOr<std::vector<UsageCell>> JournalReader::UsageCells(double from_s, 
       [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); },
       +[](const sqlite::Statement& s) {
         return UsageCell{.team = s.Text(0), .project = s.Text(1), .workload_class = s.Text(2),
-                         .priority_class = s.Text(3), .gpu_model = s.Text(4),
-                         .gpu_hours = s.Double(5), .leases = s.Int(6)};
+                         .priority_class = s.Text(3), .gpu_model = s.Text(4), .job = s.Text(5),
+                         .gpu_hours = s.Double(6), .measured_gpu_hours = s.Double(8),
+                         .busy_gpu_hours = s.Double(9), .leases = s.Int(7)};
       });
 }
 
 absl::StatusOr<std::vector<LedgerEntry>> JournalReader::Ledger(double from_s, double to_s) {
   if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
   std::string sql = absl::StrCat("SELECT lease_id, ", kAccountColumns,
-                                 ", start_s, end_s, end_cause FROM ledger "
+                                 ", start_s, end_s, end_cause, job, busy_gpu_s FROM ledger "
                                  "WHERE end_s > ?1 AND start_s < ?2 ORDER BY end_s, seq");
   absl::MutexLock lock(&mu_);
   return Query(

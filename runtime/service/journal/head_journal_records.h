@@ -82,6 +82,8 @@ struct LedgerEntry {
   double start_s = 0;
   double end_s = 0;
   std::string end_cause;  // as given to CloseLease: "released", "revoked", "lost", ...
+  std::string job;        // the job the lease served (kJobOfRequestSql); empty if closed before schema 4
+  double busy_gpu_s = -1; // pool seconds x GPUs its tasks ran, as the job said at release; -1: unknown
 
   bool operator==(const LedgerEntry&) const = default;
 };
@@ -156,7 +158,12 @@ struct UsageCell {
   std::string workload_class;
   std::string priority_class;
   std::string gpu_model;
+  std::string job;       // the job (kJobOfRequestSql); empty if closed before the ledger kept it (schema 4)
   double gpu_hours = 0;  // slice-weighted, clipped to the period
+  // Of gpu_hours, those of leases whose job said how long they were busy, and that busy time
+  // (each lease's prorated to the part of it inside the period): efficiency is their ratio.
+  double measured_gpu_hours = 0;
+  double busy_gpu_hours = 0;
   int64_t leases = 0;    // leases that overlap the period
 };
 

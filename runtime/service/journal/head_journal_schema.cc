@@ -67,6 +67,15 @@ CREATE INDEX health_events_by_time ON health_events(t_s);
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
 COMMIT;
 )sql",
+    // 4: the job each closed lease served (usage --by job; rows closed before it keep '') and how
+    // long the job said its tasks kept it busy (pool seconds x GPUs; -1: not said).
+    R"sql(
+BEGIN IMMEDIATE;
+ALTER TABLE ledger ADD COLUMN job TEXT NOT NULL DEFAULT '';
+ALTER TABLE ledger ADD COLUMN busy_gpu_s REAL NOT NULL DEFAULT -1;
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
+COMMIT;
+)sql",
 };
 static_assert(std::size(kMigrations) + 1 == kJournalSchemaVersion, "one migration per version after the first");
 

@@ -27,11 +27,18 @@ constexpr char kPutRequest[] =
     "request = excluded.request, submitted_s = excluded.submitted_s";
 
 // The ledger row takes the lease's own accounting columns, in the same transaction as the delete.
-constexpr char kLeaseToLedger[] =
-    "INSERT INTO ledger(lease_id, team, project, workload_class, priority_class, gpu_model, gpus, "
-    "start_s, end_s, end_cause) "
-    "SELECT lease_id, team, project, workload_class, priority_class, gpu_model, gpus, granted_s, "
-    "?2, ?3 FROM leases WHERE lease_id = ?1";
+// The job column comes from the lease's request id (kJobOfRequestSql), never from its job_id,
+// which holds the job's key; the busy time is the job's word, capped at the lease's GPU-seconds.
+std::string LeaseToLedgerSql() {
+  return absl::StrCat(
+      "INSERT INTO ledger(lease_id, team, project, workload_class, priority_class, gpu_model, gpus, "
+      "start_s, end_s, end_cause, job, busy_gpu_s) "
+      "SELECT lease_id, team, project, workload_class, priority_class, gpu_model, gpus, granted_s, "
+      "?2, ?3, ", kJobOfRequestSql, ","
+      // A job cannot have been busier than what it held: its figure is capped there.
+      " CASE WHEN ?4 < 0 THEN -1 ELSE MIN(?4, MAX(0, (?2 - granted_s) * gpus)) END"
+      " FROM leases WHERE lease_id = ?1");
+}
 
 absl::Status Prepare(const sqlite::Db& db, const char* sql, sqlite::Statement* out) {
   absl::StatusOr<sqlite::Statement> st = db.Prepare(sql);
@@ -67,6 +74,7 @@ absl::StatusOr<std::unique_ptr<JournalWriter>> JournalWriter::Open(const std::st
   if (absl::Status st = EnsureJournalSchema(d); !st.ok()) return st;
 
   auto s = std::make_unique<Statements>();
+  const std::string lease_to_ledger = LeaseToLedgerSql();
   const std::pair<const char*, sqlite::Statement*> statements[] = {
       {"BEGIN IMMEDIATE", &s->begin},
       {"COMMIT", &s->commit},
@@ -82,7 +90,7 @@ absl::StatusOr<std::unique_ptr<JournalWriter>> JournalWriter::Open(const std::st
       {"INSERT OR REPLACE INTO leases(lease_id, request_id, job_id, node, team, project, "
        "workload_class, priority_class, gpu_model, gpus, lease, granted_s) "
        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)", &s->put_lease},
-      {kLeaseToLedger, &s->lease_to_ledger},
+      {lease_to_ledger.c_str(), &s->lease_to_ledger},
       {"DELETE FROM leases WHERE lease_id = ?1", &s->delete_lease},
       {"INSERT OR REPLACE INTO checkpoints(task_key, version, job_id, path, step, committed_s) "
        "VALUES(?1,?2,?3,?4,?5,?6)", &s->put_checkpoint},
@@ -159,7 +167,7 @@ absl::Status JournalWriter::Apply(const LeaseRecord& lease) {
 absl::Status JournalWriter::Apply(const LeaseClosing& closing) {
   std::string what = absl::StrCat("closing lease ", closing.lease_id, " into the ledger");
   absl::Status st =
-      s_->lease_to_ledger.RunWith(what, closing.lease_id, closing.end_s, closing.cause);
+      s_->lease_to_ledger.RunWith(what, closing.lease_id, closing.end_s, closing.cause, closing.busy_gpu_s);
   if (!st.ok()) return st;
   return s_->delete_lease.RunWith(what, closing.lease_id);
 }

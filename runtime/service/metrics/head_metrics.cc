@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pool/health.h"
-#include "runtime/service/metrics/prometheus_text.h"
+#include "runtime/http/prometheus_text.h"
 
 namespace gpupool::runtime {
 namespace {

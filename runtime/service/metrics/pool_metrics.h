@@ -23,7 +23,7 @@
 #include <tuple>
 
 #include "pool/scheduler/scheduler.h"
-#include "runtime/service/metrics/histogram.h"
+#include "runtime/http/histogram.h"
 
 namespace gpupool::runtime {
 

@@ -1,4 +1,4 @@
-// File: runtime/service/metrics/prometheus_text.h
+// File: runtime/http/prometheus_text.h
 //
 // Writes the Prometheus text exposition format (version 0.0.4): a `# HELP` and `# TYPE` line per
 // family, then its samples, label values escaped (backslash, double quote, line feed) so that a
@@ -10,15 +10,15 @@
 //   std::string text = out.Take();
 //
 // Not thread-safe (one per scrape).
-#ifndef GPUPOOL_RUNTIME_SERVICE_METRICS_PROMETHEUS_TEXT_H_
-#define GPUPOOL_RUNTIME_SERVICE_METRICS_PROMETHEUS_TEXT_H_
+#ifndef GPUPOOL_RUNTIME_HTTP_PROMETHEUS_TEXT_H_
+#define GPUPOOL_RUNTIME_HTTP_PROMETHEUS_TEXT_H_
 
 #include <string>
 #include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
-#include "runtime/service/metrics/histogram.h"
+#include "runtime/http/histogram.h"
 
 namespace gpupool::runtime {
 
@@ -42,4 +42,4 @@ class PrometheusText {
 
 }  // namespace gpupool::runtime
 
-#endif  // GPUPOOL_RUNTIME_SERVICE_METRICS_PROMETHEUS_TEXT_H_
+#endif  // GPUPOOL_RUNTIME_HTTP_PROMETHEUS_TEXT_H_

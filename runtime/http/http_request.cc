@@ -1,4 +1,4 @@
-#include "runtime/service/http/http_request.h"
+#include "runtime/http/http_request.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,7 @@
-// File: runtime/service/http/http_server.h
+// File: runtime/http/http_server.h
 //
-// A small HTTP/1.1 server for the head's metrics, JSON API and dashboard: one thread, a poll()
+// A small HTTP/1.1 server for the head's metrics, JSON API and dashboard and the agents' device
+// metrics (one layer below both, so there is one bounded server): one thread, a poll()
 // loop over non-blocking POSIX sockets, one request per connection (answered with "Connection:
 // close"). Written here rather than taken from KJ's HTTP so that it stays out of the RPC loop's
 // thread and its bounds are explicit: the request head is at most `max_request_bytes`, a
@@ -15,8 +16,8 @@
 // Threads: `handler` runs on the server's thread, one request at a time; it must not block for
 // long (it holds up every other connection meanwhile). An exception from it answers 500.
 // Destruction stops the thread and closes every connection.
-#ifndef GPUPOOL_RUNTIME_SERVICE_HTTP_HTTP_SERVER_H_
-#define GPUPOOL_RUNTIME_SERVICE_HTTP_HTTP_SERVER_H_
+#ifndef GPUPOOL_RUNTIME_HTTP_HTTP_SERVER_H_
+#define GPUPOOL_RUNTIME_HTTP_HTTP_SERVER_H_
 
 #include <atomic>
 #include <chrono>
@@ -27,7 +28,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "runtime/service/http/http_request.h"
+#include "runtime/http/http_request.h"
 
 namespace gpupool::runtime {
 
@@ -73,4 +74,4 @@ class HttpServer {
 
 }  // namespace gpupool::runtime
 
-#endif  // GPUPOOL_RUNTIME_SERVICE_HTTP_HTTP_SERVER_H_
+#endif  // GPUPOOL_RUNTIME_HTTP_HTTP_SERVER_H_

@@ -1,4 +1,4 @@
-// File: runtime/service/metrics/histogram.h
+// File: runtime/http/histogram.h
 //
 // A Prometheus-style histogram: fixed upper bounds chosen up front, a count per bucket, the sum
 // and the count of every observation. Cheap to observe (a short scan), cheap to copy.
@@ -7,8 +7,8 @@
 //   h.Observe(0.004);
 //
 // Not thread-safe: its owner's lock guards it.
-#ifndef GPUPOOL_RUNTIME_SERVICE_METRICS_HISTOGRAM_H_
-#define GPUPOOL_RUNTIME_SERVICE_METRICS_HISTOGRAM_H_
+#ifndef GPUPOOL_RUNTIME_HTTP_HISTOGRAM_H_
+#define GPUPOOL_RUNTIME_HTTP_HISTOGRAM_H_
 
 #include <cstdint>
 #include <vector>
@@ -48,4 +48,4 @@ class Histogram {
 
 }  // namespace gpupool::runtime
 
-#endif  // GPUPOOL_RUNTIME_SERVICE_METRICS_HISTOGRAM_H_
+#endif  // GPUPOOL_RUNTIME_HTTP_HISTOGRAM_H_

@@ -1,4 +1,4 @@
-#include "runtime/service/metrics/prometheus_text.h"
+#include "runtime/http/prometheus_text.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "runtime/service/http/http_server.h"
+#include "runtime/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   if (!IsLoopback(options.address) && !options.allow_network) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the HTTP endpoint listens on loopback unless told it may use the network; got '", options.address,
-        "' (gpupool head --insecure-network: tokens travel unencrypted)"));
+        "' (--insecure-network allows it: what it serves travels unencrypted)"));
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

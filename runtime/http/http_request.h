@@ -1,7 +1,8 @@
-// File: runtime/service/http/http_request.h
+// File: runtime/http/http_request.h
 //
-// The head's HTTP requests, parsed from untrusted bytes: the request line and the headers of an
-// HTTP/1.0 or 1.1 request, and nothing else (the head's endpoints take no bodies). Every limit is
+// HTTP requests to the head's and the agents' endpoints, parsed from untrusted bytes: the request
+// line and the headers of an HTTP/1.0 or 1.1 request, and nothing else (the endpoints take no
+// bodies). Every limit is
 // explicit, so a peer cannot make the parser allocate or loop without bound.
 //
 //   HttpParse p = ParseHttpRequest(buffer, /*max_bytes=*/16384);
@@ -9,8 +10,8 @@
 //   else if (p.state == HttpParse::kBad) answer p.status with p.error;
 //
 // Pure functions: thread-safe.
-#ifndef GPUPOOL_RUNTIME_SERVICE_HTTP_HTTP_REQUEST_H_
-#define GPUPOOL_RUNTIME_SERVICE_HTTP_HTTP_REQUEST_H_
+#ifndef GPUPOOL_RUNTIME_HTTP_HTTP_REQUEST_H_
+#define GPUPOOL_RUNTIME_HTTP_HTTP_REQUEST_H_
 
 #include <map>
 #include <string>
@@ -61,4 +62,4 @@ const char* HttpStatusText(int status);
 
 }  // namespace gpupool::runtime
 
-#endif  // GPUPOOL_RUNTIME_SERVICE_HTTP_HTTP_REQUEST_H_
+#endif  // GPUPOOL_RUNTIME_HTTP_HTTP_REQUEST_H_
