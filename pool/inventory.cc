@@ -35,6 +35,10 @@ absl::StatusOr<Inventory> Inventory::FromDiscovery(const std::vector<DiscoveredN
     if (!node_names.insert(node.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("node name '", node.name, "' is used twice"));
     }
+    if (node.cpu_milli < 0 || node.memory_mib < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", node.name, ": host CPU and memory cannot be negative"));
+    }
     InventoryNode inode{node.name, node.labels, {}, node.cpu_milli, node.memory_mib};
     std::set<int> indices;
     for (const DiscoveredGpu& device : node.gpus) {

@@ -21,7 +21,7 @@ class FgdPolicy final : public PlacementPolicy {
   bool ScoresByNodeState() const override { return true; }
 
   Decision Decide(const ClusterView& cluster, const PodRequest& request) override {
-    if (static_cast<int>(cached_.size()) != cluster.state_size()) cached_.assign(cluster.state_size(), {});
+    if (static_cast<int>(cached_.size()) < cluster.state_size()) cached_.resize(cluster.state_size());
     int best_node = -1;
     int best_gpu = -1;
     int64_t best_score = 0;

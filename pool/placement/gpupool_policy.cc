@@ -60,7 +60,9 @@ class GpupoolPolicy final : public PlacementPolicy {
       current_.clear();
       memo_.clear();
     }
-    if (static_cast<int>(current_.size()) != cluster.state_size()) current_.assign(cluster.state_size(), {});
+    // Several views (of states of different sizes) may share this policy: the cache only grows,
+    // and an entry of another state's node never matches (generations are unique).
+    if (static_cast<int>(current_.size()) < cluster.state_size()) current_.resize(cluster.state_size());
     int best_node = -1;
     GpuIndices best_gpus;
     int64_t best_score = 0;

@@ -31,9 +31,11 @@ void OnlineShapes::Observe(const PodRequest& r) {
   }
   ++observations_;
   ++since_rebuild_;
-  // Observations since the last rebuild, against how many there were then.
-  const double threshold =
-      std::max<double>(1.0, options_.rebuild_share * static_cast<double>(observations_ - since_rebuild_));
+  // Observations since the last rebuild, against the weight observed so far counted in
+  // observations of today's worth (at most about half_life / ln 2): a long-lived pool keeps
+  // rebuilding as its work changes instead of ever more rarely.
+  const double effective = total_ / scale_;
+  const double threshold = std::max(1.0, options_.rebuild_share * effective);
   if (static_cast<double>(since_rebuild_) >= threshold) {
     since_rebuild_ = 0;
     ++version_;

@@ -28,8 +28,9 @@ struct OnlineShapesOptions {
   // workload is seen whole, short enough that a pool whose work changes follows it within days.
   double half_life = 20000;
   // The distribution is worth rebuilding (version() moves) once the observations since the last
-  // rebuild reach this share of those before it (and at least one): at first after every
-  // request, later rarely, so a stream of n requests causes O(log n) rebuilds.
+  // rebuild reach this share of the decayed weight (and at least one): at first after every
+  // request, then more and more rarely until the weight levels off at about half_life / ln 2
+  // observations, and from there every rebuild_share of that.
   double rebuild_share = 0.05;
   // Whether host memory is part of a shape's key (memory-aware policies).
   bool key_memory = true;

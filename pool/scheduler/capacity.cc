@@ -72,8 +72,8 @@ CapacityState::CapacityState(const PoolTopology& topology) {
 }
 
 bool CapacityState::HostFits(int node, const SlotShape& shape, int64_t count) const {
-  return (cpu_total_[node] == 0 || cpu_free_[node] >= count * shape.cpu_milli) &&
-         (host_memory_total_[node] == 0 || host_memory_free_[node] >= count * shape.host_memory_mib);
+  return (cpu_total_[node] <= 0 || cpu_free_[node] >= count * shape.cpu_milli) &&
+         (host_memory_total_[node] <= 0 || host_memory_free_[node] >= count * shape.host_memory_mib);
 }
 
 bool CapacityState::Fits(int g, const SlotShape& shape) const {
@@ -93,7 +93,8 @@ void CapacityState::TakeHost(int node, const SlotShape& shape, int sign) {
 }
 
 void CapacityState::Take(int g, const SlotShape& shape) {
-  assert(Fits(g, shape));
+  // The host share may overdraw a node (Scheduler::Adopt takes running leases back as they are).
+  assert(GpuFits(g, shape));
   gpus_[g].compute_free_milli -= SlotComputeMilli(shape);
   gpus_[g].memory_free_mib -= shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
   TakeHost(node_of_[g], shape, 1);

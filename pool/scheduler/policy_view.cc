@@ -123,13 +123,17 @@ PolicyAnswer PolicyView::Place(placement::PlacementPolicy& policy, const Capacit
   if (!Answers(r, options)) return {};
   placement::Decision d;
   int node = -1;
+  // The candidates already satisfy the request's model constraint (checked by the scheduler's
+  // own filter, which reads catalogue names in any case): the policy need not check it again.
+  placement::PodRequest pod = PodRequestOf(r, *models_);
+  pod.models = placement::ModelSet::Any();
   if (policy.ScoresByNodeState()) {
     representatives_.clear();
     for (const auto& [key, nodes] : by_state_) representatives_.push_back(nodes.begin()->second);
-    d = policy.Decide(placement::ClusterView(*cluster_, representatives_), PodRequestOf(r, *models_));
+    d = policy.Decide(placement::ClusterView(*cluster_, representatives_), pod);
     if (d.placed()) node = representatives_[d.node];
   } else {
-    d = policy.Decide(cluster_->view(), PodRequestOf(r, *models_));
+    d = policy.Decide(cluster_->view(), pod);
     node = d.node;
   }
   if (!d.placed()) return {.answered = true, .gpus = std::nullopt};

@@ -152,6 +152,7 @@ std::optional<std::vector<int>> Scheduler::PlaceLive(const PendingRequest& p,
 PolicyAnswer Scheduler::PlaceAcrossGroups(const PendingRequest& p, PlacementOptions options) const {
   if (!policy_ || p.eligibility->all_groups == nullptr) return {};
   options.owner = p.handle;
+  options.first_fit = options_.first_fit;
   return p.eligibility->all_groups->Place(*policy_, state_, p.request, options);
 }
 
@@ -213,9 +214,13 @@ absl::Status Scheduler::Validate(const LeaseRequest& r) const {
                                                      KnownGpuModelNames(), ")"));
     }
   }
-  if (r.slot.cpu_milli < 0 || r.slot.host_memory_mib < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("host CPU and memory per slot cannot be negative (got ",
-                                                   r.slot.ToString(), ")"));
+  // Per slot at most 2^40 milli-cores or MiB (a billion cores, an exbibyte): far beyond any node,
+  // and small enough that a gang's sum cannot overflow.
+  constexpr int64_t kMaxHostPerSlot = int64_t{1} << 40;
+  if (r.slot.cpu_milli < 0 || r.slot.host_memory_mib < 0 || r.slot.cpu_milli > kMaxHostPerSlot ||
+      r.slot.host_memory_mib > kMaxHostPerSlot) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host CPU and memory per slot must be within 0..2^40 milli-cores and MiB (got ", r.slot.ToString(), ")"));
   }
   if (r.min_gpu_memory_mib < 0) {
     return absl::InvalidArgumentError("minimum GPU memory cannot be negative");
@@ -230,6 +235,10 @@ absl::Status Scheduler::Validate(const LeaseRequest& r) const {
       if (r.slot.host_only()) {
         if (r.slot.cpu_milli == 0 && r.slot.host_memory_mib == 0) {
           return absl::InvalidArgumentError("a host-only slot must ask for host CPU or memory");
+        }
+        if (r.hardware_isolation || r.nvlink_required || r.min_gpu_memory_mib > 0) {
+          return absl::InvalidArgumentError(
+              "a host-only slot uses no GPU: hardware isolation, NVLink and GPU memory do not apply");
         }
         break;
       }
@@ -291,7 +300,14 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
         " GPUs, more than team '", r.team, "' may ever hold",
         pc.preemptible ? "" : " (a non-preemptible class never borrows)"));
   }
-  if (policy_) policy_->Observe(PodRequestOf(r, topology_.models()));
+  if (policy_) {
+    // Learned by the pool's own model names (the catalogue's spelling, whatever case was asked).
+    LeaseRequest named = r;
+    for (std::string& m : named.allowed_models) {
+      if (const GpuModel* known = FindGpuModel(m)) m = known->name;
+    }
+    policy_->Observe(PodRequestOf(named, topology_.models()));
+  }
   std::string id = r.id;
   PendingRequest& p = pending_[id];
   p.request = std::move(r);
@@ -386,7 +402,10 @@ absl::Status Scheduler::Adopt(Lease lease, int64_t now_s) {
   lease.milli = 0;
   for (const GpuRef& ref : lease.gpus) {
     int g = topology_.Find(ref);
-    if (g < 0 || !state_.Fits(g, lease.request.slot)) {
+    // The GPU share must fit; the host share is taken as it comes, even past what the node now
+    // declares (its configuration may have shrunk since): the lease's tasks are running, and
+    // refusing it would hand its GPUs out under them. New work waits until the node has room.
+    if (g < 0 || !state_.GpuFits(g, lease.request.slot)) {
       give_back();
       return refuse(absl::StrCat("GPU ", ref.node, "/", ref.index,
                                  g < 0 ? " is not in this pool" : " has no room for its slot"));
@@ -683,6 +702,10 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
     // Hold the room the plan found for the mover's work, so that no other plan counts on it and
     // no other request takes it while the mover stops and asks again.
     const int to = plan->destinations[k];
+    // The plan gave back the movers' whole slots, host shares included; a destination on a
+    // mover's own node may count on host capacity the mover holds until it stops. Such room is
+    // not held: the mover asks again and is placed wherever it fits then.
+    if (!state_.Fits(to, mover.request.slot)) continue;
     held.push_back(to);
     state_.Take(to, mover.request.slot);
     move_holds_.push_back({.gpu = to, .slot = mover.request.slot, .team = mover.request.team,
@@ -796,15 +819,28 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
       std::all_of(checks.begin(), checks.end(), [&](const auto& c) {
         return c.second.fits && c.second.borrowing == checks.front().second.borrowing;
       });
-  if (groups_alike) {
+  // A shape that found no room across the groups since capacity last grew finds none again.
+  const std::string across_key =
+      groups_alike ? absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1), "#*",
+                                  checks.front().second.borrowing)
+                   : std::string();
+  if (groups_alike && !(failed_.contains(across_key) && failed_.at(across_key).growth_epoch == growth_epoch_)) {
     const bool guaranteed = !ledger_.open_pool() && !checks.front().second.borrowing;
     PolicyAnswer answer =
         PlaceAcrossGroups(p, {.ignore_gang_reservations = guaranteed, .now_s = now_s});
-    if (answer.answered && answer.gpus) {
+    // One lease is charged to one group: a gang over a node whose GPUs are of two groups is
+    // placed group by group below.
+    const auto one_group = [&](const std::vector<int>& gpus) {
+      return std::all_of(gpus.begin(), gpus.end(), [&](int g) {
+        return topology_.gpus()[g].group == topology_.gpus()[gpus.front()].group;
+      });
+    };
+    if (answer.answered && answer.gpus && one_group(*answer.gpus)) {
       Grant(p, topology_.gpus()[answer.gpus->front()].group, *answer.gpus, checks.front().second.borrowing,
             now_s, result);
       return true;
     }
+    if (answer.answered && !answer.gpus) failed_[across_key] = {growth_epoch_, state_epoch_, WaitReason::kNone};
   }
   for (const auto& [group, check] : checks) {
     if (!check.fits) {

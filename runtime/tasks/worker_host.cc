@@ -157,7 +157,10 @@ Task* WorkerHost::MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal) {
     return nullptr;
   }
   // A lease's tasks share their options: decoded and interned once, not per task.
-  auto shape = shapes_.find(t.options);
+  // Keyed by the options and the forced interval the driver sent with them (a class's interval
+  // may change while the options stay the same).
+  const std::string shape_key = absl::StrCat(t.options, "#", t.checkpoint_interval_s);
+  auto shape = shapes_.find(shape_key);
   if (shape == shapes_.end()) {
     TaskOptions options;
     try {
@@ -172,7 +175,7 @@ Task* WorkerHost::MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal) {
     // The driver knows the priority class's forced interval; this worker's pool client has no
     // configuration. Set before any task of the shape runs.
     interned->checkpoint_interval_s = t.checkpoint_interval_s;
-    shape = shapes_.emplace(t.options, interned).first;
+    shape = shapes_.emplace(shape_key, interned).first;
   }
   auto task = std::make_unique<Task>();
   task->id = t.id;

@@ -117,6 +117,27 @@ TEST_P(SchedulerPlacement, AHostOnlySlotMustAskForSomething) {
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Regression: the policy resolved model names exactly while the filter reads the catalogue's in
+// any case, so "h100-80gb" had candidates that the policy then refused: it waited forever.
+TEST_P(SchedulerPlacement, ACatalogueModelNamedInAnotherCaseIsPlaced) {
+  Pool pool(kHostNodes, Options());
+  LeaseRequest r = Whole("lower", 1);
+  r.allowed_models = {"h100-80gb"};
+  ASSERT_TRUE(pool.s().Submit(r, 0).ok());
+  EXPECT_EQ(pool.s().Schedule(0).granted.size(), 1u);
+}
+
+// A lease taken back after a restart keeps running even if its node now declares less CPU than
+// it holds; new work on that node waits until there is room again.
+TEST_P(SchedulerPlacement, AdoptedLeasesKeepTheirHostShareWhenTheNodeShrank) {
+  Pool pool(kHostNodes, Options());
+  LeaseRequest big = Whole("big", 2, 20000);  // 40 cores on a node of 32
+  ASSERT_TRUE(pool.Place(big, {{"a", 0}, {"a", 1}}).ok());
+  ASSERT_TRUE(pool.s().Submit(Whole("small", 1, 1000), 0).ok());
+  ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
+  EXPECT_EQ(pool.s().leases().at(pool.LeaseOf("small")).gpus[0].node, "b");
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, SchedulerPlacement, ::testing::Values("gpupool", "packing", "best-fit"));
 
 TEST(SchedulerPolicy, UnknownPolicyNamesAreRefusedWithTheList) {
