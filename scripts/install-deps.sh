@@ -9,6 +9,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  ccache  # scripts/build.sh compiles through it: a second checkout rebuilds from the cache
   clang  # the thread-safety analysis (scripts/check_thread_safety.py); GCC builds
   libucx-dev ucx-utils libopenmpi-dev openmpi-bin
   libcapnp-dev capnproto libabsl-dev
