@@ -8,7 +8,7 @@
 // for. Pooled utilisation cannot exceed the offered load, so no scheduler beats that ceiling.
 //
 //   bench/run teams [--json] [--weeks=N] [--seeds=A-B] [--teams=N] [--burst=F]
-//                   [--sprint-probability=P] [--patient] [--no-moves]
+//                   [--sprint-probability=P] [--patient] [--no-moves] [--placement-policy=NAME]
 //   --no-moves: the scheduler does not defragment (move leases) for guaranteed requests
 //   bench/run teams --sweep [--seeds=A-B]   the ratio over teams, burstiness and sprint frequency
 #include <cstdio>
@@ -197,12 +197,13 @@ int main(int argc, char** argv) {
     else if ((v = value_of(a, "--teams="))) setting.teams = std::atoi(v);
     else if ((v = value_of(a, "--burst="))) setting.workload.burst_factor = std::atof(v);
     else if ((v = value_of(a, "--sprint-probability="))) setting.workload.sprint_probability = std::atof(v);
+    else if ((v = value_of(a, "--placement-policy="))) setting.scheduler.placement_policy = v;
     else {
       // A mistyped flag must not silently run the default comparison (minutes of work).
       std::fprintf(stderr,
                    "teams bench: unknown option '%s'\nusage: teams_bench [--json] [--weeks=N] "
                    "[--seeds=A-B] [--teams=N] [--burst=F] [--sprint-probability=P] [--patient] "
-                   "[--no-moves] | --sweep [--seeds=A-B] [--weeks=N]\n",
+                   "[--no-moves] [--placement-policy=NAME] | --sweep [--seeds=A-B] [--weeks=N]\n",
                    a);
       return 2;
     }

@@ -105,6 +105,7 @@ struct HeadFlags {
   double history_interval_s = 60;
   int history_retention_days = 30;
   pool::HealthPolicy health;  // when a quarantined GPU returns, when it is given up
+  std::string placement_policy = "gpupool";
 };
 
 void RunHead(const HeadFlags& flags) {
@@ -137,7 +138,7 @@ void RunHead(const HeadFlags& flags) {
   }
   absl::StatusOr<std::unique_ptr<runtime::PoolService>> pool = runtime::PoolService::Start(runtime::PoolServiceOptions{
       .config_text = config_text, .clock_speed = flags.clock_speed, .remote_nodes = *nodes,
-      .health_policy = flags.health});
+      .health_policy = flags.health, .placement_policy = flags.placement_policy});
   if (!pool.ok()) throw CommandFailed(std::string(pool.status().message()));
   runtime::PoolServerOptions so;
   so.address = host;
@@ -287,6 +288,9 @@ void RegisterHeadCommand(CLI::App& app) {
   head->add_option("--journal", flags->journal, "SQLite file (WAL) for requests, leases and the usage ledger");
   head->add_option("--reclaim-window-s", flags->reclaim_window_s,
                    "with --journal: how long a vanished job's leases are kept for it to reclaim (default 30)");
+  head->add_option("--placement-policy", flags->placement_policy,
+                   "where the scheduler places single-node requests: gpupool (default, the policy `simulate` "
+                   "measures), fgd, best-fit, first-fit, dot-product, random or packing");
   head->add_option("--health-passes-to-return", flags->health.passes_to_return,
                    "diagnostics a quarantined GPU must pass in a row to return to service (default 2)");
   head->add_option("--health-failures-to-fail", flags->health.failures_to_fail,

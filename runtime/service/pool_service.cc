@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
     return absl::InvalidArgumentError(
         absl::StrCat("clock speed must be positive (got ", options.clock_speed, ")"));
   }
+  if (absl::Status policy = pool::ValidPlacementPolicy(options.placement_policy); !policy.ok()) return policy;
   std::unique_ptr<PoolService> p(new PoolService());
   absl::StatusOr<std::string> config_text = ConfigText(options);
   if (!config_text.ok()) return config_text.status();
@@ -72,7 +73,8 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   {
     // No other thread sees the service yet; the lock is for the analysis (the fields are guarded).
     MutexLock lock(&p->mu_);
-    p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling);
+    p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling,
+                                                      pool::SchedulerOptions{.placement_policy = options.placement_policy});
     p->liveness_ = std::make_unique<NodeLiveness>(p->inventory_, /*remote=*/p->driver_ == nullptr);
     p->health_book_ = std::make_unique<GpuHealthBook>(p->inventory_, options.health_policy, WallSeconds());
     // Health as discovered, so the first poll only reports changes; remote nodes are unreachable

@@ -72,6 +72,9 @@ struct PoolServiceOptions {
   std::string remote_driver = "simulated";  // what the agents' GPUs are: "nvidia" or "simulated"
   // When a quarantined GPU returns and when a GPU is given up (pool/health_machine.h).
   pool::HealthPolicy health_policy;
+  // Where the scheduler places single-node requests (pool::SchedulerOptions::placement_policy);
+  // Start refuses a name pool::ValidPlacementPolicy refuses.
+  std::string placement_policy = "gpupool";
 };
 
 // How the head sees one GPU's health, for the views (`status --json`, `status --reasons`).

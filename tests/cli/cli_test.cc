@@ -466,6 +466,11 @@ TEST_F(SharedPoolDaemons, BadTokensAndMismatchedNodesAreRefusedByName) {
   EXPECT_EQ(negative.exit_code, 1);
   EXPECT_THAT(negative.err, HasSubstr("--reclaim-window-s must be between 0 and a year of seconds, not -1"));
   EXPECT_THAT(RunCli("agent --help").out, HasSubstr("--allow-root-workers"));
+  // The placement policy is the operator's choice among the scheduler's; an unknown one is named.
+  Result policy = RunCli("head --simulate 1xL4 --tokens " + Path("tokens") + " --placement-policy tetris");
+  EXPECT_EQ(policy.exit_code, 1);
+  EXPECT_THAT(policy.err, HasSubstr("unknown placement policy 'tetris'"));
+  EXPECT_THAT(policy.err, HasSubstr("packing"));
 }
 
 // `usage` refuses what it cannot answer before asking the head, naming the flag.
