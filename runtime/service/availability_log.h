@@ -2,7 +2,9 @@
 //
 // When each GPU could not be used (lost, or drained by health or an operator), in Unix seconds:
 // chargeback's `unavailable` line (capacity the pool could not offer is nobody's idle time).
-// Kept in memory by PoolService: a restarted head knows the downtime since its own start only.
+// Kept in memory by PoolService: a restarted head knows the downtime since its own start only;
+// `usage` reads it for the time the journal's history samples do not cover
+// (sampled_unavailability.h), the history for the rest.
 // Bounded: the oldest closed intervals are forgotten past kMaxClosed.
 //
 //   AvailabilityLog log;

@@ -49,7 +49,7 @@ HttpResponse Usage(const HeadHttpDeps& deps, const HttpRequest& r, const Viewer&
   UsageQuery q{.from_s = *since, .to_s = *until};
   if (auto by = r.query.find("by"); by != r.query.end()) q.group_by = by->second;
   if (auto idle = r.query.find("idle"); idle != r.query.end()) q.idle_share = idle->second == "share";
-  absl::StatusOr<std::string> report = UsageJson(deps.journal, deps.pool, q, viewer);
+  absl::StatusOr<std::string> report = UsageJson(deps.journal, deps.pool, q, viewer, deps.history_interval_s);
   if (!report.ok()) return FromStatus(report.status());
   return Json(*std::move(report));
 }

@@ -37,6 +37,7 @@ struct HeadHttpDeps {
   HeadJournal* journal;  // null: usage answers that the head keeps none
   // The report (head_report_json.h) for a viewer, made where the sessions live.
   std::function<std::string(const Viewer&)> report;
+  double history_interval_s = 0;  // how often the head samples its history (usage reads it); 0: never
 };
 
 HttpResponse HandleHeadHttp(const HeadHttpDeps& deps, const HttpRequest& request);

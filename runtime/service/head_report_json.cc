@@ -8,6 +8,7 @@
 #include "nlohmann/json.hpp"
 #include "pool/scheduler/wait_reason.h"
 #include "runtime/service/job_session.h"
+#include "runtime/service/sampled_unavailability.h"
 #include "runtime/service/savings_report.h"
 
 namespace gpupool::runtime {
@@ -101,7 +102,7 @@ std::string HeadReportJson(const HeadView& view, const Viewer& viewer) {
 }
 
 absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, const UsageQuery& query,
-                                      const Viewer& viewer) {
+                                      const Viewer& viewer, double history_interval_s) {
   if (journal == nullptr) {
     return absl::FailedPreconditionError("this head keeps no journal (start it with --journal PATH)");
   }
@@ -109,10 +110,27 @@ absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, c
   absl::StatusOr<std::vector<UsageCell>> cells = journal->UsageCells(query.from_s, query.to_s);
   if (!cells.ok()) return cells.status();
   UsageCapacity capacity;
-  if (query.from_s > 0) {
+  if (query.from_s > 0 && query.from_s < query.to_s) {
     const double hours = (query.to_s - query.from_s) / 3600.0;
-    for (const pool::InventoryGpu& gpu : pool.inventory().gpus()) capacity.declared_gpu_hours[gpu.device.model] += hours;
-    capacity.unavailable_gpu_hours = pool.UnavailableGpuHours(query.from_s, query.to_s);
+    std::map<std::string, int> declared;
+    for (const pool::InventoryGpu& gpu : pool.inventory().gpus()) {
+      capacity.declared_gpu_hours[gpu.device.model] += hours;
+      ++declared[gpu.device.model];
+    }
+    // The samples from two intervals before the period: the one in force at its start counts.
+    std::vector<HistoryRow> rows;
+    if (history_interval_s > 0) {
+      absl::StatusOr<std::vector<HistoryRow>> history =
+          journal->PoolWideHistory(query.from_s - 2 * history_interval_s, query.to_s);
+      if (!history.ok()) return history.status();
+      rows = *std::move(history);
+    }
+    SampledUnavailability sampled =
+        UnavailableFromHistory(rows, declared, query.from_s, query.to_s, history_interval_s);
+    capacity.unavailable_gpu_hours = std::move(sampled.gpu_hours);
+    for (const auto& [start, end] : sampled.unsampled) {
+      for (const auto& [model, h] : pool.UnavailableGpuHours(start, end)) capacity.unavailable_gpu_hours[model] += h;
+    }
   }
   absl::StatusOr<nlohmann::json> report = UsageReport(*cells, query, viewer, pool.config(), capacity);
   if (!report.ok()) return report.status();

@@ -5,7 +5,7 @@
 // a function of what it reads, and changes nothing. Internal to the service's RPC server.
 //
 //   std::string json = HeadReportJson(HeadView{pool, agents, sessions, durable.kept()}, viewer);
-//   absl::StatusOr<std::string> usage = UsageJson(durable.journal(), pool, query, viewer);
+//   absl::StatusOr<std::string> usage = UsageJson(durable.journal(), pool, query, viewer, 60);
 //
 // Who reads decides what is in them (head_auth.h's Viewer): a team sees every node and GPU with
 // its health, the pool's totals, and its own team's leases, requests and usage rows only.
@@ -45,10 +45,13 @@ std::string HeadReportJson(const HeadView& view, const Viewer& viewer);
 std::string TeamOfRequest(const HeadView& view, const std::string& request_id);
 
 // GPU-hours and their cost over [query.from_s, query.to_s) (Unix seconds), grouped as the query
-// says (usage_report.h), as a JSON object whose `rows` are the groups. FailedPrecondition without
-// a journal, InvalidArgument for an unknown grouping; the journal's error when it cannot be read.
+// says (usage_report.h), as a JSON object whose `rows` are the groups. `unavailable` comes from the
+// journal's history samples, each standing for `history_interval_s` (sampled_unavailability.h), and
+// from the pool's in-memory record (since this head started) for what no sample covers.
+// FailedPrecondition without a journal, InvalidArgument for an unknown grouping; the journal's
+// error when it cannot be read.
 absl::StatusOr<std::string> UsageJson(HeadJournal* journal, PoolService& pool, const UsageQuery& query,
-                                      const Viewer& viewer);
+                                      const Viewer& viewer, double history_interval_s);
 
 // The savings report (savings_report.h) over [from_s, to_s) (Unix seconds) from the ledger and
 // the leases open now. FailedPrecondition without a journal.

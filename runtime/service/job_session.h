@@ -59,6 +59,7 @@ struct JobSessionDeps {
   const HeadAuth& auth;        // for requests that name another team
   AgentRegistry& agents;       // the node agents that start workers
   WorkerJobs& workers;         // which session speaks for each job's workers, and where they are
+  double history_interval_s = 0;  // how often the head samples its history (usage reads it); 0: never
 };
 
 // The pool told the server of a grant, revocation or loss (the event pump's handler): it goes

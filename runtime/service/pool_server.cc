@@ -1,5 +1,7 @@
 #include "runtime/service/pool_server.h"
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 #include <map>
 #include <thread>
@@ -52,6 +54,11 @@ absl::Status RestoreHealth(HeadJournal& journal, PoolService& pool) {
   return absl::OkStatus();
 }
 
+// How often the head samples its history, in seconds (what one sample stands for in `usage`).
+double HistoryIntervalSeconds(const PoolServerOptions& options) {
+  return std::max(0.0, std::chrono::duration<double>(options.history_interval).count());
+}
+
 }  // namespace
 
 PoolServer::Impl::Impl(std::unique_ptr<PoolService> pool, PoolServerOptions options)
@@ -61,7 +68,7 @@ PoolServer::Impl::Impl(std::unique_ptr<PoolService> pool, PoolServerOptions opti
       pump_(*pool_, [this](PoolEvent& e) { DeliverPoolEvent(session_deps_, e); }),
       durable_({*pool_, pump_, sessions_}, options_.journal_path, options_.reclaim_window),
       agents_(*pool_, options_.heartbeat_timeout),
-      session_deps_{*pool_, pump_, sessions_, durable_, auth_, agents_, workers_} {}
+      session_deps_{*pool_, pump_, sessions_, durable_, auth_, agents_, workers_, HistoryIntervalSeconds(options_)} {}
 
 std::string PoolServer::Impl::Report() {
   return HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()}, Viewer::Operator());
@@ -175,7 +182,8 @@ absl::Status PoolServer::Impl::StartHttp() {
                         out = HeadReportJson(HeadView{*pool_, agents_, sessions_, durable_.kept()}, viewer);
                       });
                       return out;
-                    }};
+                    },
+                    .history_interval_s = HistoryIntervalSeconds(options_)};
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
       HttpServerOptions{.address = options_.http_address, .port = options_.http_port,
                         .allow_network = options_.allow_network},

@@ -186,7 +186,8 @@ class PoolService final : public PoolClient {
   std::vector<pool::Lease> Leases() const;
   std::vector<pool::PendingInfo> Pending() const;
   // GPU-hours in [from_s, to_s) (Unix seconds) that GPUs were unavailable (lost or draining), per
-  // model: known since this service started (availability_log.h).
+  // model: known since this service started (availability_log.h). `usage` asks only for the time
+  // the journal's history samples do not cover (sampled_unavailability.h).
   std::map<std::string, double> UnavailableGpuHours(double from_s, double to_s) const;
   // Everything /metrics shows, copied under the lock in one go (metrics/pool_snapshot.h). Any
   // thread; holds the pool's lock for a copy of the leases and a count of the queue.

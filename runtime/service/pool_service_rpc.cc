@@ -62,7 +62,8 @@ kj::Promise<void> PoolServiceRpc::usage(UsageContext context) {
     return kj::READY_NOW;
   }
   UsageQuery query{.from_s = p.getFromS(), .to_s = p.getToS(), .group_by = p.getGroupBy(), .idle_share = p.getIdleShare()};
-  absl::StatusOr<std::string> report = UsageJson(deps_.durable.journal(), deps_.pool, query, *viewer);
+  absl::StatusOr<std::string> report = UsageJson(deps_.durable.journal(), deps_.pool, query, *viewer,
+                                                deps_.history_interval_s);
   rpc::EncodeStatus(report.status(), results.initStatus());
   if (report.ok()) results.setReport(*report);
   return kj::READY_NOW;

@@ -405,6 +405,22 @@ TEST_F(HeadJournalTest, HistoryIsKeptForItsRetentionOnly) {
   EXPECT_EQ(OpenJournal()->History(0, 1000)->size(), 1u) << "and the history survives a reopen";
 }
 
+// What chargeback's `unavailable` reads: the pool's and the models' rows, never a team's.
+TEST_F(HeadJournalTest, PoolWideHistoryLeavesTheTeamsRowsOut) {
+  std::unique_ptr<HeadJournal> journal = OpenJournal();
+  journal->RecordHistory({HistoryRow{.t_s = 60, .scope = "pool", .capacity_gpus = 2},
+                          HistoryRow{.t_s = 60, .scope = "model:L4", .capacity_gpus = 2},
+                          HistoryRow{.t_s = 60, .scope = "vision", .capacity_gpus = 1}},
+                         0);
+  ASSERT_TRUE(journal->Flush().ok());
+  absl::StatusOr<std::vector<HistoryRow>> rows = journal->PoolWideHistory(0, 1000);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].scope, "model:L4");
+  EXPECT_EQ((*rows)[1].scope, "pool");
+  EXPECT_FALSE(journal->PoolWideHistory(10, 10).ok()) << "an empty period is refused";
+}
+
 TEST_F(HeadJournalTest, RefusesAFileThatIsNotADatabaseAndLeavesItAlone) {
   std::string garbage(8192, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 131 + 7);

@@ -1,7 +1,9 @@
 // Who sees what (DESIGN §6): a real head over loopback RPC with two teams holding leases and a
 // request pending; the operators' token sees every row, a team's token the pool's totals and its
-// own rows only, and a token that is nobody's sees nothing.
+// own rows only, and a token that is nobody's sees nothing. Chargeback's `unavailable` read back
+// from the journal's history by a head started after it was written.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -10,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/client/head_report.h"
 #include "runtime/client/remote_pool.h"
+#include "runtime/service/journal/head_journal.h"
 #include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/test_head.h"
 
@@ -163,6 +166,48 @@ TEST_F(HeadViews, UsageShowsATeamItsOwnRowsAndTheOthersAsOneLine) {
   };
   EXPECT_EQ(parts(all), all["capacity"]["cost_cents"].get<int64_t>());
   EXPECT_EQ(parts(vision), vision["capacity"]["cost_cents"].get<int64_t>());
+}
+
+// Unavailable time survives a restart of the head: a journal whose history says that one of the two
+// H100s was not schedulable for half an hour, an hour ago (written by an earlier head), is read by
+// a head started now, whose own memory knows nothing of that time; `usage` for that half hour
+// reports the GPU-half-hour as unavailable, and the parts still add up to the capacity's cost.
+TEST(HeadUsageHistory, UnavailableTimeSurvivesARestartOfTheHead) {
+  const std::string path = ::testing::TempDir() + "/head-usage-history-" + std::to_string(::getpid()) + ".db";
+  std::remove(path.c_str());
+  const double t0 = std::floor(WallNow()) - 3600;
+  {
+    absl::StatusOr<std::unique_ptr<HeadJournal>> journal = HeadJournal::Open(path);
+    ASSERT_TRUE(journal.ok()) << journal.status();
+    for (int i = 0; i < 30; ++i) {  // a sample a minute, as the head takes them
+      const double t = t0 + 60 * i;
+      (*journal)->RecordHistory({HistoryRow{.t_s = t, .scope = "pool", .capacity_gpus = 1},
+                                 HistoryRow{.t_s = t, .scope = "model:H100-80GB", .capacity_gpus = 1},
+                                 HistoryRow{.t_s = t, .scope = "vision", .capacity_gpus = 1}},
+                                /*keep_after_s=*/0);
+    }
+    ASSERT_TRUE((*journal)->Flush().ok());
+  }  // that head is gone
+  PoolServiceOptions po;
+  po.pool.simulate = "2xH100-80GB";
+  po.config_text = kTwoTeams;
+  PoolServerOptions so;
+  so.operator_token = "ops-token-0123456789";
+  so.journal_path = path;
+  std::unique_ptr<PoolServer> head = StartHead(po, so);
+  ASSERT_NE(head, nullptr);
+  absl::StatusOr<std::string> text =
+      FetchHeadUsage("127.0.0.1", head->port(), "ops-token-0123456789", t0, t0 + 1800, "team");
+  ASSERT_TRUE(text.ok()) << text.status();
+  json r = json::parse(*text);
+  EXPECT_DOUBLE_EQ(r["capacity"]["gpu_hours"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(r["unavailable"]["gpu_hours"].get<double>(), 0.5) << "one of two GPUs, for the half hour";
+  EXPECT_DOUBLE_EQ(r["idle"]["gpu_hours"].get<double>(), 0.5);
+  EXPECT_EQ(r["unavailable"]["cost_cents"].get<int64_t>() + r["idle"]["cost_cents"].get<int64_t>(),
+            r["capacity"]["cost_cents"].get<int64_t>());
+  EXPECT_GT(r["unavailable"]["cost_cents"].get<int64_t>(), 0);
+  head.reset();
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Chargeback arithmetic (runtime/service/usage_report.h): regrouping the ledger's cells, prices
-// per model, half-even cents, idle as the remainder, idle shared by use, and a team's view.
+// per model, half-even cents, idle as the remainder, idle shared by use, and a team's view; the
+// unavailable GPU-hours that the history samples record (sampled_unavailability.h).
 #include "runtime/service/usage_report.h"
+#include "runtime/service/sampled_unavailability.h"
 #include "runtime/service/savings_report.h"
 
 #include "gmock/gmock.h"
@@ -173,6 +175,62 @@ TEST(SavingsReport, PeakAndP95FromOverlappingHoldsAgainstThePooledFleet) {
   ASSERT_EQ((*mine)["teams"].size(), 1u);
   EXPECT_EQ((*mine)["teams"][0]["team"], "nlp");
   EXPECT_EQ((*mine)["saved_vs_peak_cents"], 100 * 300) << "the fleets' totals are pool-wide";
+}
+
+// One history sample as the head writes it: the pool row and one row per model (schedulable GPUs).
+std::vector<HistoryRow> Sample(double t, std::map<std::string, double> schedulable) {
+  double all = 0;
+  for (const auto& [model, n] : schedulable) all += n;
+  std::vector<HistoryRow> rows = {HistoryRow{.t_s = t, .scope = "pool", .capacity_gpus = all}};
+  for (const auto& [model, n] : schedulable) rows.push_back({.t_s = t, .scope = "model:" + model, .capacity_gpus = n});
+  rows.push_back({.t_s = t, .scope = "vision", .capacity_gpus = 7});  // a team's quota: not the pool's
+  return rows;
+}
+
+void Append(std::vector<HistoryRow>& rows, const std::vector<HistoryRow>& more) {
+  rows.insert(rows.end(), more.begin(), more.end());
+}
+
+// Samples a minute apart (a little more, as the head's timer fires) stand for the time until the
+// next; per model, the declared GPUs that were not schedulable are unavailable.
+TEST(SampledUnavailability, EachSampleCountsItsModelsDownGpusUntilTheNext) {
+  std::vector<HistoryRow> rows;
+  Append(rows, Sample(1000, {{"H100-80GB", 1}, {"L4", 2}}));
+  Append(rows, Sample(1060.5, {{"H100-80GB", 2}, {"L4", 0}}));
+  Append(rows, Sample(1121, {{"H100-80GB", 2}, {"L4", 2}}));
+  SampledUnavailability u = UnavailableFromHistory(rows, {{"H100-80GB", 2}, {"L4", 2}}, 1030, 1181, 60);
+  EXPECT_DOUBLE_EQ(u.gpu_hours["H100-80GB"], 1 * 30.5 / 3600);  // from the period's start to the second sample
+  EXPECT_DOUBLE_EQ(u.gpu_hours["L4"], 2 * 60.5 / 3600);
+  EXPECT_TRUE(u.unsampled.empty()) << "the newest sample stands for one interval, to the period's end";
+}
+
+// Across a restart of the head the last sample before it stands for one interval; the time after,
+// before the first sample and after the newest are left to the head's in-memory record.
+TEST(SampledUnavailability, ARestartAndTheEndsAreLeftUnsampled) {
+  std::vector<HistoryRow> rows;
+  Append(rows, Sample(1000, {{"H100-80GB", 0}}));
+  Append(rows, Sample(1060, {{"H100-80GB", 0}}));
+  Append(rows, Sample(2000, {{"H100-80GB", 1}}));  // the head was down from about 1120
+  SampledUnavailability u = UnavailableFromHistory(rows, {{"H100-80GB", 2}}, 900, 3000, 60);
+  EXPECT_DOUBLE_EQ(u.gpu_hours["H100-80GB"], (2 * 120 + 1 * 60) / 3600.0);
+  EXPECT_THAT(u.unsampled, ::testing::ElementsAre(std::pair<double, double>(900, 1000),
+                                                  std::pair<double, double>(1120, 2000),
+                                                  std::pair<double, double>(2060, 3000)));
+}
+
+// A sample from before the history kept per-model rows cannot say which model was down: it covers
+// nothing. A model with no row of its own in a sample had none schedulable. Without sampling, the
+// whole period is unsampled.
+TEST(SampledUnavailability, SamplesWithoutPerModelRowsCoverNothing) {
+  std::vector<HistoryRow> rows = {HistoryRow{.t_s = 1000, .scope = "pool", .capacity_gpus = 1}};
+  Append(rows, Sample(1060, {{"H100-80GB", 2}}));
+  SampledUnavailability u = UnavailableFromHistory(rows, {{"H100-80GB", 2}, {"L4", 1}}, 1000, 1120, 60);
+  EXPECT_DOUBLE_EQ(u.gpu_hours["L4"], 60 / 3600.0);
+  EXPECT_EQ(u.gpu_hours.count("H100-80GB"), 0u);
+  EXPECT_THAT(u.unsampled, ::testing::ElementsAre(std::pair<double, double>(1000, 1060)));
+  SampledUnavailability off = UnavailableFromHistory(rows, {{"H100-80GB", 2}}, 1000, 1120, 0);
+  EXPECT_TRUE(off.gpu_hours.empty());
+  EXPECT_THAT(off.unsampled, ::testing::ElementsAre(std::pair<double, double>(1000, 1120)));
 }
 
 }  // namespace

@@ -256,6 +256,10 @@ absl::StatusOr<std::vector<HistoryRow>> HeadJournal::History(double from_s, doub
   return reader_->History(from_s, to_s);
 }
 
+absl::StatusOr<std::vector<HistoryRow>> HeadJournal::PoolWideHistory(double from_s, double to_s) {
+  return reader_->PoolWideHistory(from_s, to_s);
+}
+
 absl::StatusOr<std::vector<UsageCell>> HeadJournal::UsageCells(double from_s, double to_s) {
   return reader_->UsageCells(from_s, to_s);
 }

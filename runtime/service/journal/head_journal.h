@@ -148,6 +148,9 @@ class HeadJournal {
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   // History rows with t_s in [from_s, to_s), by time then scope.
   absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);
+  // As History, the pool-wide rows only (scope "pool" and the per-model "model:<name>"; no team's):
+  // what chargeback's `unavailable` reads.
+  absl::StatusOr<std::vector<HistoryRow>> PoolWideHistory(double from_s, double to_s);
   // Health transitions with t_s in [from_s, to_s), in the order they were recorded.
   absl::StatusOr<std::vector<HealthEventRow>> HealthEvents(double from_s, double to_s);
   // Ledger entries that overlap [from_s, to_s), by end time.

@@ -207,12 +207,22 @@ absl::StatusOr<std::vector<HealthEventRow>> JournalReader::HealthEvents(double f
 }
 
 absl::StatusOr<std::vector<HistoryRow>> JournalReader::History(double from_s, double to_s) {
+  return HistoryWhere(from_s, to_s, "");
+}
+
+absl::StatusOr<std::vector<HistoryRow>> JournalReader::PoolWideHistory(double from_s, double to_s) {
+  // The scopes runtime/service/history_sampler.h writes for the whole pool and for each model.
+  return HistoryWhere(from_s, to_s, " AND (scope = 'pool' OR scope LIKE 'model:%')");
+}
+
+absl::StatusOr<std::vector<HistoryRow>> JournalReader::HistoryWhere(double from_s, double to_s,
+                                                                    const char* scopes) {
   if (absl::Status st = CheckPeriod(from_s, to_s); !st.ok()) return st;
   absl::MutexLock lock(&mu_);
   return Query(
       *db_,
-      "SELECT t_s, scope, allocated_gpus, capacity_gpus, borrowed_gpus, pending FROM history "
-      "WHERE t_s >= ?1 AND t_s < ?2 ORDER BY t_s, scope",
+      absl::StrCat("SELECT t_s, scope, allocated_gpus, capacity_gpus, borrowed_gpus, pending FROM history "
+                   "WHERE t_s >= ?1 AND t_s < ?2", scopes, " ORDER BY t_s, scope"),
       "reading the pool's history",
       [&](sqlite::Statement& st) { st.BindDouble(1, from_s).BindDouble(2, to_s); },
       +[](const sqlite::Statement& s) {

@@ -31,6 +31,7 @@ class JournalReader {
   absl::StatusOr<std::vector<UsageRow>> Usage(double from_s, double to_s, UsageGroup group_by);
   absl::StatusOr<std::vector<UsageCell>> UsageCells(double from_s, double to_s);
   absl::StatusOr<std::vector<HistoryRow>> History(double from_s, double to_s);
+  absl::StatusOr<std::vector<HistoryRow>> PoolWideHistory(double from_s, double to_s);
   absl::StatusOr<std::vector<HealthEventRow>> HealthEvents(double from_s, double to_s);
   absl::StatusOr<std::vector<LedgerEntry>> Ledger(double from_s, double to_s);
   absl::StatusOr<std::vector<CheckpointRecord>> CheckpointHistory(const std::string& task_key);
@@ -38,6 +39,8 @@ class JournalReader {
 
  private:
   explicit JournalReader(std::unique_ptr<sqlite::Db> db) : db_(std::move(db)) {}
+  // History rows in [from_s, to_s) whose scope also satisfies `scopes` (an SQL "AND ..." or "").
+  absl::StatusOr<std::vector<HistoryRow>> HistoryWhere(double from_s, double to_s, const char* scopes);
 
   absl::Mutex mu_;
   const std::unique_ptr<sqlite::Db> db_ ABSL_PT_GUARDED_BY(mu_);
