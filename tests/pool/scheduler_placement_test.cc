@@ -151,8 +151,8 @@ TEST(SchedulerPolicy, UnknownPolicyNamesAreRefusedWithTheList) {
 
 // One node whose GPU 0 holds 0.7 of its compute: the learned workload is 0.3 and 0.7 sharing
 // tasks, so a 0.3 task belongs beside the 0.7 one (FGD's complementary share), not on an empty GPU
-// where it would leave 0.7 that only a 0.7 task could use. Packing does the same by tightness;
-// the test pins that the policy path is the one answering, with its own reasons.
+// where it would leave 0.7 that only a 0.7 task could use. (Packing does the same by tightness, so
+// this pins the outcome, not the path; the next test is one where the two decide differently.)
 TEST(SchedulerPolicy, TheDefaultPolicyFillsTheComplementaryShare) {
   Pool pool(R"(
 nodes:
@@ -173,6 +173,38 @@ nodes:
   ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
   for (const auto& [id, lease] : pool.s().leases()) {
     EXPECT_EQ(lease.gpus[0].index, big_gpu) << id;
+  }
+}
+
+// The policy path answers in the live scheduler, and decides otherwise than packing would: having
+// seen one-GPU tasks that need 11 cores each, gpupool keeps CPU-only work off the node whose CPU
+// its GPUs need (24 cores for 2 GPUs), while packing takes the node with the least free compute.
+TEST(SchedulerPolicy, LearnedShapesKeepCpuWorkOffTheNodeWhoseGpusNeedIt) {
+  constexpr char kNodes[] = R"(
+nodes:
+  - name: a-dense
+    cpus: 24
+    gpus: [{model: H100-80GB, count: 2}]
+  - name: b-cpu-rich
+    cpus: 200
+    gpus: [{model: H100-80GB, count: 8}]
+)";
+  for (const std::string policy : {"gpupool", "packing"}) {
+    Pool pool(kNodes, {.placement_policy = policy});
+    // The workload so far: one-GPU tasks of 11 cores (submitted and withdrawn: what is learned is
+    // what was asked for, placed or not).
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(pool.s().Submit(Whole("seen-" + std::to_string(i), 1, 11000), 0).ok());
+      ASSERT_TRUE(pool.s().Cancel("seen-" + std::to_string(i)).ok());
+    }
+    LeaseRequest cpu_only;
+    cpu_only.id = "cpu";
+    cpu_only.team = "t";
+    cpu_only.slot = SlotShape::HostOnly(20000, 0);
+    ASSERT_TRUE(pool.s().Submit(cpu_only, 0).ok());
+    ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
+    EXPECT_EQ(pool.s().leases().begin()->second.gpus[0].node, policy == "gpupool" ? "b-cpu-rich" : "a-dense")
+        << policy;
   }
 }
 
