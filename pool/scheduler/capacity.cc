@@ -72,6 +72,8 @@ CapacityState::CapacityState(const PoolTopology& topology) {
 }
 
 bool CapacityState::HostFits(int node, const SlotShape& shape, int64_t count) const {
+  // Most requests ask for no host resources; placement asks this of every candidate GPU.
+  if (shape.cpu_milli == 0 && shape.host_memory_mib == 0) return true;
   return (cpu_total_[node] <= 0 || cpu_free_[node] >= count * shape.cpu_milli) &&
          (host_memory_total_[node] <= 0 || host_memory_free_[node] >= count * shape.host_memory_mib);
 }
