@@ -22,7 +22,15 @@ placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::Model
   pod.gpu_milli = r.slot.host_only() ? 0 : SlotComputeMilli(r.slot);
   pod.cpu_milli = r.slot.cpu_milli * r.slot_count;
   pod.memory_mib = r.slot.host_memory_mib * r.slot_count;
-  if (!r.allowed_models.empty()) pod.models = models.ResolveSpec(absl::StrJoin(r.allowed_models, "|"));
+  if (!r.allowed_models.empty()) {
+    // By the pool's own model names: the catalogue's spelling, whatever case was asked.
+    std::vector<std::string> names;
+    for (const std::string& m : r.allowed_models) {
+      const GpuModel* known = FindGpuModel(m);
+      names.push_back(known != nullptr ? known->name : m);
+    }
+    pod.models = models.ResolveSpec(absl::StrJoin(names, "|"));
+  }
   return pod;
 }
 

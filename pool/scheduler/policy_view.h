@@ -52,7 +52,8 @@ struct PolicyAnswer {
   std::optional<std::vector<int>> gpus;  // when answered: the GPUs, or nullopt for "no room now"
 };
 
-// The request as a placement policy sees it: its slots on one node, CPU and memory summed.
+// The request as a placement policy sees it: its slots on one node, CPU and memory summed, its
+// models by the pool's names (a catalogue name in any case resolves to the catalogue's spelling).
 placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::ModelIndex& models);
 
 class PolicyView {

@@ -300,14 +300,7 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
         " GPUs, more than team '", r.team, "' may ever hold",
         pc.preemptible ? "" : " (a non-preemptible class never borrows)"));
   }
-  if (policy_) {
-    // Learned by the pool's own model names (the catalogue's spelling, whatever case was asked).
-    LeaseRequest named = r;
-    for (std::string& m : named.allowed_models) {
-      if (const GpuModel* known = FindGpuModel(m)) m = known->name;
-    }
-    policy_->Observe(PodRequestOf(named, topology_.models()));
-  }
+  if (policy_) policy_->Observe(PodRequestOf(r, topology_.models()));
   std::string id = r.id;
   PendingRequest& p = pending_[id];
   p.request = std::move(r);
@@ -1005,7 +998,12 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
   bool gang_reserved = false;
   order_.clear();
   std::vector<std::string> admitted;
-  const auto decide = [&](const Key& k) {
+  // In the order decided at the cycle's start. (Deferring a request ordered as guaranteed that
+  // would borrow by its turn behind the real borrowers was tried and measured: on
+  // `bench/run teams --patient` it lengthened the longest guaranteed wait from 90 s to 870 s
+  // under gpupool's placement (from 60 s to 2,499 s under packing) for at most one fewer late
+  // grant per seed, so it is not done; see bench/teams/README.md.)
+  for (const Key& k : keys) {
     PendingRequest& p = *k.p;
     auto started = std::chrono::steady_clock::now();
     bool admitted_now = TryAdmit(p, now_s, result);
@@ -1017,7 +1015,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     if (options_.decision_placed != nullptr) options_.decision_placed->push_back(admitted_now ? 1 : 0);
     if (admitted_now) {
       admitted.push_back(p.request.id);
-      return;
+      continue;
     }
     order_.push_back(p.request.id);
     bool lacks_room = p.reason == WaitReason::kNoFreeCapacity || p.reason == WaitReason::kFragmented;
@@ -1025,13 +1023,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
       ReserveForGang(p, now_s);
       gang_reserved = p.reserved_start_s.has_value();
     }
-  };
-  // In the order decided at the cycle's start. (Deferring a request ordered as guaranteed that
-  // would borrow by its turn behind the real borrowers was tried and measured: on
-  // `bench/run teams --patient` it lengthened the longest guaranteed wait from 90 s to 870 s
-  // under gpupool's placement (from 60 s to 2,499 s under packing) for at most one fewer late
-  // grant per seed, so it is not done; see bench/teams/README.md.)
-  for (const Key& k : keys) decide(k);
+  }
   for (const std::string& id : admitted) pending_.erase(id);
   // A gang reservation gone (granted, or moved to other GPUs) opens room for movers.
   for (int g : gang_reserved_before) {

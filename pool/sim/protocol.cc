@@ -21,10 +21,10 @@ absl::StatusOr<SeedResult> RunProtocolSeed(std::span<const NodeCapacity> nodes,
                                            std::span<const PodSpec> pods,
                                            const ProtocolOptions& options, uint64_t seed) {
   const auto start = std::chrono::steady_clock::now();
-  if (absl::Status valid = ValidPlacementPolicy(std::string(placement::CanonicalPolicyName(options.policy)));
-      !valid.ok()) {
-    return valid;
-  }
+  // A stream of its own for the policy, so that a policy's draws never shift the workload's.
+  absl::StatusOr<SchedulerOptions> scheduler_options =
+      TraceSchedulerOptions(options.policy, pods, seed * 0x9E3779B97F4A7C15ull + 1);
+  if (!scheduler_options.ok()) return scheduler_options.status();
   // The node list is checked as the placement library checks it (names, capacities, models).
   absl::StatusOr<placement::ClusterState> cluster = placement::ClusterState::Create(nodes);
   if (!cluster.ok()) return cluster.status();
@@ -47,13 +47,7 @@ absl::StatusOr<SeedResult> RunProtocolSeed(std::span<const NodeCapacity> nodes,
   // The pool scheduler the head runs, over an open pool (no teams: nothing is guaranteed and
   // nothing is preempted), with the policy under test placing.
   const SchedulingConfig config = DefaultSchedulingConfig();
-  SchedulerOptions scheduler_options;
-  scheduler_options.placement_policy = std::string(placement::CanonicalPolicyName(options.policy));
-  scheduler_options.placement_prior.reserve(pods.size());
-  for (const PodSpec& p : pods) scheduler_options.placement_prior.push_back(ToShapeSample(p));
-  // A stream of its own, so that a policy's draws never shift the workload's.
-  scheduler_options.placement_seed = seed * 0x9E3779B97F4A7C15ull + 1;
-  Scheduler scheduler(*inventory, config, scheduler_options);
+  Scheduler scheduler(*inventory, config, *scheduler_options);
 
   AllocationCurve curve(cluster_milli / placement::kMilliPerGpu, options.max_percent);
   SeedResult result;

@@ -47,8 +47,6 @@ SchedulingConfig TimedConfig() {
 absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
                                      std::span<const PodSpec> all_pods, const TimedOptions& options) {
   auto wall_start = std::chrono::steady_clock::now();
-  const std::string policy = std::string(placement::CanonicalPolicyName(options.policy));
-  if (absl::Status valid = ValidPlacementPolicy(policy); !valid.ok()) return valid;
   absl::StatusOr<placement::ClusterState> cluster = placement::ClusterState::Create(nodes);
   if (!cluster.ok()) return cluster.status();
   // GPU pods with times only: CPU-only pods do not change GPU allocation and are left out.
@@ -90,15 +88,13 @@ absl::StatusOr<TimedResult> RunTimed(std::span<const NodeCapacity> nodes,
   }
   absl::StatusOr<Inventory> inventory = TraceInventory(nodes);
   if (!inventory.ok()) return inventory.status();
+  absl::StatusOr<SchedulerOptions> scheduler_options = TraceSchedulerOptions(options.policy, pods, options.seed);
+  if (!scheduler_options.ok()) return scheduler_options.status();
   const SchedulingConfig config = TimedConfig();
-  SchedulerOptions scheduler_options;
-  scheduler_options.placement_policy = policy;
-  scheduler_options.placement_seed = options.seed;
-  for (const PodSpec& p : pods) scheduler_options.placement_prior.push_back(ToShapeSample(p));
-  Scheduler scheduler(*inventory, config, scheduler_options);
+  Scheduler scheduler(*inventory, config, *scheduler_options);
 
   TimedResult result;
-  result.policy = policy;
+  result.policy = scheduler_options->placement_policy;
   result.pods = static_cast<int64_t>(pods.size());
   const double cluster_milli = static_cast<double>(cluster->total_gpu_milli());
   // Events: (time, kind 0 = departure first so room frees before arrivals, index).

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "pool/placement/policy_registry.h"
 
 namespace gpupool::pool::sim {
 namespace {
@@ -55,6 +56,17 @@ LeaseRequest TraceRequest(const PodSpec& pod, std::string id, std::string team) 
     }
   }
   return r;
+}
+
+absl::StatusOr<SchedulerOptions> TraceSchedulerOptions(const std::string& policy,
+                                                       std::span<const PodSpec> pods, uint64_t seed) {
+  SchedulerOptions options;
+  options.placement_policy = std::string(placement::CanonicalPolicyName(policy));
+  if (absl::Status valid = ValidPlacementPolicy(options.placement_policy); !valid.ok()) return valid;
+  options.placement_prior.reserve(pods.size());
+  for (const PodSpec& p : pods) options.placement_prior.push_back(ToShapeSample(p));
+  options.placement_seed = seed;
+  return options;
 }
 
 }  // namespace gpupool::pool::sim

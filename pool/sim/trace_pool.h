@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/lease_request.h"
+#include "pool/scheduler/scheduler.h"
 #include "pool/sim/trace.h"
 
 namespace gpupool::pool::sim {
@@ -36,6 +37,13 @@ absl::StatusOr<Inventory> TraceInventory(std::span<const NodeCapacity> nodes,
                                          std::span<const std::string> name_prefixes = {});
 
 LeaseRequest TraceRequest(const PodSpec& pod, std::string id, std::string team = "trace");
+
+// The scheduler's options for replaying `pods` with placement policy `policy` (an alias such as
+// "default" is resolved): FGD is given the pod list in advance, as its paper defines it, and
+// `seed` seeds a policy's own random stream. InvalidArgument, naming the allowed ones, for a
+// policy the scheduler does not have.
+absl::StatusOr<SchedulerOptions> TraceSchedulerOptions(const std::string& policy,
+                                                       std::span<const PodSpec> pods, uint64_t seed);
 
 }  // namespace gpupool::pool::sim
 

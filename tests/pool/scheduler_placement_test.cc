@@ -33,6 +33,15 @@ LeaseRequest Whole(const std::string& id, int gpus, int64_t cpu_milli_per_gpu = 
   return r;
 }
 
+// CPU and host memory on some GPU's node, nothing of the GPU.
+LeaseRequest HostOnly(const std::string& id, int64_t cpu_milli, int64_t memory_mib) {
+  LeaseRequest r;
+  r.id = id;
+  r.team = "t";
+  r.slot = SlotShape::HostOnly(cpu_milli, memory_mib);
+  return r;
+}
+
 std::set<std::string> NodesOf(const Scheduler& s) {
   std::set<std::string> nodes;
   for (const auto& [id, lease] : s.leases()) {
@@ -87,11 +96,7 @@ TEST_P(SchedulerPlacement, ReleasedHostCapacityComesBack) {
 
 TEST_P(SchedulerPlacement, HostOnlySlotsTakeCpuButLeaveTheGpuWhole) {
   Pool pool(kHostNodes, Options());
-  LeaseRequest cpu_only;
-  cpu_only.id = "cpu";
-  cpu_only.team = "t";
-  cpu_only.slot = SlotShape::HostOnly(30000, 1024);
-  ASSERT_TRUE(pool.s().Submit(cpu_only, 0).ok());
+  ASSERT_TRUE(pool.s().Submit(HostOnly("cpu", 30000, 1024), 0).ok());
   ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
   const std::string cpu_node = *NodesOf(pool.s()).begin();
   // All eight GPUs are still whole: a 4-GPU request without CPU fits on either node.
@@ -109,11 +114,7 @@ TEST_P(SchedulerPlacement, HostOnlySlotsTakeCpuButLeaveTheGpuWhole) {
 
 TEST_P(SchedulerPlacement, AHostOnlySlotMustAskForSomething) {
   Pool pool(kHostNodes, Options());
-  LeaseRequest empty;
-  empty.id = "nothing";
-  empty.team = "t";
-  empty.slot = SlotShape::HostOnly(0, 0);
-  absl::StatusOr<std::string> id = pool.s().Submit(empty, 0);
+  absl::StatusOr<std::string> id = pool.s().Submit(HostOnly("nothing", 0, 0), 0);
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -197,11 +198,7 @@ nodes:
       ASSERT_TRUE(pool.s().Submit(Whole("seen-" + std::to_string(i), 1, 11000), 0).ok());
       ASSERT_TRUE(pool.s().Cancel("seen-" + std::to_string(i)).ok());
     }
-    LeaseRequest cpu_only;
-    cpu_only.id = "cpu";
-    cpu_only.team = "t";
-    cpu_only.slot = SlotShape::HostOnly(20000, 0);
-    ASSERT_TRUE(pool.s().Submit(cpu_only, 0).ok());
+    ASSERT_TRUE(pool.s().Submit(HostOnly("cpu", 20000, 0), 0).ok());
     ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
     EXPECT_EQ(pool.s().leases().begin()->second.gpus[0].node, policy == "gpupool" ? "b-cpu-rich" : "a-dense")
         << policy;
