@@ -16,12 +16,7 @@ constexpr int64_t kUncounted = int64_t{1} << 50;
 }  // namespace
 
 placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::ModelIndex& models) {
-  placement::PodRequest pod;
-  // A host-only slot is a policy's CPU-only request; its lease still names a GPU of the node.
-  pod.num_gpu = r.slot.host_only() ? 0 : r.slot_count;
-  pod.gpu_milli = r.slot.host_only() ? 0 : SlotComputeMilli(r.slot);
-  pod.cpu_milli = r.slot.cpu_milli * r.slot_count;
-  pod.memory_mib = r.slot.host_memory_mib * r.slot_count;
+  placement::PodRequest pod = PodShapeOf(r);
   if (!r.allowed_models.empty()) {
     // By the pool's own model names: the catalogue's spelling, whatever case was asked.
     std::vector<std::string> names;
@@ -34,10 +29,19 @@ placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::Model
   return pod;
 }
 
+placement::PodRequest PodShapeOf(const LeaseRequest& r) {
+  placement::PodRequest pod;
+  // A host-only slot is a policy's CPU-only request; its lease still names a GPU of the node.
+  pod.num_gpu = r.slot.host_only() ? 0 : r.slot_count;
+  pod.gpu_milli = r.slot.host_only() ? 0 : SlotComputeMilli(r.slot);
+  pod.cpu_milli = r.slot.cpu_milli * r.slot_count;
+  pod.memory_mib = r.slot.host_memory_mib * r.slot_count;
+  return pod;
+}
+
 PolicyView::PolicyView(const PoolTopology& topology, const std::vector<int>& candidates,
                        const CapacityState& state, const placement::ModelIndex& models)
     : topology_(&topology),
-      models_(&models),
       view_node_(topology.nodes().size(), -1),
       seen_reserved_for_(topology.gpus().size(), 0),
       seen_gang_(topology.gpus().size(), 0) {
@@ -132,9 +136,8 @@ PolicyAnswer PolicyView::Place(placement::PlacementPolicy& policy, const Capacit
   placement::Decision d;
   int node = -1;
   // The candidates already satisfy the request's model constraint (checked by the scheduler's
-  // own filter, which reads catalogue names in any case): the policy need not check it again.
-  placement::PodRequest pod = PodRequestOf(r, *models_);
-  pod.models = placement::ModelSet::Any();
+  // own filter): the policy is given the shape alone.
+  const placement::PodRequest pod = PodShapeOf(r);
   if (policy.ScoresByNodeState()) {
     representatives_.clear();
     for (const auto& [key, nodes] : by_state_) representatives_.push_back(nodes.begin()->second);

@@ -55,6 +55,8 @@ struct PolicyAnswer {
 // The request as a placement policy sees it: its slots on one node, CPU and memory summed, its
 // models by the pool's names (a catalogue name in any case resolves to the catalogue's spelling).
 placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::ModelIndex& models);
+// The same with any model allowed: what to ask of a view whose candidates already match.
+placement::PodRequest PodShapeOf(const LeaseRequest& r);
 
 class PolicyView {
  public:
@@ -74,7 +76,6 @@ class PolicyView {
 
   // Constant after construction.
   const PoolTopology* topology_;
-  const placement::ModelIndex* models_;
   std::vector<int> view_node_;               // topology node -> mirror node, or -1
   std::vector<std::vector<int>> node_gpus_;  // mirror node -> candidate GPU positions
   std::vector<int16_t> scratch_;
