@@ -11,12 +11,20 @@
 // list of refs keeps its objects alive. Storing bytes, not live Python objects, means no runtime
 // thread ever needs the GIL to free a value, and the same bytes can leave the process later.
 //
+// Tasks anywhere (runtime/tasks/worker_pool.h): when the runtime may send tasks to worker
+// processes on other nodes, a remote function is exported once — cloudpickled (so functions
+// defined in __main__ travel, as in Ray) into an object of its own — and each of its tasks carries
+// that object as an extra dependency. In the driver the dependency is only held (the function is
+// in the registry); a worker (`python -m gpupool.worker`) receives its bytes with the task,
+// unpickles the function once per export and keeps it.
+//
 // The GIL: a task's invoker takes it to run the function; get, wait, shutdown and sleeps release
 // it while they block. Python tasks of one process therefore take turns on the interpreter except
 // where they release it (NumPy, PyTorch kernels, I/O), as with Python threads.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -75,8 +83,18 @@ struct ModuleState {
   py::dict functions;           // "module.qualname" -> callable
   py::object ref_from_id;       // gpupool._tasks._ref_from_id, for ObjectRef.__reduce__ (a
                                 // Python function, so pickle can name it)
+  py::dict exported;            // in a worker: export id -> the function unpickled from it
 };
 ModuleState* state = nullptr;
+
+// Whether this process is a worker serving a driver elsewhere (gpupool.worker); set once, before
+// any task runs.
+bool in_worker = false;
+
+// Set by _init: whether tasks may run in worker processes (joined to a shared pool by address and
+// not local_only), so remote functions must be exported; and which runtime exports belong to.
+bool uses_workers = false;
+uint64_t runtime_generation = 0;
 
 // The process's runtime, when Python started it. Leaked for the same reason as ModuleState; the
 // package's atexit hook shuts it down while the interpreter is still alive.
@@ -137,9 +155,11 @@ const PyValue& ValueOf(detail::ObjectHeader* h, PyValue* scratch = nullptr) {
   return detail::ValueAs<PyValue>(h->id, box);
 }
 
-// Where a dependency's value goes: the index-th positional argument or the keyword `name`.
+// Where a dependency's value goes: the index-th positional argument, the keyword `name`, or (for
+// the exported function, followed by its export id) nowhere: it is the function itself.
 constexpr uint64_t kPositional = 0;
 constexpr uint64_t kKeyword = 1;
+constexpr uint64_t kFunction = 2;
 
 void InvokePython(detail::TaskCall& call);
 const detail::FunctionInfo* python_function = nullptr;
@@ -173,6 +193,31 @@ const detail::FunctionInfo* python_function = nullptr;
   throw ErrorWithCause(code, message, std::move(cause));
 }
 
+// In a worker: the task's function, unpickled from its export (once per export id). Positions
+// carry the export's dependency; with none (a driver that did not export it) the function can
+// only come from a module the worker imported.
+template <typename Positions>
+py::object ExportedFunction(const std::string& key, const Positions& positions, detail::TaskCall& call) {
+  for (size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i].kind != kFunction) continue;
+    py::int_ export_id(positions[i].index);
+    if (state->exported.contains(export_id)) return state->exported[export_id];
+    PyValue scratch;
+    const PyValue& blob = ValueOf(call.deps[i], &scratch);
+    py::object fn;
+    try {
+      fn = Unpickle(blob.pickled);
+    } catch (py::error_already_set& e) {
+      throw Error(ErrorCode::kFailedPrecondition,
+                  "the function '" + key + "' could not be loaded in this worker (is its module importable here, "
+                  "with the driver's sys.path?): " + std::string(e.what()));
+    }
+    state->exported[export_id] = fn;
+    return fn;
+  }
+  return state->functions.attr("get")(key);
+}
+
 void InvokePython(detail::TaskCall& call) {
   if (!Py_IsInitialized()) throw Error(ErrorCode::kUnavailable, "the Python interpreter has shut down");
   py::gil_scoped_acquire gil;
@@ -187,8 +232,8 @@ void InvokePython(detail::TaskCall& call) {
   std::vector<Position> positions(n);
   for (Position& p : positions) {
     p.kind = r.Varint("a dependency position");
-    if (p.kind == kPositional) {
-      p.index = r.Varint("a positional index");
+    if (p.kind == kPositional || p.kind == kFunction) {
+      p.index = r.Varint(p.kind == kPositional ? "a positional index" : "an export id");
     } else if (p.kind == kKeyword) {
       p.name = Decode<std::string>(r);
     } else {
@@ -199,7 +244,7 @@ void InvokePython(detail::TaskCall& call) {
   std::string_view payload = r.Take(r.remaining(), "the pickled arguments");
   ContextScope scope(call.context);
   try {
-    py::object fn = state->functions.attr("get")(key);
+    py::object fn = in_worker ? ExportedFunction(key, positions, call) : state->functions.attr("get")(key);
     if (fn.is_none()) {
       throw Error(ErrorCode::kNotFound,
                   "Python function '" + key + "' is not registered in this process: decorate it with "
@@ -209,6 +254,7 @@ void InvokePython(detail::TaskCall& call) {
     py::list args(args_kwargs[0]);
     py::dict kwargs = args_kwargs[1];
     for (size_t i = 0; i < n; ++i) {
+      if (positions[i].kind == kFunction) continue;
       PyValue scratch;
       py::object value = Unpickle(ValueOf(call.deps[i], &scratch).pickled);
       if (positions[i].kind == kPositional) {
@@ -218,14 +264,22 @@ void InvokePython(detail::TaskCall& call) {
       }
     }
     py::object result = fn(*py::tuple(args), **kwargs);
-    call.result = std::make_unique<detail::TypedBox<PyValue>>(MakeValue(result));
+    PyValue value = MakeValue(result);
+    if (in_worker && !value.refs.empty()) {
+      // The refs would name this worker's objects, which the driver cannot fetch yet.
+      throw Error(ErrorCode::kUnimplemented,
+                  "the task returned ObjectRefs inside its result from a worker process on another node; "
+                  "return the values instead (refs across worker processes are not supported yet)");
+    }
+    call.result = std::make_unique<detail::TypedBox<PyValue>>(std::move(value));
   } catch (py::error_already_set& e) {
     ThrowPythonFailure(e);
   }
 }
 
 // The top-level ObjectRefs of (args, kwargs) become dependencies; None holds their place.
-detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py::dict kwargs) {
+// `exported`: the function's export (see the top of the file), or an empty ref.
+detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py::dict kwargs, const PyRef* exported) {
   detail::EncodedArgs out;
   Writer w(out.bytes);
   Encode(w, key);
@@ -234,6 +288,13 @@ detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py:
   py::object call_args = args;
   py::object call_kwargs = kwargs;
   try {
+    if (exported != nullptr && !exported->empty()) {
+      detail::ObjectHeader* header = HeaderOf(*exported);
+      detail::Retain(header);
+      out.deps.push_back(header);
+      pw.Varint(kFunction);
+      pw.Varint(exported->id());
+    }
     py::list replaced_args;
     bool args_changed = false;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -478,8 +539,40 @@ void BindTasks(py::module_& m) {
   });
 
   m.def("_register", [](const std::string& key, py::object fn) { state->functions[py::str(key)] = fn; });
-  m.def("_submit", [](const std::string& key, py::tuple args, py::dict kwargs, const TaskOptions& options) {
-    return AdoptRef(detail::SubmitTask(python_function, EncodePythonCall(key, args, kwargs), &options));
+  m.def(
+      "_submit",
+      [](const std::string& key, py::tuple args, py::dict kwargs, const TaskOptions& options,
+         std::optional<PyRef> exported) {
+        return AdoptRef(detail::SubmitTask(python_function,
+                                           EncodePythonCall(key, args, kwargs, exported ? &*exported : nullptr),
+                                           &options));
+      },
+      py::arg("key"), py::arg("args"), py::arg("kwargs"), py::arg("options"), py::arg("exported") = py::none());
+  // A function's export: an object whose stored pickle is the (cloud)pickled function itself.
+  m.def("_export", [](py::bytes pickled) {
+    PyValue value;
+    value.pickled = static_cast<std::string_view>(pickled);
+    return AdoptRef(detail::PutValue(std::make_unique<detail::TypedBox<PyValue>>(std::move(value))));
+  });
+  m.def("_uses_workers", []() { return static_cast<bool>(*runtime_holder) && uses_workers; });
+  m.def("_runtime_generation", []() { return runtime_generation; });
+  m.def("_in_worker", []() { return in_worker; });
+  // A worker process (python -m gpupool.worker, started by a node's agent): serves the driver
+  // until told to stop, then ends the process; never returns.
+  m.def("_serve_worker", [](std::vector<std::string> args) {
+    if (std::find(args.begin(), args.end(), "--gpupool-worker") == args.end()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "gpupool.worker is started by a node's agent for a job (with --gpupool-worker), not by hand");
+    }
+    in_worker = true;
+    std::vector<char*> argv;
+    std::string program = "python";
+    argv.push_back(program.data());
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int argc = static_cast<int>(argv.size()) - 1;
+    py::gil_scoped_release release;  // the worker's task threads take it to run Python
+    Init(argc, argv.data());         // a worker's Init serves and exits
   });
   m.def("_get", [](const PyRef& ref, std::optional<double> timeout_s) {
     if (ref.empty()) throw Error(ErrorCode::kFailedPrecondition, "get on an empty ObjectRef");
@@ -513,7 +606,14 @@ void BindTasks(py::module_& m) {
       [](std::optional<std::string> driver, std::optional<std::string> simulate, std::optional<int> nodes,
          std::optional<std::string> config, std::optional<std::string> config_text,
          std::optional<std::string> team, std::optional<double> clock_speed,
-         std::optional<int> cpu_workers, std::optional<int> lease_linger_ms) {
+         std::optional<int> cpu_workers, std::optional<int> lease_linger_ms, std::optional<std::string> address,
+         std::optional<std::string> token, std::optional<std::string> node, std::optional<bool> local_only,
+         std::optional<bool> log_to_driver, std::optional<int> worker_linger_ms, std::optional<std::string> worker_python,
+         std::optional<std::string> worker_path) {
+        if (in_worker) {
+          throw Error(ErrorCode::kFailedPrecondition,
+                      "this process is a gpupool worker serving its driver: gpupool.init() is the driver's to call");
+        }
         if (*runtime_holder) {
           throw Error(ErrorCode::kFailedPrecondition,
                       "gpupool is already initialised in this process: call gpupool.shutdown() first");
@@ -543,25 +643,49 @@ void BindTasks(py::module_& m) {
           if (*lease_linger_ms < 0) throw Error(ErrorCode::kInvalidArgument, "lease_linger_ms must not be negative");
           o.lease_linger_ms = *lease_linger_ms;
         }
-        // A Python driver joined to a shared head keeps its tasks on its own node: the Python
-        // worker (`python -m gpupool.worker`, functions by cloudpickle) that would run them on the
-        // other nodes is not built yet; C++ drivers have workers (runtime/tasks/worker_pool.h).
-        o.local_only = true;
-        py::gil_scoped_release release;  // starting may probe the driver
-        *runtime_holder = std::make_unique<Runtime>(Init(std::move(o)));
+        if (address) o.pool_address = *address;
+        if (token) o.pool_token = *token;
+        if (node) o.node_name = *node;
+        if (local_only) o.local_only = *local_only;
+        if (log_to_driver) o.log_to_driver = *log_to_driver;
+        if (worker_linger_ms) {
+          if (*worker_linger_ms < 0) throw Error(ErrorCode::kInvalidArgument, "worker_linger_ms must not be negative");
+          o.worker_linger_ms = *worker_linger_ms;
+        }
+        // A task placed on another node runs in a worker the node's agent starts: this
+        // interpreter running gpupool.worker, with the driver's module search path (the same
+        // paths on every node, as the C++ worker assumes of its executable), unbuffered so its
+        // output reaches the driver line by line.
+        if (worker_python && o.worker_binary.empty()) {
+          o.worker_binary = *worker_python;
+          o.worker_args = {"-m", "gpupool.worker"};
+        }
+        if (worker_path) o.worker_env["PYTHONPATH"] = *worker_path;
+        o.worker_env["PYTHONUNBUFFERED"] = "1";
+        const bool may_use_workers = !o.pool_address.empty() && !o.local_only;
+        {
+          py::gil_scoped_release release;  // starting may probe the driver
+          *runtime_holder = std::make_unique<Runtime>(Init(std::move(o)));
+        }
+        uses_workers = may_use_workers;
+        ++runtime_generation;
         return (*runtime_holder)->notice();
       },
       // Unset (None): from the environment, else the defaults.
       py::arg("driver") = py::none(), py::arg("simulate") = py::none(), py::arg("nodes") = py::none(),
       py::arg("config") = py::none(), py::arg("config_text") = py::none(), py::arg("team") = py::none(),
       py::arg("clock_speed") = py::none(), py::arg("cpu_workers") = py::none(),
-      py::arg("lease_linger_ms") = py::none());
+      py::arg("lease_linger_ms") = py::none(), py::arg("address") = py::none(), py::arg("token") = py::none(),
+      py::arg("node") = py::none(), py::arg("local_only") = py::none(), py::arg("log_to_driver") = py::none(),
+      py::arg("worker_linger_ms") = py::none(), py::arg("worker_python") = py::none(),
+      py::arg("worker_path") = py::none());
   m.def("_shutdown", []() {
+    uses_workers = false;
     std::unique_ptr<Runtime> rt = std::move(*runtime_holder);
     py::gil_scoped_release release;  // running Python tasks need the GIL to finish
     rt.reset();
   });
-  m.def("_initialized", []() { return static_cast<bool>(*runtime_holder); });
+  m.def("_initialized", []() { return in_worker || static_cast<bool>(*runtime_holder); });
   m.def("_rank", []() {
     if (!*runtime_holder) throw Error(ErrorCode::kFailedPrecondition, "gpupool is not initialised");
     return py::make_tuple((*runtime_holder)->rank(), (*runtime_holder)->ranks(), (*runtime_holder)->node());

@@ -14,7 +14,7 @@ packages=(
   libucx-dev ucx-utils libopenmpi-dev openmpi-bin
   libcapnp-dev capnproto libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy
+  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-cloudpickle
   libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libzstd-dev libhwloc-dev
   procps  # pgrep: tests check the process table (no worker outlives its driver)

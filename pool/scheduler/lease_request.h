@@ -52,6 +52,12 @@ struct LeaseRequest {
   bool hardware_isolation = false; // MIG or whole GPUs only: no MPS, no fractions
 
   std::optional<int64_t> runtime_estimate_s;  // lets backfill run it ahead of a reservation
+
+  // Soft affinity: among equally good placements, these nodes first, in this order (a job's
+  // driver names its own node, as Ray's hybrid policy prefers the local node). Never a reason to
+  // wait or to place worse. Honoured where a node-state placement policy decides (single-node
+  // requests under the default policy); the packing scan ignores it.
+  std::vector<std::string> preferred_nodes;
 };
 
 }  // namespace gpupool::pool

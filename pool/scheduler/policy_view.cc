@@ -52,6 +52,7 @@ PolicyView::PolicyView(const PoolTopology& topology, const std::vector<int>& can
     if (v < 0) {
       v = static_cast<int>(node_gpus_.size());
       node_gpus_.emplace_back();
+      view_of_name_[gpu.ref.node] = v;
       const int64_t cpu = topology.node_cpu_milli(gpu.node);
       const int64_t memory = topology.node_memory_mib(gpu.node);
       // A node's GPUs share one model label here; the first candidate's names it (nodes with
@@ -139,8 +140,26 @@ PolicyAnswer PolicyView::Place(placement::PlacementPolicy& policy, const Capacit
   // own filter): the policy is given the shape alone.
   const placement::PodRequest pod = PodShapeOf(r);
   if (policy.ScoresByNodeState()) {
+    // The request's preferred nodes (soft affinity) stand for their states: the policy scores a
+    // state, so the preferred node wins exactly the ties its state would have won, no more.
+    preferred_.clear();
+    for (const std::string& name : r.preferred_nodes) {
+      auto v = view_of_name_.find(name);
+      if (v == view_of_name_.end()) continue;
+      auto group = by_state_.find(state_of_[v->second]);
+      if (group != by_state_.end()) preferred_.emplace_back(&*group, v->second);
+    }
     representatives_.clear();
-    for (const auto& [key, nodes] : by_state_) representatives_.push_back(nodes.begin()->second);
+    for (const auto& entry : by_state_) {
+      int representative = entry.second.begin()->second;
+      for (const auto& [group, v] : preferred_) {
+        if (group == &entry) {
+          representative = v;
+          break;
+        }
+      }
+      representatives_.push_back(representative);
+    }
     d = policy.Decide(placement::ClusterView(*cluster_, representatives_), pod);
     if (d.placed()) node = representatives_[d.node];
   } else {

@@ -77,6 +77,7 @@ class PolicyView {
   // Constant after construction.
   const PoolTopology* topology_;
   std::vector<int> view_node_;               // topology node -> mirror node, or -1
+  absl::flat_hash_map<std::string, int> view_of_name_;  // node name -> mirror node
   std::vector<std::vector<int>> node_gpus_;  // mirror node -> candidate GPU positions
   std::vector<int16_t> scratch_;
 
@@ -91,6 +92,7 @@ class PolicyView {
   std::vector<std::string> state_of_;  // per mirror node, its key in by_state_
   absl::flat_hash_map<std::string, std::set<std::pair<int, int>>> by_state_;
   mutable std::vector<int> representatives_;  // scratch of Place
+  mutable std::vector<std::pair<const void*, int>> preferred_;  // scratch: (state group, mirror node)
 };
 
 }  // namespace gpupool::pool

@@ -6,6 +6,9 @@ and run by the same job runtime and embedded pool as C++ tasks.
 
 import atexit
 import functools
+import os
+import pickle
+import sys
 import threading
 
 from . import _gpupool_core as _core
@@ -14,11 +17,22 @@ from ._gpupool_core import GpupoolError, ObjectRef, TaskContext, TaskError
 _init_lock = threading.Lock()
 
 
-def init(*, driver=None, simulate=None, nodes=None, config=None, config_text=None, team=None,
+def init(*, address=None, token=None, team=None, node=None, local_only=None, log_to_driver=None,
+         worker_linger_ms=None, driver=None, simulate=None, nodes=None, config=None, config_text=None,
          clock_speed=None, cpu_workers=None, lease_linger_ms=None):
-    """Start gpupool in this process: an embedded pool over this machine's GPUs (simulated when it
-    has none). Unset arguments come from the environment (GPUPOOL_CONFIG, GPUPOOL_SIMULATE,
-    GPUPOOL_NODES, GPUPOOL_TEAM, GPUPOOL_DRIVER, GPUPOOL_CLOCK_SPEED), then the defaults.
+    """Start gpupool in this process: joined to a shared pool (`address`), or an embedded pool over
+    this machine's GPUs (simulated when it has none). Unset arguments come from the environment
+    (GPUPOOL_ADDRESS, GPUPOOL_TOKEN, GPUPOOL_TEAM, GPUPOOL_NODE, GPUPOOL_LOCAL_ONLY,
+    GPUPOOL_WORKER_LINGER_MS, GPUPOOL_CONFIG, GPUPOOL_SIMULATE, GPUPOOL_NODES, GPUPOOL_DRIVER,
+    GPUPOOL_CLOCK_SPEED), then the defaults.
+
+    address: "HOST:PORT" of a `gpupool head`; token: the team's token there; node: the pool's name
+    for this machine (default: the host name). Tasks then run wherever the pool places them: on
+    another node, in a worker process of this job that the node's agent starts (this interpreter
+    running `gpupool.worker` with this process's sys.path; functions and arguments travel by
+    cloudpickle, so functions defined in __main__ work). local_only=True keeps every task on this
+    node. log_to_driver=False silences the workers' output (otherwise printed here, each line
+    prefixed "(<job> <node> pid=<pid>)"). worker_linger_ms: how long an idle worker stays.
 
     simulate: GPUs of each simulated node, e.g. "4xH100-80GB"; nodes: how many such nodes.
     config / config_text: a YAML pool configuration (teams, quotas, priority classes), as a path or
@@ -29,7 +43,17 @@ def init(*, driver=None, simulate=None, nodes=None, config=None, config_text=Non
     with _init_lock:
         return _core._init(driver=driver, simulate=simulate, nodes=nodes, config=config,
                            config_text=config_text, team=team, clock_speed=clock_speed,
-                           cpu_workers=cpu_workers, lease_linger_ms=lease_linger_ms)
+                           cpu_workers=cpu_workers, lease_linger_ms=lease_linger_ms,
+                           address=address, token=token, node=node, local_only=local_only,
+                           log_to_driver=log_to_driver, worker_linger_ms=worker_linger_ms,
+                           **_worker_command())
+
+
+def _worker_command():
+    """How a worker of this driver starts on another node: this interpreter, with this process's
+    module search path (relative entries made absolute: the worker starts in this directory)."""
+    path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    return {"worker_python": sys.executable, "worker_path": os.pathsep.join(path)}
 
 
 def shutdown():
@@ -48,7 +72,7 @@ atexit.register(shutdown)
 def _ensure_initialized():
     with _init_lock:
         if not _core._initialized():
-            _core._init()   # environment, then defaults
+            _core._init(**_worker_command())   # environment, then defaults
 
 
 def _with_runtime(call, *args):
@@ -88,11 +112,30 @@ class RemoteFunction:
         self._settings = dict(settings)
         self._settings.setdefault("name", fn.__qualname__)
         self._options = _make_options(self._settings)
+        self._export = None   # (runtime generation, ObjectRef of the pickled function)
         _core._register(self._key, fn)
         functools.update_wrapper(self, fn)
 
     def submit(self, *args, **kwargs):
-        return _with_runtime(_core._submit, self._key, args, kwargs, self._options)
+        return _with_runtime(self._submit, args, kwargs)
+
+    def _submit(self, args, kwargs):
+        return _core._submit(self._key, args, kwargs, self._options, self._exported())
+
+    def _exported(self):
+        """The function's export for workers on other nodes (None when the runtime has none):
+        pickled at the first submit, as Ray does, so globals defined after the decorator travel."""
+        if not _core._uses_workers():
+            return None
+        generation = _core._runtime_generation()
+        if self._export is None or self._export[0] != generation:
+            self._export = (generation, _core._export(_pickle_function(self._fn, self._key)))
+        return self._export[1]
+
+    def __reduce__(self):
+        # A remote function inside a pickled function (one task calling another) is rebuilt, and
+        # registered, where it is unpickled.
+        return (RemoteFunction, (self._fn, self._settings))
 
     # Ray's spelling, for code moving over.
     remote = submit
@@ -127,8 +170,39 @@ def remote(fn=None, **settings):
     return RemoteFunction(fn, {})
 
 
+class _Unpicklable:
+    """Stands in for a function that could not be pickled: the task fails in the worker, saying
+    why, instead of the submit failing for tasks that may well run here."""
+
+    def __init__(self, key, reason):
+        self.key, self.reason = key, reason
+
+    def __call__(self, *args, **kwargs):
+        raise GpupoolError("the function %s could not be sent to a worker process: %s"
+                           % (self.key, self.reason))
+
+
+def _pickle_function(fn, key):
+    try:
+        import cloudpickle
+    except ImportError:
+        cloudpickle = None
+    try:
+        if cloudpickle is not None:
+            return cloudpickle.dumps(fn, protocol=5)
+        if fn.__module__ == "__main__":
+            raise TypeError("functions defined in __main__ need cloudpickle (pip install cloudpickle)")
+        return pickle.dumps(fn, protocol=5)
+    except Exception as e:  # noqa: BLE001 - whatever pickling raised is the reason to report
+        return pickle.dumps(_Unpicklable(key, "%s: %s" % (type(e).__name__, e)), protocol=5)
+
+
 def _ref_from_id(object_id):
     """How a pickled ObjectRef comes back (ObjectRef.__reduce__ names this function)."""
+    if _core._in_worker():
+        # The id names an object of the driver, which this process cannot fetch yet.
+        raise GpupoolError("an ObjectRef inside an argument cannot be read in a worker process on another "
+                           "node yet; pass it as a top-level argument (its value is then sent with the task)")
     return _core._ref_from_id(object_id)
 
 

@@ -64,6 +64,8 @@ void EncodeLeaseRequest(const pool::LeaseRequest& r, LeaseRequest::Builder out) 
   out.setHardwareIsolation(r.hardware_isolation);
   out.setHasRuntimeEstimate(r.runtime_estimate_s.has_value());
   out.setRuntimeEstimateS(r.runtime_estimate_s.value_or(0));
+  auto preferred = out.initPreferredNodes(r.preferred_nodes.size());
+  for (size_t i = 0; i < r.preferred_nodes.size(); ++i) preferred.set(i, r.preferred_nodes[i]);
 }
 
 absl::StatusOr<pool::LeaseRequest> DecodeLeaseRequest(LeaseRequest::Reader in) {
@@ -121,6 +123,15 @@ absl::StatusOr<pool::LeaseRequest> DecodeLeaseRequest(LeaseRequest::Reader in) {
   r.topology = static_cast<pool::GangTopology>(in.getTopology());
   r.hardware_isolation = in.getHardwareIsolation();
   if (in.getHasRuntimeEstimate()) r.runtime_estimate_s = in.getRuntimeEstimateS();
+  if (in.getPreferredNodes().size() > kMaxListEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("preferred nodes has ", in.getPreferredNodes().size(),
+                                                   " entries; at most ", kMaxListEntries));
+  }
+  for (capnp::Text::Reader n : in.getPreferredNodes()) {
+    absl::StatusOr<std::string> v = Text(n, "preferred node");
+    if (!v.ok()) return v.status();
+    r.preferred_nodes.push_back(*std::move(v));
+  }
   return r;
 }
 

@@ -55,6 +55,7 @@ struct LeaseRequest {
   hardwareIsolation @13 :Bool;
   hasRuntimeEstimate @14 :Bool;
   runtimeEstimateS @15 :Int64;
+  preferredNodes @16 :List(Text);  # soft: among equally good placements, these nodes first
 }
 
 struct GpuRef {

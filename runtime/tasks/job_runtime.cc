@@ -100,8 +100,8 @@ absl::Status JobRuntime::StartParts(JoinedPool& joined) {
 }
 
 void JobRuntime::StartEngine() {
-  shapes_ = std::make_unique<TaskShapes>(options_.team, pinned_ ? node_label_ : std::string(), *pool_,
-                                         gpus_->inventory());
+  shapes_ = std::make_unique<TaskShapes>(options_.team, pinned_ ? node_label_ : std::string(),
+                                         pinned_ ? std::string() : node_label_, *pool_, gpus_->inventory());
   // The lease manager calls the executor only for a granted or refused request, which needs a
   // task enqueued by the executor: it stands by then.
   leases_ = std::make_unique<LeaseManager>(LeaseManager::Deps{

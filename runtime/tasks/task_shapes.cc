@@ -25,9 +25,13 @@ std::string ShapeKey(TaskOptions o, const std::string& team) {
 
 }  // namespace
 
-TaskShapes::TaskShapes(std::string default_team, std::string node_label, const PoolClient& pool,
-                       const pool::Inventory& local)
-    : default_team_(std::move(default_team)), node_label_(std::move(node_label)), pool_(pool), local_(local) {
+TaskShapes::TaskShapes(std::string default_team, std::string node_label, std::string preferred_node,
+                       const PoolClient& pool, const pool::Inventory& local)
+    : default_team_(std::move(default_team)),
+      node_label_(std::move(node_label)),
+      preferred_node_(std::move(preferred_node)),
+      pool_(pool),
+      local_(local) {
   default_shape_ = ShapeFor(nullptr);
 }
 
@@ -66,6 +70,8 @@ absl::Status TaskShapes::ResolveShape(TaskShape& shape) const {
                                                      node_label_, "' and its tasks run here"));
     }
     r.required_labels["node"] = node_label_;
+  } else if (!preferred_node_.empty()) {
+    r.preferred_nodes = {preferred_node_};  // this process runs them without a worker
   }
   r.forbidden_labels = o.avoid_labels;
   r.hardware_isolation = o.hardware_isolation;

@@ -40,7 +40,9 @@ class TaskShapes {
   // `default_team` names the team of tasks that give none; with a non-empty `node_label`, every
   // lease is pinned to that node (tasks run in this process). `pool` (its configuration: priority
   // classes) and `local` (this process's GPUs) must outlive this. Interns the default shape.
-  TaskShapes(std::string default_team, std::string node_label, const PoolClient& pool,
+  // Otherwise a non-empty `preferred_node` (the driver's node) is preferred among equally good
+  // placements.
+  TaskShapes(std::string default_team, std::string node_label, std::string preferred_node, const PoolClient& pool,
              const pool::Inventory& local);
 
   // The shape for `options` (nullptr: the default options), created on first use. A shape whose
@@ -64,6 +66,7 @@ class TaskShapes {
   // Constant after construction.
   const std::string default_team_;
   const std::string node_label_;  // non-empty: leases are pinned to this node
+  const std::string preferred_node_;
   const PoolClient& pool_;
   const pool::Inventory& local_;
   TaskShape* default_shape_ = nullptr;  // set by the constructor; read without the lock

@@ -150,6 +150,35 @@ TEST(SchedulerPolicy, UnknownPolicyNamesAreRefusedWithTheList) {
   EXPECT_TRUE(ValidPlacementPolicy("packing").ok());
 }
 
+// A preferred node (the driver's: tasks run there without a worker) wins the ties its state
+// would win, whichever node comes first otherwise; it never wins where its state is worse.
+TEST(SchedulerPolicy, APreferredNodeWinsTiesButNeverAWorsePlacement) {
+  Pool pool(kHostNodes, {.placement_policy = "gpupool"});
+  for (const char* preferred : {"b", "a", "b"}) {
+    LeaseRequest r = Whole(std::string("on-") + preferred, 4);
+    r.preferred_nodes = {"nowhere", preferred};  // an unknown name is no reason to fail
+    ASSERT_TRUE(pool.s().Submit(r, 0).ok());
+    ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
+    EXPECT_EQ(pool.s().leases().at(pool.LeaseOf(r.id)).gpus[0].node, preferred);
+    ASSERT_TRUE(pool.s().Release(pool.LeaseOf(r.id), 0).ok());
+  }
+  // Node a holds a half-used GPU: a half-GPU request belongs there (it fills the GPU), and
+  // preferring node b does not send it to an empty GPU.
+  LeaseRequest half;
+  half.id = "half";
+  half.team = "t";
+  half.slot = SlotShape::Fraction(10240, 500);
+  half.preferred_nodes = {"a"};
+  ASSERT_TRUE(pool.s().Submit(half, 0).ok());
+  ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
+  LeaseRequest other = half;
+  other.id = "other";
+  other.preferred_nodes = {"b"};
+  ASSERT_TRUE(pool.s().Submit(other, 0).ok());
+  ASSERT_EQ(pool.s().Schedule(0).granted.size(), 1u);
+  EXPECT_EQ(pool.s().leases().at(pool.LeaseOf("other")).gpus[0].node, "a");
+}
+
 // One node whose GPU 0 holds 0.7 of its compute: the learned workload is 0.3 and 0.7 sharing
 // tasks, so a 0.3 task belongs beside the 0.7 one (FGD's complementary share), not on an empty GPU
 // where it would leave 0.7 that only a 0.7 task could use. (Packing does the same by tightness, so

@@ -61,7 +61,8 @@ def head(tmp_path):
 
     def start_agent(port, node):
         procs.append(start(["agent", "--head", f"127.0.0.1:{port}", "--node", node, "--simulate", "2xH100-80GB",
-                            "--heartbeat-ms", "100", "--token-file", str(tmp_path / "agent.token")], log))
+                            "--heartbeat-ms", "100", "--token-file", str(tmp_path / "agent.token"),
+                            "--allow-root-workers"], log))
 
     yield start_head, start_agent
     for p in procs:
@@ -85,9 +86,9 @@ def job_env(port, node):
                 GPUPOOL_TEAM="vision")
 
 
-def run_job(port, node):
-    return subprocess.run([sys.executable, "-c", JOB], env=job_env(port, node), capture_output=True, text=True,
-                          timeout=60)
+def run_job(port, node, **env):
+    return subprocess.run([sys.executable, "-c", JOB], env=dict(job_env(port, node), **env), capture_output=True,
+                          text=True, timeout=60)
 
 
 SLOW_JOB = """
@@ -134,14 +135,21 @@ def test_python_jobs_share_a_head_and_its_ledger_survives_kill_9(head):
     start_agent(port, "node-1")
     wait_for_agents(port, 2)
 
-    # Two jobs of one team, in their own processes, each on its own node.
+    # Two jobs of one team, in their own processes, each on its own node (tasks go anywhere in
+    # the pool; with local_only they stay on the job's node).
     for node in ("node-0", "node-1"):
-        job = run_job(port, node)
+        job = run_job(port, node, GPUPOOL_LOCAL_ONLY="1")
         assert job.returncode == 0, job.stderr
         assert job.stdout.strip() == str(sorted((node, i * i) for i in range(8)))
 
-    # A job that names a node the pool does not have is told what to set.
-    lost = run_job(port, "node-7")
+    # A job on a machine the pool does not have runs every task in workers on the pool's nodes...
+    away = run_job(port, "node-7")
+    assert away.returncode == 0, away.stderr
+    results = eval(away.stdout.strip())
+    assert sorted(x for _, x in results) == [i * i for i in range(8)]
+    assert {node for node, _ in results} <= {"node-0", "node-1"}
+    # ...and one that must stay on its node is told what to set.
+    lost = run_job(port, "node-7", GPUPOOL_LOCAL_ONLY="1")
     assert lost.returncode != 0
     assert "GPUPOOL_NODE" in lost.stderr
 

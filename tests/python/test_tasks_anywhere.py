@@ -1,0 +1,223 @@
+"""Python tasks anywhere in a shared pool, with real processes on loopback: a `gpupool head` over
+two nodes of two simulated GPUs, an agent per node, and Python drivers (their own processes) on
+node-0 that join with gpupool.init(address=...). Tasks placed on node-1 run in a worker process
+that node-1's agent starts (`python -m gpupool.worker`); the drivers' functions are defined in
+__main__, so they reach the worker by cloudpickle, as in Ray."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+CLI = os.environ.get("GPUPOOL_CLI", "")
+TEAM_TOKEN = "team-secret-0123456789"
+AGENT_TOKEN = "agent-secret-0123456789"
+
+
+@pytest.fixture
+def pool(tmp_path):
+    """The head's port, once both agents have registered."""
+    if not CLI:
+        pytest.skip("GPUPOOL_CLI is not set (run through CTest)")
+    (tmp_path / "tokens").write_text(f"default: {TEAM_TOKEN}\nagents: {AGENT_TOKEN}\n")
+    (tmp_path / "agent.token").write_text(AGENT_TOKEN + "\n")
+    logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("head", "node-0", "node-1")}
+    procs = [subprocess.Popen([CLI, "head", "--simulate", "2xH100-80GB", "--node-count", "2", "--tokens",
+                               str(tmp_path / "tokens"), "--listen", "127.0.0.1:0", "--port-file",
+                               str(tmp_path / "port")], stdout=logs["head"], stderr=subprocess.STDOUT)]
+    try:
+        for _ in range(100):
+            if (tmp_path / "port").exists() and (tmp_path / "port").read_text().strip():
+                break
+            time.sleep(0.05)
+        port = (tmp_path / "port").read_text().strip()
+        for node in ("node-0", "node-1"):
+            # This machine runs everything as root, so the agents are told workers may be root too.
+            procs.append(subprocess.Popen([CLI, "agent", "--head", f"127.0.0.1:{port}", "--node", node, "--simulate",
+                                           "2xH100-80GB", "--token-file", str(tmp_path / "agent.token"),
+                                           "--allow-root-workers"], stdout=logs[node], stderr=subprocess.STDOUT))
+        for _ in range(100):
+            if all("registered" in (tmp_path / f"{n}.log").read_text() for n in ("node-0", "node-1")):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the agents did not register: " + (tmp_path / "head.log").read_text())
+        yield port
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for f in logs.values():
+            f.close()
+
+
+def run_driver(port, body, timeout=60, **init):
+    """Runs `body` as a driver's __main__ after gpupool.init(address=..., node="node-0", **init)."""
+    settings = dict(address=f"127.0.0.1:{port}", token=TEAM_TOKEN, node="node-0", **init)
+    script = "import gpupool\n" + textwrap.dedent(body).replace("INIT()", f"gpupool.init(**{settings!r})")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+
+
+def workers_of(job):
+    """Pids of processes whose command line names this job as a worker's."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"--gpupool-worker-job={job}".encode() in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def test_tasks_defined_in_main_run_at_once_on_both_nodes_and_no_worker_outlives_the_driver(pool):
+    out = run_driver(pool, """
+        import os, time
+        @gpupool.remote(gpus=1)
+        def work(i):
+            node = gpupool.context().slots[0]["node"]
+            print("task", i, "running on", node, flush=True)
+            time.sleep(1.0)
+            return node, os.getpid()
+        INIT()
+        start = time.monotonic()
+        results = gpupool.get([work.submit(i) for i in range(4)])
+        print("took %.2f s" % (time.monotonic() - start))
+        print("nodes", sorted(n for n, _ in results))
+        print("driver", os.getpid(), "worker pids", sorted({p for n, p in results if n == "node-1"}))
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    # Four 1-s tasks on four GPUs at once: well under the 2 s two at a time would take.
+    took = float(next(l for l in lines if l.startswith("took")).split()[1])
+    assert took < 1.8, out.stdout
+    # Two on the driver's own node (preferred among equal placements), two in node-1's worker.
+    assert "nodes ['node-0', 'node-0', 'node-1', 'node-1']" in lines, out.stdout
+    driver_line = next(l for l in lines if l.startswith("driver"))
+    driver_pid = int(driver_line.split()[1])
+    assert f"worker pids [{driver_pid}]" not in driver_line, "node-1's tasks ran in the driver"
+    # The worker's own output reached the driver, prefixed with the job, node and pid.
+    prefixed = [l for l in lines if l.startswith("(job-") and " node-1 pid=" in l]
+    assert any("running on node-1" in l for l in prefixed), out.stdout
+    job = prefixed[0].split()[0].lstrip("(")
+    # The driver has gone: within 2 s so has every worker of its job.
+    deadline = time.monotonic() + 2
+    while workers_of(job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers_of(job) == [], f"a worker of {job} outlived its driver"
+
+
+def test_what_fails_in_a_worker_fails_the_task_once_saying_why(pool):
+    out = run_driver(pool, """
+        import threading
+        INIT()
+        lock = threading.Lock()
+        ON_NODE_1 = dict(gpus=1, labels={"node": "node-1"})
+
+        @gpupool.remote(**ON_NODE_1)
+        def holds_a_lock(i):
+            with lock:
+                return i
+
+        @gpupool.remote(**ON_NODE_1, max_retries=3)
+        def raises(i):
+            raise ValueError("bad value %d" % i)
+
+        @gpupool.remote(**ON_NODE_1)
+        def add(a, b=0):
+            return a + b
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def reads_nested(refs):
+            return gpupool.get(refs[0])
+
+        try:
+            gpupool.get(holds_a_lock.submit(1))
+        except gpupool.TaskError as e:
+            print("unpicklable:", str(e).splitlines()[0])
+        try:
+            gpupool.get(raises.submit(2))
+        except ValueError as e:
+            print("ValueError, attempts:", "attempt 1" in str(e), "on node-1:", "node-1" in str(e))
+        forty = gpupool.put(40)
+        print("sum", gpupool.get(add.submit(forty, b=add.submit(1, 1))))
+        try:
+            gpupool.get(reads_nested.submit([forty]), timeout=20)
+        except gpupool.TaskError as e:
+            print("nested:", str(e).splitlines()[0])
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "unpicklable:" in text and "could not be sent to a worker process" in text \
+        and "cannot pickle '_thread.lock'" in text, text
+    # An exception of the task's own raises once, as its own type, naming the node: no retries.
+    assert "ValueError, attempts: True on node-1: True" in text, text
+    # Top-level refs (a put value, another task's result) travel with the task.
+    assert "sum 42" in text, text
+    # A ref nested inside an argument cannot be read there yet: the error says what to do.
+    assert "nested:" in text and "pass it as a top-level argument" in text, text
+
+
+def test_a_worker_killed_mid_task_runs_it_again_in_a_fresh_worker(pool, tmp_path):
+    out = run_driver(pool, f"""
+        import os, signal, time
+        INIT()
+
+        @gpupool.remote(gpus=1, labels={{"node": "node-1"}}, max_retries=2)
+        def victim(marker):
+            attempt = gpupool.context().attempt
+            with open(marker + ".%d" % attempt, "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(1.0)
+            return attempt, os.getpid()
+
+        marker = {str(tmp_path / "marker")!r}
+        ref = victim.submit(marker)
+        while not os.path.exists(marker + ".0"):
+            time.sleep(0.02)
+        time.sleep(0.1)
+        first = int(open(marker + ".0").read())
+        os.kill(first, signal.SIGKILL)
+        killed = time.monotonic()
+        attempt, pid = gpupool.get(ref, timeout=30)
+        print("again after %.2f s" % (time.monotonic() - killed), "attempt", attempt, "fresh", pid != first)
+        print("preemptions", sum(t["preemptions"] for t in gpupool.stats()["teams"]))
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    line = next(l for l in out.stdout.splitlines() if l.startswith("again"))
+    assert line.endswith("attempt 1 fresh True"), out.stdout
+    # The rerun is a 1-s task: it started within a few seconds of the kill.
+    assert float(line.split()[2]) < 4, out.stdout
+
+
+def test_local_only_keeps_tasks_home_and_log_to_driver_false_silences_workers(pool):
+    home = run_driver(pool, """
+        @gpupool.remote(gpus=1, labels={"node": "node-1"})
+        def elsewhere():
+            return 1
+        INIT()
+        try:
+            gpupool.get(elsewhere.submit())
+        except gpupool.GpupoolError as e:
+            print("refused:", e)
+    """, local_only=True)
+    assert home.returncode == 0, home.stdout + home.stderr
+    assert "refused:" in home.stdout and "this process runs on node 'node-0'" in home.stdout, home.stdout
+
+    quiet = run_driver(pool, """
+        @gpupool.remote(gpus=1, labels={"node": "node-1"})
+        def chatty():
+            print("a line from the worker", flush=True)
+            return gpupool.context().slots[0]["node"]
+        INIT()
+        print("ran on", gpupool.get(chatty.submit()))
+    """, log_to_driver=False)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "ran on node-1" in quiet.stdout
+    assert "a line from the worker" not in quiet.stdout + quiet.stderr
