@@ -16,6 +16,30 @@ from ._gpupool_core import GpupoolError, ObjectRef, TaskContext, TaskError
 
 _init_lock = threading.Lock()
 
+# True in a process=True task's worker process (gpupool._process_pool), which has no runtime.
+_in_process_worker = False
+
+_process_pool = None           # gpupool._process_pool.ProcessPool, made on the first process task
+_process_pool_lock = threading.Lock()
+_process_function_ids = iter(range(1, 1 << 62))
+
+
+def _process_pool_instance():
+    global _process_pool
+    with _process_pool_lock:
+        if _process_pool is None:
+            from ._process_pool import ProcessPool
+            _process_pool = ProcessPool(len(os.sched_getaffinity(0)))
+        return _process_pool
+
+
+def _close_process_pool():
+    global _process_pool
+    with _process_pool_lock:
+        pool, _process_pool = _process_pool, None
+    if pool is not None:
+        pool.close()
+
 
 def init(*, address=None, token=None, team=None, node=None, local_only=None, log_to_driver=None,
          worker_linger_ms=None, driver=None, simulate=None, nodes=None, config=None, config_text=None,
@@ -60,6 +84,7 @@ def shutdown():
     """Stop the runtime: pending tasks fail with CANCELLED, running ones finish, leases go back."""
     with _init_lock:
         _core._shutdown()
+    _close_process_pool()
 
 
 def is_initialized():
@@ -111,10 +136,37 @@ class RemoteFunction:
         self._key = "%s.%s" % (fn.__module__, fn.__qualname__)
         self._settings = dict(settings)
         self._settings.setdefault("name", fn.__qualname__)
-        self._options = _make_options(self._settings)
+        options = dict(self._settings)
+        self._process = bool(options.pop("process", False))
+        self._options = _make_options(options)
         self._export = None   # (runtime generation, ObjectRef of the pickled function)
-        _core._register(self._key, fn)
+        if self._process:
+            if options.get("gpus"):
+                raise ValueError("process=True is for CPU tasks (gpus=0): GPU tasks placed on other nodes "
+                                 "already run in worker processes, one per job and node")
+            # Its own key: the same function without process=True keeps running in-process.
+            self._key += "#process"
+            self._process_function = None   # (id, cloudpickled function), made on first use
+            _core._register(self._key, self._call_in_process)
+        else:
+            _core._register(self._key, fn)
         functools.update_wrapper(self, fn)
+
+    def _call_in_process(self, *args, **kwargs):
+        """Runs on the runtime's CPU thread: hands the call to a worker process and waits (the
+        interpreter lock is free meanwhile). A worker that dies mid-task is replaced and the call
+        made again, up to max_retries times, as a lost lease's task is."""
+        from ._process_pool import WorkerDied
+        if self._process_function is None:
+            self._process_function = (next(_process_function_ids), _pickle_function(self._fn, self._key))
+        function_id, blob = self._process_function
+        retries = self._settings.get("max_retries") or 0
+        for attempt in range(retries + 1):
+            try:
+                return _process_pool_instance().run(function_id, blob, args, kwargs)
+            except WorkerDied as e:
+                if attempt == retries:
+                    raise GpupoolError("%s (%d retries used up)" % (e, retries)) from None
 
     def submit(self, *args, **kwargs):
         return _with_runtime(self._submit, args, kwargs)
@@ -125,7 +177,7 @@ class RemoteFunction:
     def _exported(self):
         """The function's export for workers on other nodes (None when the runtime has none):
         pickled at the first submit, as Ray does, so globals defined after the decorator travel."""
-        if not _core._uses_workers():
+        if self._process or not _core._uses_workers():
             return None
         generation = _core._runtime_generation()
         if self._export is None or self._export[0] != generation:
@@ -160,7 +212,11 @@ def remote(fn=None, **settings):
 
     Options: gpus (0 = CPU, a fraction below 1 = a share of one GPU, n = n whole GPUs on one node),
     gpu_memory_mib, models (catalogue names), labels / avoid_labels (dicts), isolation (MIG or
-    whole GPUs only), team, project, workload_class, priority_class, max_retries, name.
+    whole GPUs only), team, project, workload_class, priority_class, max_retries, name; and
+    process=True: a CPU task that runs in a worker process of this node (one per core at most),
+    so pure-Python CPU-bound tasks scale with cores instead of taking turns on the interpreter
+    lock. Such a task has no gpupool.context(), cannot read ObjectRefs nested inside its
+    arguments (top-level ones arrive as values) and submits no tasks itself.
     Decorate at module level: tasks find their function by module and qualified name.
     """
     if fn is None:
@@ -199,6 +255,9 @@ def _pickle_function(fn, key):
 
 def _ref_from_id(object_id):
     """How a pickled ObjectRef comes back (ObjectRef.__reduce__ names this function)."""
+    if _in_process_worker:
+        raise GpupoolError("an ObjectRef inside an argument cannot be read in a process=True task's worker "
+                           "process; pass it as a top-level argument (the task then receives its value)")
     if _core._in_worker():
         # The id names an object of the driver, which this process cannot fetch yet.
         raise GpupoolError("an ObjectRef inside an argument cannot be read in a worker process on another "
