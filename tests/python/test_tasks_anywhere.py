@@ -2,57 +2,14 @@
 two nodes of two simulated GPUs, an agent per node, and Python drivers (their own processes) on
 node-0 that join with gpupool.init(address=...). Tasks placed on node-1 run in a worker process
 that node-1's agent starts (`python -m gpupool.worker`); the drivers' functions are defined in
-__main__, so they reach the worker by cloudpickle, as in Ray."""
+__main__, so they reach the worker by cloudpickle, as in Ray. (The pool: conftest.py.)"""
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 
-import pytest
-
-CLI = os.environ.get("GPUPOOL_CLI", "")
-TEAM_TOKEN = "team-secret-0123456789"
-AGENT_TOKEN = "agent-secret-0123456789"
-
-
-@pytest.fixture
-def pool(tmp_path):
-    """The head's port, once both agents have registered."""
-    if not CLI:
-        pytest.skip("GPUPOOL_CLI is not set (run through CTest)")
-    (tmp_path / "tokens").write_text(f"default: {TEAM_TOKEN}\nagents: {AGENT_TOKEN}\n")
-    (tmp_path / "agent.token").write_text(AGENT_TOKEN + "\n")
-    logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("head", "node-0", "node-1")}
-    procs = [subprocess.Popen([CLI, "head", "--simulate", "2xH100-80GB", "--node-count", "2", "--tokens",
-                               str(tmp_path / "tokens"), "--listen", "127.0.0.1:0", "--port-file",
-                               str(tmp_path / "port")], stdout=logs["head"], stderr=subprocess.STDOUT)]
-    try:
-        for _ in range(100):
-            if (tmp_path / "port").exists() and (tmp_path / "port").read_text().strip():
-                break
-            time.sleep(0.05)
-        port = (tmp_path / "port").read_text().strip()
-        for node in ("node-0", "node-1"):
-            # This machine runs everything as root, so the agents are told workers may be root too.
-            procs.append(subprocess.Popen([CLI, "agent", "--head", f"127.0.0.1:{port}", "--node", node, "--simulate",
-                                           "2xH100-80GB", "--token-file", str(tmp_path / "agent.token"),
-                                           "--allow-root-workers"], stdout=logs[node], stderr=subprocess.STDOUT))
-        for _ in range(100):
-            if all("registered" in (tmp_path / f"{n}.log").read_text() for n in ("node-0", "node-1")):
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the agents did not register: " + (tmp_path / "head.log").read_text())
-        yield port
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        for f in logs.values():
-            f.close()
-
+from conftest import TEAM_TOKEN
 
 def run_driver(port, body, timeout=60, **init):
     """Runs `body` as a driver's __main__ after gpupool.init(address=..., node="node-0", **init)."""
@@ -76,8 +33,8 @@ def workers_of(job):
     return found
 
 
-def test_tasks_defined_in_main_run_at_once_on_both_nodes_and_no_worker_outlives_the_driver(pool):
-    out = run_driver(pool, """
+def test_tasks_defined_in_main_run_at_once_on_both_nodes_and_no_worker_outlives_the_driver(two_node_pool):
+    out = run_driver(two_node_pool, """
         import os, time
         @gpupool.remote(gpus=1)
         def work(i):
@@ -113,8 +70,8 @@ def test_tasks_defined_in_main_run_at_once_on_both_nodes_and_no_worker_outlives_
     assert workers_of(job) == [], f"a worker of {job} outlived its driver"
 
 
-def test_what_fails_in_a_worker_fails_the_task_once_saying_why(pool):
-    out = run_driver(pool, """
+def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
+    out = run_driver(two_node_pool, """
         import threading
         INIT()
         lock = threading.Lock()
@@ -164,8 +121,8 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(pool):
     assert "nested:" in text and "pass it as a top-level argument" in text, text
 
 
-def test_a_worker_killed_mid_task_runs_it_again_in_a_fresh_worker(pool, tmp_path):
-    out = run_driver(pool, f"""
+def test_a_worker_killed_mid_task_runs_it_again_in_a_fresh_worker(two_node_pool, tmp_path):
+    out = run_driver(two_node_pool, f"""
         import os, signal, time
         INIT()
 
@@ -196,8 +153,8 @@ def test_a_worker_killed_mid_task_runs_it_again_in_a_fresh_worker(pool, tmp_path
     assert float(line.split()[2]) < 4, out.stdout
 
 
-def test_local_only_keeps_tasks_home_and_log_to_driver_false_silences_workers(pool):
-    home = run_driver(pool, """
+def test_local_only_keeps_tasks_home_and_log_to_driver_false_silences_workers(two_node_pool):
+    home = run_driver(two_node_pool, """
         @gpupool.remote(gpus=1, labels={"node": "node-1"})
         def elsewhere():
             return 1
@@ -210,7 +167,7 @@ def test_local_only_keeps_tasks_home_and_log_to_driver_false_silences_workers(po
     assert home.returncode == 0, home.stdout + home.stderr
     assert "refused:" in home.stdout and "this process runs on node 'node-0'" in home.stdout, home.stdout
 
-    quiet = run_driver(pool, """
+    quiet = run_driver(two_node_pool, """
         @gpupool.remote(gpus=1, labels={"node": "node-1"})
         def chatty():
             print("a line from the worker", flush=True)
@@ -221,3 +178,15 @@ def test_local_only_keeps_tasks_home_and_log_to_driver_false_silences_workers(po
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert "ran on node-1" in quiet.stdout
     assert "a line from the worker" not in quiet.stdout + quiet.stderr
+
+
+def test_the_sweep_example_fans_out_over_both_nodes(two_node_pool):
+    """examples/python/sweep.py as its docstring runs it: the trials go to both nodes, and the
+    best one is the line the data was drawn from."""
+    example = os.path.join(os.environ["GPUPOOL_SOURCE_DIR"], "examples", "python", "sweep.py")
+    env = dict(os.environ, GPUPOOL_ADDRESS=f"127.0.0.1:{two_node_pool}", GPUPOOL_TOKEN=TEAM_TOKEN,
+               GPUPOOL_NODE="node-0")
+    out = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "best: learning rate 0.1, 200 steps: y = 3.00 x + 1.99" in out.stdout, out.stdout
+    assert "8 trials on node-0, node-1 in" in out.stdout, out.stdout
