@@ -56,6 +56,13 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, wire::TaskTo
   out.checkpoint_key = *task->checkpoint_key;
   out.resume_from = task->resume_from;
   out.checkpoint_interval_s = task->shape->checkpoint_interval_s;
+  // With its lease, a task must fit one frame (a lease's bytes are small beside the margin).
+  if (const size_t bytes = wire::WireBytes(out); bytes > wire::kMaxWorkerFrameBytes - (size_t{64} << 10)) {
+    executor_.FailTask(task, ErrorCode::kResourceExhausted, "driver",
+                       absl::StrCat("its arguments and inputs, ", bytes, " bytes, are over the ",
+                                    wire::kMaxWorkerFrameBytes, " bytes a task may take to a worker on another node"));
+    return false;
+  }
   return true;
 }
 
@@ -141,7 +148,12 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
       break;
     }
     // A send that fails means the connection is going: its reader settles what was in flight.
-    if (!state.worker->Send(wire::Encode(message)).ok()) break;
+    // Several frames when the batch is over a frame's limit (each task fits one: see Describe).
+    bool sent = true;
+    for (const std::string& frame : wire::EncodeTaskFrames(message, wire::kMaxWorkerFrameBytes)) {
+      if (!(sent = state.worker->Send(frame).ok())) break;
+    }
+    if (!sent) break;
     first = false;
   }
   if (!first) {

@@ -262,7 +262,9 @@ void WorkerHost::LeaseLoop(Lease* lease) {
 
 void WorkerHost::Send(std::vector<wire::Outcome>& outcomes) {
   if (outcomes.empty()) return;
-  (void)driver_.Send(wire::Encode(outcomes));
+  for (const std::string& frame : wire::EncodeOutcomeFrames(outcomes, wire::kMaxWorkerFrameBytes)) {
+    (void)driver_.Send(frame);
+  }
   outcomes.clear();
 }
 

@@ -4,11 +4,13 @@
 // (Fields below) serves both directions, so encoder and decoder cannot disagree.
 #include "runtime/tasks/worker_protocol.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
+#include "runtime/tasks/run_outcome.h"
 
 namespace gpupool::runtime::wire {
 
@@ -154,6 +156,75 @@ absl::StatusOr<std::vector<Outcome>> DecodeOutcomes(std::string_view f) {
 absl::StatusOr<Log> DecodeLog(std::string_view f) { return DecodeAs<Log>(Kind::kLog, f, "log"); }
 absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view f) {
   return DecodeAs<Checkpointed>(Kind::kCheckpointed, f, "checkpointed");
+}
+
+// Generous per-field overheads (varints and counts) beside the fields' bytes.
+size_t WireBytes(const TaskToRun& t) {
+  size_t n = 64 + t.function.size() + t.args.size() + t.options.size() + t.checkpoint_key.size() + t.resume_from.size();
+  for (const std::string& input : t.inputs) n += 10 + input.size();
+  return n;
+}
+
+size_t WireBytes(const Outcome& o) {
+  return 96 + o.value.size() + o.message.size() + o.cause.size() + o.location.size() + o.resume_note.size();
+}
+
+std::vector<std::string> EncodeTaskFrames(Tasks& message, size_t limit) {
+  constexpr size_t kFrameOverhead = 64;
+  size_t bytes = kFrameOverhead + message.lease_id.size() + message.lease.size();
+  for (const TaskToRun& t : message.tasks) bytes += WireBytes(t);
+  if (bytes <= limit) return {Encode(message)};
+  std::vector<std::string> frames;
+  Tasks part{.lease_id = message.lease_id, .lease = std::move(message.lease), .tasks = {}};
+  size_t part_bytes = kFrameOverhead + part.lease_id.size() + part.lease.size();
+  for (TaskToRun& t : message.tasks) {
+    const size_t b = WireBytes(t);
+    if (!part.tasks.empty() && part_bytes + b > limit) {
+      frames.push_back(Encode(part));
+      part.tasks.clear();
+      part.lease.clear();  // the worker has it from the first frame
+      part_bytes = kFrameOverhead + part.lease_id.size();
+    }
+    part_bytes += b;
+    part.tasks.push_back(std::move(t));
+  }
+  if (!part.tasks.empty()) frames.push_back(Encode(part));
+  return frames;
+}
+
+std::vector<std::string> EncodeOutcomeFrames(std::vector<Outcome>& outcomes, size_t limit) {
+  constexpr size_t kFrameOverhead = 16;
+  size_t bytes = kFrameOverhead;
+  for (Outcome& o : outcomes) {
+    if (kFrameOverhead + WireBytes(o) > limit) {
+      const size_t size = o.value.size() + o.cause.size() + o.message.size();
+      o.value.clear();
+      o.cause.clear();
+      o.resume_note.clear();
+      o.kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed);
+      o.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
+      o.message = absl::StrCat("its result, ", size, " bytes, is over the ", limit,
+                               " bytes a worker may send its driver for one task");
+      o.message.resize(std::min(o.message.size(), limit / 2));
+    }
+    bytes += WireBytes(o);
+  }
+  if (bytes <= limit) return {Encode(outcomes)};
+  std::vector<std::string> frames;
+  std::vector<Outcome> part;
+  size_t part_bytes = kFrameOverhead;
+  for (Outcome& o : outcomes) {
+    const size_t b = WireBytes(o);
+    if (!part.empty() && part_bytes + b > limit) {
+      frames.push_back(Encode(part));
+      part.clear();
+      part_bytes = kFrameOverhead;
+    }
+    part_bytes += b;
+    part.push_back(std::move(o));
+  }
+  if (!part.empty()) frames.push_back(Encode(part));
+  return frames;
 }
 
 }  // namespace gpupool::runtime::wire

@@ -98,6 +98,19 @@ struct Outcome {
   std::string resume_note;
 };
 
+// What a frame may hold between a driver and its workers (FrameSocket's limit, less room for the
+// framing), and about the bytes one task or outcome adds to a frame (never fewer).
+inline constexpr size_t kMaxWorkerFrameBytes = (size_t{1} << 30) - (size_t{1} << 20);
+size_t WireBytes(const TaskToRun& t);
+size_t WireBytes(const Outcome& o);
+
+// A batch as frames of at most `limit` bytes: one frame when it fits, else as few as keep each
+// under it. Tasks: every one must fit a frame on its own (the driver fails a bigger one before
+// batching it); the lease goes with the first frame. Outcomes: one that cannot fit on its own
+// becomes its task's failure (kResourceExhausted, naming its size) instead of never arriving.
+std::vector<std::string> EncodeTaskFrames(Tasks& message, size_t limit);
+std::vector<std::string> EncodeOutcomeFrames(std::vector<Outcome>& outcomes, size_t limit);
+
 struct Log {
   bool is_stderr = false;
   std::string line;  // without its newline
