@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
     nodes.insert(where.substr(0, where.find('/')));
     if (loss < best_loss) best = i, best_loss = loss;
   }
-  std::printf("%zu trials on %zu nodes; best: trial %zu, lr %g, batch %d, validation MSE %.6f\n", trials.size(),
-              nodes.size(), best, trials[best].learning_rate, trials[best].batch_size, best_loss);
+  std::printf("%zu trials on %zu node%s; best: trial %zu, lr %g, batch %d, validation MSE %.6f\n", trials.size(),
+              nodes.size(), nodes.size() == 1 ? "" : "s", best, trials[best].learning_rate, trials[best].batch_size,
+              best_loss);
   return 0;
 }
