@@ -52,6 +52,8 @@ class FrameSocket {
   // Closes both directions: a blocked Receive returns, later Sends fail.
   void Shutdown();
   const std::string& peer() const { return peer_; }
+  // A new limit for frames, e.g. raised once a peer admitted under a small one proved who it is.
+  void SetMaxFrame(size_t max_frame) { max_frame_.store(max_frame); }
 
  private:
   // Fills the read buffer with at least `need` bytes. kUnavailable at a clean end of stream
@@ -60,7 +62,7 @@ class FrameSocket {
 
   const int fd_;
   const std::string peer_;
-  const size_t max_frame_;
+  std::atomic<size_t> max_frame_;
   std::atomic<bool> shut_{false};
   Mutex send_mu_;
   // The reader's buffer: bytes read but not yet returned, from `read_pos_`. One reader at a time.
@@ -75,8 +77,8 @@ class FrameListener {
   ~FrameListener();
   uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
-  // The next connection; kCancelled once Shutdown was called.
-  absl::StatusOr<std::unique_ptr<FrameSocket>> Accept();
+  // The next connection, its frames limited to `max_frame`; kCancelled once Shutdown was called.
+  absl::StatusOr<std::unique_ptr<FrameSocket>> Accept(size_t max_frame = FrameSocket::kDefaultMaxFrame);
   void Shutdown();
 
  private:

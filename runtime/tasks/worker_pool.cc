@@ -9,6 +9,12 @@
 namespace gpupool::runtime {
 namespace {
 
+// A Hello is a secret, a job id, a node name and a pid: far below this.
+constexpr size_t kMaxHelloBytes = 64 << 10;
+// Connections being admitted at once; more are closed unread (a worker's start takes far longer
+// than its hello, so only a flood meets this).
+constexpr size_t kMaxAdmitting = 32;
+
 // Compares without stopping at the first difference, so the time taken says nothing of the secret.
 bool SameSecret(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -133,15 +139,35 @@ absl::StatusOr<std::shared_ptr<WorkerConnection>> WorkerPool::WorkerOn(const std
 
 void WorkerPool::AcceptLoop() {
   while (true) {
-    absl::StatusOr<std::unique_ptr<FrameSocket>> socket = listener_->Accept();
+    // Until a connection proves it is the job's worker, it may send only a Hello's worth: a
+    // stranger cannot make this process allocate what a frame header announces.
+    absl::StatusOr<std::unique_ptr<FrameSocket>> socket = listener_->Accept(kMaxHelloBytes);
     if (!socket.ok()) {
-      if (socket.status().code() == absl::StatusCode::kCancelled) return;
+      if (socket.status().code() == absl::StatusCode::kCancelled) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
-    // Admitting reads one frame with a timeout: a connection that says nothing cannot hold up
-    // the others for long, and a worker's start takes far longer than its hello.
-    Admit(*std::move(socket));
+    ReapAdmissions(false);
+    if (admissions_.size() >= kMaxAdmitting) continue;  // a flood: dropped (closed) unread
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    admissions_.push_back(Admission{
+        .thread = std::thread([this, done, s = *std::move(socket)]() mutable {
+          Admit(std::move(s));
+          done->store(true);
+        }),
+        .done = done});
+  }
+  ReapAdmissions(true);
+}
+
+void WorkerPool::ReapAdmissions(bool all) {
+  for (auto it = admissions_.begin(); it != admissions_.end();) {
+    if (all || it->done->load()) {
+      it->thread.join();
+      it = admissions_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
@@ -173,6 +199,7 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
     welcome.pool_now_s = options_.pool_now();
   }
   if (!socket->Send(wire::Encode(welcome)).ok() || !welcome.refusal.empty()) return;
+  socket->SetMaxFrame(FrameSocket::kDefaultMaxFrame);  // the job's own worker: batches may be big
   auto worker = std::make_shared<WorkerConnection>(hello->node, hello->pid, std::move(socket));
   MutexLock lock(&mu_);
   Slot& slot = nodes_[hello->node];

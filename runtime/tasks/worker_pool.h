@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -91,13 +92,22 @@ class WorkerPool {
  private:
   explicit WorkerPool(WorkerPoolOptions options) : options_(std::move(options)) {}
   void AcceptLoop();
-  // Admits one connection (its Hello checked against the job and the node it was started for).
+  // Admits one connection (its Hello checked against the job and the node it was started for),
+  // on a thread of its own: a connection that says nothing holds up no other.
   void Admit(std::unique_ptr<FrameSocket> socket) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReapAdmissions(bool all);
   void ReadLoop(std::shared_ptr<WorkerConnection> worker);
 
   const WorkerPoolOptions options_;
   std::unique_ptr<FrameListener> listener_;
   std::thread accept_thread_;
+  // Admissions in progress or ended and not yet joined; only the accept thread touches them (and
+  // the destructor, after it has ended).
+  struct Admission {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Admission> admissions_;
 
   // A node's worker, from the start request until it is gone.
   struct Slot {
