@@ -43,19 +43,21 @@ json Parse(const std::string& text) {
 
 // The spare reserves (the configuration's `reserve:`), one line each, under both tables:
 //   reserve H100-80GB: 2 GPUs for urgent and above; 1 spare now of 64 (refilling: 1 lease revoked)
+// A spare GPU is healthy and entirely free (pool/scheduler/spare_reserve.h).
 // A head older than the reserve sends none.
 void PrintReserves(const json& report) {
   if (!report.contains("reserve")) return;
   for (const json& r : report["reserve"]) {
     const int gpus = r["gpus"].get<int>(), spare = r["spare_gpus"].get<int>();
     const int refilling = r.value("refilling_leases", 0);
-    std::cout << "reserve " << r["group"].get<std::string>() << ": " << gpus << " GPUs for "
+    std::cout << "reserve " << r["group"].get<std::string>() << ": " << gpus << (gpus == 1 ? " GPU" : " GPUs") << " for "
               << r["for_priority_at_least"].get<std::string>() << " and above; " << spare << " spare now of "
               << r["group_gpus"].get<int>();
     if (spare < gpus) {
       std::cout << (refilling > 0 ? absl::StrCat(" (refilling: ", refilling, refilling == 1 ? " lease" : " leases",
                                                  " revoked)")
-                                  : std::string(" (short: no borrowed work of lower classes to reclaim)"));
+                                  : std::string(" (short, nothing to reclaim: its GPUs are out of service or held "
+                                                "by work within quota or of its classes)"));
     }
     std::cout << "\n";
   }
