@@ -11,11 +11,21 @@
 //                   [--sprint-probability=P] [--patient] [--no-moves] [--placement-policy=NAME]
 //   --no-moves: the scheduler does not defragment (move leases) for guaranteed requests
 //   bench/run teams --sweep [--seeds=A-B]   the ratio over teams, burstiness and sprint frequency
+//   bench/run teams --urgent [--seeds=A-B] [--weeks=N] [--urgent-per-day=R]
+//     issue 24's spare reserve: the same workload plus urgent one-GPU work from every team, on
+//     the teams pool plus a 4-GPU node no nominal quota covers, with a reserve of 0 (the
+//     same-run baseline), 1, 2 and 4 GPUs for the urgent class: the urgent work's time to
+//     admission against the utilisation the reserve costs.
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 #include "bench/common/json_figure.h"
 #include "pool/config/pool_config.h"
@@ -175,10 +185,111 @@ void Sweep(const std::vector<uint64_t>& seeds, int weeks) {
   }
 }
 
+// --urgent: the teams pool plus a node of kSpareGpus H100 that no nominal quota covers (so every
+// row's quotas fit beside the largest reserve), the default classes plus `urgent`, and the reserve.
+constexpr int kSpareGpus = 4;
+
+std::string UrgentPoolYaml(int teams, int reserve) {
+  std::string yaml = absl::StrReplaceAll(
+      sim::TeamsPoolYaml(teams),
+      {{"teams:\n", absl::StrCat("  - {name: spare, gpus: [{model: H100-80GB, count: ", kSpareGpus, "}]}\n",
+                                 "priority_classes:\n",
+                                 "  - {name: urgent, value: 2000, preemptible: true, grace_period_s: 30}\n",
+                                 "  - {name: production-inference, value: 1000, preemptible: false, grace_period_s: 300}\n",
+                                 "  - {name: training, value: 500, grace_period_s: 120, checkpoint_interval_s: 600}\n",
+                                 "  - {name: experiment, value: 100, grace_period_s: 30, checkpoint_interval_s: 600}\n",
+                                 "teams:\n")}});
+  if (reserve > 0) {
+    absl::StrAppend(&yaml, "reserve:\n  - {group: H100-80GB, gpus: ", reserve, ", for_priority_at_least: urgent}\n");
+  }
+  return yaml;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+struct UrgentRow {
+  int reserve = 0;
+  std::vector<double> waits;  // urgent time to admission, every seed's
+  double utilisation = 0, held = 0, within_grace = 0, preemptions = 0, lost = 0;  // sums over seeds
+  int seeds = 0;
+};
+
+void Urgent(const Setting& setting, const std::vector<uint64_t>& seeds, bool json) {
+  std::vector<UrgentRow> rows;
+  for (int reserve : {0, 1, 2, kSpareGpus}) {
+    absl::StatusOr<PoolConfig> config = ParsePoolConfig(UrgentPoolYaml(setting.teams, reserve), "teams-urgent");
+    if (!config.ok()) {
+      std::fprintf(stderr, "teams bench: %s\n", std::string(config.status().message()).c_str());
+      std::exit(1);
+    }
+    auto driver = SimulatedDriver::Create(*config->simulated_nodes).value();
+    Inventory inventory = Inventory::FromDiscovery(driver->Discover().value()).value();
+    UrgentRow row;
+    row.reserve = reserve;
+    for (uint64_t seed : seeds) {
+      sim::TeamWorkloadOptions workload = setting.workload;
+      workload.seed = seed;
+      std::vector<sim::SimJob> jobs = sim::GenerateTeamWorkload(config->scheduling, "H100-80GB", workload);
+      sim::LeaseSimulationResult r =
+          sim::SimulateLeases(inventory, config->scheduling, jobs, {.pooled = true, .scheduler = setting.scheduler});
+      const std::vector<double>& waits = r.admission_wait_s["urgent"];
+      row.waits.insert(row.waits.end(), waits.begin(), waits.end());
+      row.utilisation += r.mean_utilisation;
+      row.held += r.held_utilisation;
+      row.within_grace += r.guaranteed_within_grace;
+      row.preemptions += r.preemptions;
+      row.lost += r.lost_gpu_hours;
+      ++row.seeds;
+      if (!json) {
+        std::fprintf(stderr, "  reserve %d, seed %llu: %zu urgent admitted, p99 %.0f s, utilisation %.1f%%\n", reserve,
+                     static_cast<unsigned long long>(seed), waits.size(), Quantile(waits, 0.99),
+                     100 * r.mean_utilisation);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  const UrgentRow& base = rows.front();
+  if (json) {
+    for (const UrgentRow& r : rows) {
+      const std::string suffix = absl::StrCat("_reserve_", r.reserve);
+      gpupool::bench::PrintJsonFigure("teams", ("urgent_admission_p50" + suffix).c_str(), Quantile(r.waits, 0.5), "s",
+                                      "reserve_0", Quantile(base.waits, 0.5));
+      gpupool::bench::PrintJsonFigure("teams", ("urgent_admission_p99" + suffix).c_str(), Quantile(r.waits, 0.99), "s",
+                                      "reserve_0", Quantile(base.waits, 0.99));
+      gpupool::bench::PrintJsonFigure("teams", ("mean_utilisation" + suffix).c_str(), r.utilisation / r.seeds, "fraction",
+                                      "reserve_0", base.utilisation / base.seeds);
+    }
+    return;
+  }
+  std::printf("%d teams x 16 nominal H100 + %d H100 no quota covers (%d GPUs), %d weeks, urgent work %.1f per team-day; "
+              "%d seeds (percentiles over every seed's urgent requests, other figures means)\n\n",
+              setting.teams, kSpareGpus, 16 * setting.teams + kSpareGpus, setting.workload.weeks,
+              setting.workload.urgent_per_team_day, base.seeds);
+  std::printf("%-8s %8s %9s %9s %9s %10s | %12s %9s %8s %11s %8s\n", "reserve", "urgent", "p50 (s)", "p99 (s)",
+              "max (s)", "<= 1 s", "utilisation", "vs 0", "held", "preemptions", "in grace");
+  for (const UrgentRow& r : rows) {
+    const double n = r.seeds;
+    const double within_1s = r.waits.empty() ? 0
+                                             : static_cast<double>(std::count_if(r.waits.begin(), r.waits.end(),
+                                                                                 [](double w) { return w <= 1; })) /
+                                                   static_cast<double>(r.waits.size());
+    std::printf("%-8d %8zu %9.0f %9.0f %9.0f %9.1f%% | %11.1f%% %+8.1f%% %7.1f%% %11.0f %7.1f%%\n", r.reserve,
+                r.waits.size(), Quantile(r.waits, 0.5), Quantile(r.waits, 0.99),
+                r.waits.empty() ? 0.0 : *std::max_element(r.waits.begin(), r.waits.end()), 100 * within_1s,
+                100 * r.utilisation / n, 100 * (r.utilisation / n - base.utilisation / base.seeds), 100 * r.held / n,
+                r.preemptions / n, 100 * r.within_grace / n);
+  }
+  std::printf("\nreserve 0 is the same-run baseline; target (issue 24): urgent p99 <= 1 s with a reserve\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool json = false, sweep = false;
+  bool json = false, sweep = false, urgent = false;
   std::string seed_list = "42-44";
   Setting setting;
   auto value_of = [](const char* arg, const char* flag) -> const char* {
@@ -190,6 +301,8 @@ int main(int argc, char** argv) {
     const char* v = nullptr;
     if (std::strcmp(a, "--json") == 0) json = true;
     else if (std::strcmp(a, "--sweep") == 0) sweep = true;
+    else if (std::strcmp(a, "--urgent") == 0) urgent = true;
+    else if ((v = value_of(a, "--urgent-per-day="))) setting.workload.urgent_per_team_day = std::atof(v);
     else if (std::strcmp(a, "--patient") == 0) setting.workload.impatient = false;
     else if (std::strcmp(a, "--no-moves") == 0) setting.scheduler.move_for_guarantees = false;
     else if ((v = value_of(a, "--weeks="))) setting.workload.weeks = std::atoi(v);
@@ -203,7 +316,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "teams bench: unknown option '%s'\nusage: teams_bench [--json] [--weeks=N] "
                    "[--seeds=A-B] [--teams=N] [--burst=F] [--sprint-probability=P] [--patient] "
-                   "[--no-moves] [--placement-policy=NAME] | --sweep [--seeds=A-B] [--weeks=N]\n",
+                   "[--no-moves] [--placement-policy=NAME] | --sweep [--seeds=A-B] [--weeks=N] | --urgent "
+                   "[--seeds=A-B] [--weeks=N] [--urgent-per-day=R]\n",
                    a);
       return 2;
     }
@@ -219,6 +333,15 @@ int main(int argc, char** argv) {
   }
   if (sweep) {
     Sweep(*seeds, setting.workload.weeks);
+    return 0;
+  }
+  if (urgent) {
+    if (setting.workload.urgent_per_team_day == 0) setting.workload.urgent_per_team_day = 2;
+    if (!(setting.workload.urgent_per_team_day > 0 && setting.workload.urgent_per_team_day <= 1000)) {
+      std::fprintf(stderr, "teams bench: --urgent-per-day must be in (0, 1000]\n");
+      return 2;
+    }
+    Urgent(setting, *seeds, json);
     return 0;
   }
   Comparison c = Compare(setting, *seeds, /*quiet=*/json);

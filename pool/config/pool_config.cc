@@ -161,7 +161,7 @@ absl::StatusOr<PoolConfig> ParsePoolConfig(absl::string_view yaml_text, absl::st
   if (root.IsNull()) return config;  // an empty file is a valid, empty configuration
   try {
     if (absl::Status s = reader.CheckKeys(
-            root, "top level", {"nodes", "prices", "model_groups", "priority_classes", "teams"});
+            root, "top level", {"nodes", "prices", "model_groups", "priority_classes", "teams", "reserve"});
         !s.ok()) {
       return s;
     }
@@ -182,7 +182,18 @@ absl::StatusOr<PoolConfig> ParsePoolConfig(absl::string_view yaml_text, absl::st
       if (absl::Status s = nodes_reader.ReadNodes(nodes, pool); !s.ok()) return s;
       config.simulated_nodes = std::move(pool);
     }
-    if (absl::Status s = ReadSchedulingConfig(reader, root, config.scheduling); !s.ok()) return s;
+    // With nodes declared, the capacity is known here and a reserve is checked against it now.
+    std::map<std::string, int> gpus_per_model;
+    if (config.simulated_nodes.has_value()) {
+      for (const SimulatedNodeSpec& node : config.simulated_nodes->nodes) {
+        for (const SimulatedGpuSpec& gpu : node.gpus) ++gpus_per_model[gpu.model->name];
+      }
+    }
+    if (absl::Status s = ReadSchedulingConfig(reader, root, config.scheduling,
+                                              config.simulated_nodes.has_value() ? &gpus_per_model : nullptr);
+        !s.ok()) {
+      return s;
+    }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on type conversions we did not guard; report it with its position.
     return absl::InvalidArgumentError(absl::StrCat(source, ":", e.mark.line + 1, ":",

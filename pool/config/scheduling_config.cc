@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "pool/gpu_catalogue.h"
 
 namespace gpupool::pool {
@@ -98,6 +99,24 @@ bool IsUserName(const std::string& name) {
   return true;
 }
 
+// The group a quota or reserve names: a model group, or a catalogue model that belongs to none.
+absl::StatusOr<std::string> ReadGroup(const ConfigReader& r, const YAML::Node& n, const std::string& path,
+                                      const SchedulingConfig& config, absl::string_view what) {
+  absl::StatusOr<std::string> group = r.String(n, path);
+  if (!group.ok()) return group.status();
+  if (config.model_groups.contains(*group)) return *group;
+  if (const GpuModel* m = FindGpuModel(*group)) {
+    std::string owner = config.GroupOf(m->name);
+    if (owner != m->name) {
+      return r.Error(n, path, absl::StrCat(m->name, " belongs to model group '", owner, "': write the ",
+                                           what, " against the group"));
+    }
+    return owner;
+  }
+  return r.Error(n, path, absl::StrCat("'", *group, "' is neither a model group nor a GPU model (models: ",
+                                       KnownGpuModelNames(), ")"));
+}
+
 absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, SchedulingConfig& config) {
   if (!node.IsSequence()) return r.Error(node, "teams", "must be a list of teams");
   std::set<std::string> names;
@@ -159,22 +178,9 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
       }
       if (!q["gpus"] || !q["nominal"]) return r.Error(q, qpath, "needs gpus (a model or group) and nominal");
       TeamQuota quota;
-      absl::StatusOr<std::string> group = r.String(q["gpus"], qpath + ".gpus");
+      absl::StatusOr<std::string> group = ReadGroup(r, q["gpus"], qpath + ".gpus", config, "quota");
       if (!group.ok()) return group.status();
-      if (config.model_groups.contains(*group)) {
-        quota.group = *group;
-      } else if (const GpuModel* m = FindGpuModel(*group)) {
-        quota.group = config.GroupOf(m->name);
-        if (quota.group != m->name) {
-          return r.Error(q["gpus"], qpath + ".gpus",
-                         absl::StrCat(m->name, " belongs to model group '", quota.group,
-                                      "': write the quota against the group"));
-        }
-      } else {
-        return r.Error(q["gpus"], qpath + ".gpus",
-                       absl::StrCat("'", *group, "' is neither a model group nor a GPU model (models: ",
-                                    KnownGpuModelNames(), ")"));
-      }
+      quota.group = *group;
       if (!groups.insert(quota.group).second) {
         return r.Error(q["gpus"], qpath + ".gpus", absl::StrCat("a second quota for '", quota.group, "'"));
       }
@@ -203,7 +209,76 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
   return absl::OkStatus();
 }
 
+absl::Status ReadReserves(const ConfigReader& r, const YAML::Node& node, SchedulingConfig& config) {
+  if (!node.IsSequence()) return r.Error(node, "reserve", "must be a list of {group, gpus, for_priority_at_least}");
+  std::set<std::string> groups;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& n = node[i];
+    std::string path = absl::StrCat("reserve[", i, "]");
+    if (absl::Status s = r.CheckKeys(n, path, {"group", "gpus", "for_priority_at_least"}); !s.ok()) return s;
+    if (!n["group"] || !n["gpus"] || !n["for_priority_at_least"]) {
+      return r.Error(n, path, "needs group (a model group or GPU model), gpus and for_priority_at_least (a priority class)");
+    }
+    SpareReserve reserve;
+    absl::StatusOr<std::string> group = ReadGroup(r, n["group"], path + ".group", config, "reserve");
+    if (!group.ok()) return group.status();
+    if (!groups.insert(*group).second) {
+      return r.Error(n["group"], path + ".group", absl::StrCat("a second reserve for '", *group, "'"));
+    }
+    reserve.group = *group;
+    // Whole GPUs: the reserve is GPUs kept entirely free, not compute shares.
+    absl::StatusOr<int> gpus = r.Int(n["gpus"], path + ".gpus", 0, 1000000);
+    if (!gpus.ok()) return gpus.status();
+    reserve.gpus = *gpus;
+    absl::StatusOr<std::string> cls = r.String(n["for_priority_at_least"], path + ".for_priority_at_least");
+    if (!cls.ok()) return cls.status();
+    if (config.FindClass(*cls) == nullptr) {
+      std::vector<std::string> names;
+      for (const PriorityClass& c : config.priority_classes) names.push_back(c.name);
+      return r.Error(n["for_priority_at_least"], path + ".for_priority_at_least",
+                     absl::StrCat("unknown priority class '", *cls, "' (classes: ", absl::StrJoin(names, ", "), ")"));
+    }
+    reserve.for_priority_at_least = *cls;
+    config.reserves.push_back(std::move(reserve));
+  }
+  return absl::OkStatus();
+}
+
+// What is wrong with reserve `i` against the pool's capacity ("" when nothing), and which of its
+// fields it is about.
+std::pair<std::string, std::string> ReserveCapacityProblem(const SchedulingConfig& config, size_t i,
+                                                           const std::map<std::string, int>& gpus_per_model) {
+  const SpareReserve& reserve = config.reserves[i];
+  int capacity = 0;
+  for (const auto& [model, count] : gpus_per_model) {
+    if (config.GroupOf(model) == reserve.group) capacity += count;
+  }
+  if (reserve.gpus > capacity) {
+    return {"gpus", absl::StrCat("a reserve of ", reserve.gpus, " GPUs exceeds the ", capacity,
+                                 " GPUs of '", reserve.group, "' in this pool")};
+  }
+  int64_t nominal_milli = 0;
+  for (const Team& t : config.teams) {
+    if (const TeamQuota* q = t.QuotaFor(reserve.group)) nominal_milli += q->nominal_milli;
+  }
+  if (nominal_milli > int64_t{capacity - reserve.gpus} * 1000) {
+    return {"gpus", absl::StrCat("the teams' nominal quotas for '", reserve.group, "' total ",
+                                 nominal_milli / 1000.0, " GPUs, more than its capacity minus the reserve (",
+                                 capacity, " - ", reserve.gpus, " = ", capacity - reserve.gpus,
+                                 "): lower the quotas or the reserve")};
+  }
+  return {"", ""};
+}
+
 }  // namespace
+
+absl::Status CheckSpareReserves(const SchedulingConfig& config, const std::map<std::string, int>& gpus_per_model) {
+  for (size_t i = 0; i < config.reserves.size(); ++i) {
+    auto [field, problem] = ReserveCapacityProblem(config, i, gpus_per_model);
+    if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat("reserve[", i, "].", field, ": ", problem));
+  }
+  return absl::OkStatus();
+}
 
 const TeamQuota* Team::QuotaFor(absl::string_view group) const {
   for (const TeamQuota& q : quotas) {
@@ -246,7 +321,7 @@ SchedulingConfig DefaultSchedulingConfig() {
 }
 
 absl::Status ReadSchedulingConfig(const ConfigReader& reader, const YAML::Node& root,
-                                  SchedulingConfig& config) {
+                                  SchedulingConfig& config, const std::map<std::string, int>* gpus_per_model) {
   // Groups first: team quotas refer to them.
   if (const YAML::Node& groups = root["model_groups"]) {
     if (absl::Status s = ReadModelGroups(reader, groups, config); !s.ok()) return s;
@@ -256,6 +331,16 @@ absl::Status ReadSchedulingConfig(const ConfigReader& reader, const YAML::Node& 
   }
   if (const YAML::Node& teams = root["teams"]) {
     if (absl::Status s = ReadTeams(reader, teams, config); !s.ok()) return s;
+  }
+  // Reserves last: they name groups and classes, and are checked against the teams' quotas.
+  if (const YAML::Node& reserves = root["reserve"]) {
+    if (absl::Status s = ReadReserves(reader, reserves, config); !s.ok()) return s;
+    for (size_t i = 0; gpus_per_model != nullptr && i < config.reserves.size(); ++i) {
+      auto [field, problem] = ReserveCapacityProblem(config, i, *gpus_per_model);
+      if (!problem.empty()) {
+        return reader.Error(reserves[i][field], absl::StrCat("reserve[", i, "].", field), problem);
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,8 @@
 //       cost_center: cc-4711       # who pays (`gpupool usage --by cost-center`); default: the team
 //       quotas:
 //         - {gpus: hopper, nominal: 8, borrowing_limit: 8, lending_limit: 4}
+//   reserve:                       # optional: spare capacity for urgent work (see SpareReserve)
+//     - {group: hopper, gpus: 2, for_priority_at_least: production-inference}
 //
 // Quantities are GPUs (fractions allowed: 0.5 is half a GPU's compute); inside they are
 // milli-GPUs. Semantics, as Kueue users expect:
@@ -67,10 +69,23 @@ struct Team {
   const TeamQuota* QuotaFor(absl::string_view group) const;
 };
 
+// `reserve:`: per quota group, whole GPUs kept entirely free for requests of priority classes
+// whose value is at least `for_priority_at_least`'s, so that such a request is placed at once
+// instead of waiting out a preemption's grace period. The reserve lies outside every nominal
+// quota: the teams' nominal quotas in the group may total at most its capacity minus `gpus`
+// (checked where the capacity is known: with `nodes:` in the file, and by the head against the
+// GPUs it discovers). Scheduling semantics: pool/scheduler/spare_reserve.h.
+struct SpareReserve {
+  std::string group;                  // a model group (or a catalogue model in no group)
+  int gpus = 0;                       // whole GPUs
+  std::string for_priority_at_least;  // a priority class name
+};
+
 struct SchedulingConfig {
   std::map<std::string, std::vector<std::string>> model_groups;  // group -> catalogue models
   std::vector<PriorityClass> priority_classes;
   std::vector<Team> teams;
+  std::vector<SpareReserve> reserves;  // at most one per group
 
   const PriorityClass* FindClass(absl::string_view name) const;
   const Team* FindTeam(absl::string_view name) const;
@@ -82,11 +97,21 @@ struct SchedulingConfig {
 // The default priority classes and no teams.
 SchedulingConfig DefaultSchedulingConfig();
 
-// Reads `model_groups`, `priority_classes` and `teams` from the top-level mapping into `config`
-// (which starts as DefaultSchedulingConfig()). Invalid fields are named with their position:
-// negative quotas, lending above nominal, unknown models or groups, duplicate names.
+// Reads `model_groups`, `priority_classes`, `teams` and `reserve` from the top-level mapping into
+// `config` (which starts as DefaultSchedulingConfig()). Invalid fields are named with their
+// position: negative quotas, lending above nominal, unknown models, groups or classes, duplicate
+// names. With `gpus_per_model` (the pool's GPUs by catalogue model, when the file declares its
+// nodes) the reserves are also checked against capacity (CheckSpareReserves).
 absl::Status ReadSchedulingConfig(const ConfigReader& reader, const YAML::Node& root,
-                                  SchedulingConfig& config);
+                                  SchedulingConfig& config,
+                                  const std::map<std::string, int>* gpus_per_model = nullptr);
+
+// Checks every reserve against the pool's capacity (`gpus_per_model`: GPUs by model name, which
+// GroupOf maps to groups): InvalidArgument naming `reserve[i]` and the numbers when the reserve
+// exceeds the group's GPUs, or when the teams' nominal quotas in the group exceed its capacity
+// minus the reserve. The head calls it with the GPUs it discovered.
+absl::Status CheckSpareReserves(const SchedulingConfig& config,
+                                const std::map<std::string, int>& gpus_per_model);
 
 }  // namespace gpupool::pool
 

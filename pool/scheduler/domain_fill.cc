@@ -10,6 +10,7 @@ namespace gpupool::pool {
 bool SlotUsable(const CapacityState& state, int g, const LeaseRequest& r,
                 const PlacementOptions& options) {
   const bool room = options.ignore_host ? state.GpuFits(g, r.slot) : state.Fits(g, r.slot);
+  if (options.avoid_spare && !r.slot.host_only() && SpareGpu(state, g)) return false;
   return room && GpuOpenTo(state, g, r, options);
 }
 

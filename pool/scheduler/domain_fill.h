@@ -27,7 +27,18 @@ struct PlacementOptions {
   uint64_t owner = 0;                // the request's handle: its own reservations are usable
   bool first_fit = false;            // the baseline policy instead of packing
   bool ignore_host = false;          // "would it fit if its nodes had the CPU and memory?"
+  // No slot on a spare GPU (SpareGpu): a request placed beside a spare reserve that it may not
+  // take (spare_reserve.h). Only the scan answers it.
+  bool avoid_spare = false;
+  // For the scheduler, not the filter: "would it fit if the spare reserve were open to it?"
+  bool ignore_spare_reserve = false;
 };
+
+// A GPU a spare reserve counts as free (spare_reserve.h): schedulable, untouched, and held for no
+// request by a preemption.
+inline bool SpareGpu(const CapacityState& state, int g) {
+  return state[g].schedulable && state[g].reserved_for == 0 && state.Untouched(g);
+}
 
 // Whether one slot of `r` may go on GPU `g` of `state` under `options`: GpuOpenTo and room.
 bool SlotUsable(const CapacityState& state, int g, const LeaseRequest& r,

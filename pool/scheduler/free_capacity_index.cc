@@ -157,7 +157,7 @@ void FreeCapacityIndex::RefreshDomains(const CapacityState& state, const View& v
 }
 
 bool FreeCapacityIndex::Answers(const LeaseRequest& r, const PlacementOptions& options) const {
-  if (options.first_fit) return false;
+  if (options.first_fit || options.avoid_spare) return false;
   // Host CPU and memory are not indexed: requests that ask for them are placed by the scan.
   if (r.slot.cpu_milli > 0 || r.slot.host_memory_mib > 0 || options.ignore_host) return false;
   if (r.slot.kind != SlotKind::kWholeGpu && r.slot.kind != SlotKind::kFraction) return false;

@@ -115,7 +115,7 @@ void PolicyView::RefreshNode(const CapacityState& state, int node) {
 
 bool PolicyView::Answers(const LeaseRequest& r, const PlacementOptions& options) const {
   if (!cluster_ || options.first_fit || options.ignore_health || options.ignore_reservations ||
-      options.ignore_host) {
+      options.ignore_host || options.avoid_spare) {
     return false;
   }
   if (r.slot.kind == SlotKind::kFraction) {

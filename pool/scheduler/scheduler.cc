@@ -64,10 +64,14 @@ Scheduler::Scheduler(const Inventory& inventory, const SchedulingConfig& config,
       options_(options),
       topology_(inventory, config),
       state_(topology_),
+      reserves_(topology_, config),
       ledger_(config, topology_.GroupCapacityMilli()) {
+  std::vector<int> all;
   for (size_t g = 0; g < topology_.gpus().size(); ++g) {
     state_[static_cast<int>(g)].schedulable = inventory.Find(topology_.gpus()[g].ref)->schedulable();
+    all.push_back(static_cast<int>(g));
   }
+  reserves_.Refresh(state_, all);
   if (options_.placement_policy != kPacking) {
     // A name ValidPlacementPolicy refuses places by packing (callers validate names first).
     absl::StatusOr<std::unique_ptr<placement::PlacementPolicy>> policy =
@@ -135,9 +139,9 @@ std::optional<std::vector<int>> Scheduler::Place(const PendingRequest& p,
   return PlaceRequest(topology_, state, p.request, candidates, options);
 }
 
-std::optional<std::vector<int>> Scheduler::PlaceLive(const PendingRequest& p,
-                                                     const std::string& group,
-                                                     PlacementOptions options) const {
+std::optional<std::vector<int>> Scheduler::PlaceLiveAnywhere(const PendingRequest& p,
+                                                             const std::string& group,
+                                                             PlacementOptions options) const {
   options.owner = p.handle;
   options.first_fit = options_.first_fit;
   if (policy_) {
@@ -158,6 +162,7 @@ PolicyAnswer Scheduler::PlaceAcrossGroups(const PendingRequest& p, PlacementOpti
 
 void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
   ++state_epoch_;
+  reserves_.Refresh(state_, gpus);
   std::vector<int> nodes;
   for (int g : gpus) {
     nodes.push_back(topology_.gpus()[g].node);
@@ -275,22 +280,31 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
         "request '", r.id, "' matches no GPU in the pool (models, labels, memory or NVLink)"));
   }
   std::string shape_key = ShapeKey(r);
-  auto known = fits_empty_pool_.find(shape_key);
+  // Where a spare reserve binds the request's class, it must fit beside the reserve.
+  const int class_value = ClassOf(r).value;
+  std::string fits_key = shape_key;
+  if (!reserves_.empty()) absl::StrAppend(&fits_key, "#", class_value);
+  auto known = fits_empty_pool_.find(fits_key);
   if (known == fits_empty_pool_.end()) {
     CapacityState empty(topology_);
     std::optional<std::string> group_that_fits;
     for (const auto& [group, candidates] : e.candidates) {
-      if (PlaceRequest(topology_, empty, r, candidates, {.ignore_health = true})) {
-        group_that_fits = group;
-        break;
+      std::optional<std::vector<int>> gpus = PlaceRequest(topology_, empty, r, candidates, {.ignore_health = true});
+      if (!gpus) continue;
+      if (const ReserveRule* rule = reserves_.For(group); rule != nullptr && class_value < rule->min_priority &&
+          !LeavesReserve(empty, r, *gpus, *rule, static_cast<int>(rule->group_gpus.size()))) {
+        continue;
       }
+      group_that_fits = group;
+      break;
     }
-    known = fits_empty_pool_.emplace(shape_key, group_that_fits).first;
+    known = fits_empty_pool_.emplace(fits_key, group_that_fits).first;
   }
   if (!known->second.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request '", r.id, "' for ", r.slot_count, " x ", r.slot.ToString(), " (",
-        GangTopologyName(r.topology), ") does not fit even in the empty pool"));
+        GangTopologyName(r.topology), ") does not fit even in the empty pool",
+        reserves_.empty() ? "" : " beside the spare GPUs reserved for higher priority classes"));
   }
   const PriorityClass& pc = ClassOf(r);
   const std::string& fitting_group = *known->second;
@@ -497,20 +511,29 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
 WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& group,
                                    int64_t now_s) const {
   const LeaseRequest& r = p.request;
-  if (PlaceLive(p, group, {.ignore_reservations = true, .now_s = now_s})) {
-    return PlaceLive(p, group, {.ignore_gang_reservations = true, .now_s = now_s})
+  // The spare reserve first: it is what an operator can change, and the questions below ask
+  // about everything else, with the reserve open.
+  const ReserveRule* rule = RestrictedBy(p, group);
+  if (rule != nullptr && PlaceLiveAnywhere(p, group, {.ignore_reservations = true, .now_s = now_s}) &&
+      !PlaceLive(p, group, {.ignore_reservations = true, .now_s = now_s})) {
+    return WaitReason::kKeptForReserve;
+  }
+  if (PlaceLiveAnywhere(p, group, {.ignore_reservations = true, .now_s = now_s})) {
+    return PlaceLiveAnywhere(p, group, {.ignore_gang_reservations = true, .now_s = now_s})
                ? WaitReason::kGangReservation
                : WaitReason::kBehindHigherPriority;
   }
-  if (PlaceLive(p, group, {.ignore_health = true, .ignore_reservations = true})) {
+  if (PlaceLiveAnywhere(p, group, {.ignore_health = true, .ignore_reservations = true})) {
     return WaitReason::kUnhealthyCapacity;
   }
   if ((r.slot.cpu_milli > 0 || r.slot.host_memory_mib > 0) &&
-      PlaceLive(p, group, {.ignore_reservations = true, .ignore_host = true})) {
+      PlaceLiveAnywhere(p, group, {.ignore_reservations = true, .ignore_host = true})) {
     return WaitReason::kNoHostCapacity;
   }
   // Enough free compute among matching healthy GPUs, but not in the shape the topology needs?
+  // (Less the reserve, for a request it binds.)
   int64_t free = p.eligibility->index.at(group)->SchedulableFreeMilli();
+  if (rule != nullptr) free = std::max<int64_t>(0, free - int64_t{rule->gpus} * 1000);
   int64_t need = static_cast<int64_t>(SlotComputeMilli(r.slot)) * r.slot_count;
   return free >= need ? WaitReason::kFragmented : WaitReason::kNoFreeCapacity;
 }
@@ -543,6 +566,12 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     const Lease* lease;
   };
   std::vector<Candidate> candidates;
+  // Urgent work a spare reserve admitted beyond its quota is reclaimed last (spare_reserve.h).
+  const ReserveRule* reserve = reserves_.For(group);
+  const auto reclaimed_last = [&](const Candidate& c) {
+    return reserve != nullptr && c.cause == RevokeCause::kReclaim &&
+           ClassOf(c.lease->request).value >= reserve->min_priority;
+  };
   for (const auto& [id, lease] : leases_) {
     if (lease.revoke_deadline_s.has_value() || lease.group != group) continue;
     const PriorityClass& theirs = ClassOf(lease.request);
@@ -558,7 +587,8 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     candidates.push_back({cost, *cause, &lease});
   }
   if (candidates.empty()) return false;  // victims_ said otherwise: cannot happen
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+  std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+    if (reclaimed_last(a) != reclaimed_last(b)) return reclaimed_last(b);
     if (a.cost != b.cost) return a.cost < b.cost;
     if (a.lease->gpus.size() != b.lease->gpus.size()) {
       return a.lease->gpus.size() > b.lease->gpus.size();  // fewer victims: free more per victim
@@ -595,7 +625,8 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
       prefix.push_back(i);
     }
     return own_freed(prefix, SIZE_MAX) >= own_quota_to_free &&
-           Place(p, gpus, trial, {.ignore_gang_reservations = guaranteed, .now_s = now_s}).has_value();
+           PlaceHonouringReserve(p, group, gpus, trial, {.ignore_gang_reservations = guaranteed, .now_s = now_s})
+               .has_value();
   };
   if (!prefix_works(candidates.size())) return remember_failure();
   size_t lo = 0, hi = candidates.size();  // prefix_works(hi) holds
@@ -611,7 +642,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
       if (j != chosen[k]) GiveBack(*candidates[j].lease, without);
     }
     if (own_freed(chosen, chosen[k]) >= own_quota_to_free &&
-        Place(p, gpus, without, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
+        PlaceHonouringReserve(p, group, gpus, without, {.ignore_gang_reservations = guaranteed, .now_s = now_s})) {
       chosen.erase(chosen.begin() + static_cast<long>(k));
     }
   }
@@ -639,8 +670,9 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
                         CycleResult& result) {
   if (!options_.move_for_guarantees) return false;
   // Which leases are candidates depends on the team (its own borrowed leases are not reclaimed).
+  const ReserveRule* reserve = RestrictedBy(p, group);
   std::string memo_key = absl::StrCat(p.shape_key, "#", BackfillKey(p.request, now_s), "#", group,
-                                      "|", p.request.team);
+                                      "|", p.request.team, reserve != nullptr ? "|beside-reserve" : "");
   if (auto it = move_failed_.find(memo_key);
       it != move_failed_.end() && it->second.freed_epoch == freed_epoch_ &&
       it->second.borrowed_epoch == borrowed_epoch_ && now_s < it->second.retry_at_s) {
@@ -673,11 +705,14 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, int64_t now
                        .reclaim = reclaim});
     movers.push_back(&lease);
   }
+  // Beside a reserve that binds the request, neither it nor the movers may land on the reserve.
+  std::optional<CapacityState> without_reserve;
+  if (reserve != nullptr && !movable.empty()) without_reserve = WithoutReserve(*reserve);
   std::optional<MovePlan> plan =
       movable.empty() ? std::nullopt
-                      : PlanMoves(topology_, state_, p.request, p.eligibility->candidates.at(group),
-                                  movable, {.ignore_gang_reservations = true, .now_s = now_s,
-                                            .owner = p.handle});
+                      : PlanMoves(topology_, without_reserve ? *without_reserve : state_, p.request,
+                                  p.eligibility->candidates.at(group), movable,
+                                  {.ignore_gang_reservations = true, .now_s = now_s, .owner = p.handle});
   if (!plan) {
     move_failed_[memo_key] = {freed_epoch_, borrowed_epoch_, next_movable_s};
     return false;
@@ -813,9 +848,11 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
         return c.second.fits && c.second.borrowing == checks.front().second.borrowing;
       });
   // A shape that found no room across the groups since capacity last grew finds none again.
+  bool beside_any_reserve = false;
+  for (const auto& [group, unused] : e.candidates) beside_any_reserve |= RestrictedBy(p, group) != nullptr;
   const std::string across_key =
       groups_alike ? absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1), "#*",
-                                  checks.front().second.borrowing)
+                                  checks.front().second.borrowing, beside_any_reserve ? "#r" : "")
                    : std::string();
   if (groups_alike && !(failed_.contains(across_key) && failed_.at(across_key).growth_epoch == growth_epoch_)) {
     const bool guaranteed = !ledger_.open_pool() && !checks.front().second.borrowing;
@@ -828,7 +865,13 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
         return topology_.gpus()[g].group == topology_.gpus()[gpus.front()].group;
       });
     };
-    if (answer.answered && answer.gpus && one_group(*answer.gpus)) {
+    // The policy sees no reserve: an answer that would take a reserve's spare GPUs is left to
+    // the group-by-group placement below, which honours it.
+    const auto leaves_reserves = [&](const std::vector<int>& gpus) {
+      const ReserveRule* rule = RestrictedBy(p, topology_.gpus()[gpus.front()].group);
+      return rule == nullptr || LeavesReserve(state_, p.request, gpus, *rule, reserves_.SpareNow(*rule));
+    };
+    if (answer.answered && answer.gpus && one_group(*answer.gpus) && leaves_reserves(*answer.gpus)) {
       Grant(p, topology_.gpus()[answer.gpus->front()].group, *answer.gpus, checks.front().second.borrowing,
             now_s, result);
       return true;
@@ -859,7 +902,8 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     std::string key = p.victims_pending
                           ? ""
                           : absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1),
-                                         "#", *group, check.borrowing);
+                                         "#", *group, check.borrowing,
+                                         RestrictedBy(p, *group) != nullptr ? "#r" : "");
     auto known = key.empty() ? failed_.end() : failed_.find(key);
     if (known != failed_.end() && known->second.growth_epoch == growth_epoch_) {
       if (known->second.state_epoch != state_epoch_) {
@@ -1025,6 +1069,7 @@ CycleResult Scheduler::Schedule(int64_t now_s) {
     }
   }
   for (const std::string& id : admitted) pending_.erase(id);
+  RefillReserves(now_s, result);
   // A gang reservation gone (granted, or moved to other GPUs) opens room for movers.
   for (int g : gang_reserved_before) {
     if (gang_reserved_gpus_.count(g) == 0) {

@@ -44,6 +44,11 @@
 // until move_hold_s after its revocation deadline. The moved leases' teams keep their quota. A request cancelled after its moves were issued does
 // not take them back, as with preemption: the revocations have been sent.
 //
+// Spare reserves (the configuration's `reserve:`): per group, whole GPUs kept entirely free for
+// requests of classes at or above a named one, which are placed on them at once; other requests
+// are placed only where the reserve stays whole, and the reserve refills by reclaiming borrowed
+// work of lower classes. Semantics in spare_reserve.h; implemented in scheduler_reserve.cc.
+//
 // Thread-compatible: the head serialises calls.
 #ifndef GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
 #define GPUPOOL_POOL_SCHEDULER_SCHEDULER_H_
@@ -68,6 +73,7 @@
 #include "pool/scheduler/policy_view.h"
 #include "pool/scheduler/lease_request.h"
 #include "pool/scheduler/quota_ledger.h"
+#include "pool/scheduler/spare_reserve.h"
 #include "pool/scheduler/victim_census.h"
 #include "pool/scheduler/wait_reason.h"
 
@@ -203,6 +209,8 @@ class Scheduler {
   // queue: what a metrics scrape shows, cheap at 100,000 requests.
   std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> PendingCounts() const;
   size_t pending_count() const { return pending_.size(); }
+  // Every configured spare reserve with its spare GPUs now, in configuration order.
+  std::vector<ReserveStatus> Reserves() const;
   const QuotaLedger& ledger() const { return ledger_; }
   const PoolTopology& topology() const { return topology_; }
 
@@ -243,9 +251,28 @@ class Scheduler {
   int64_t RequestMilli(const LeaseRequest& r, const std::string& group) const;
   std::optional<std::vector<int>> Place(const PendingRequest& p, const std::vector<int>& candidates,
                                         const CapacityState& state, PlacementOptions options) const;
-  // Place on the live state, through the group's free-capacity index where it answers.
+  // Place on the live state, through the group's free-capacity index where it answers. Honours
+  // the group's spare reserve unless options.ignore_spare_reserve.
   std::optional<std::vector<int>> PlaceLive(const PendingRequest& p, const std::string& group,
                                             PlacementOptions options) const;
+  // The same, blind to the spare reserve.
+  std::optional<std::vector<int>> PlaceLiveAnywhere(const PendingRequest& p, const std::string& group,
+                                                    PlacementOptions options) const;
+  // Place on any state (a what-if copy) by the scan, honouring the group's spare reserve.
+  std::optional<std::vector<int>> PlaceHonouringReserve(const PendingRequest& p, const std::string& group,
+                                                        const std::vector<int>& candidates,
+                                                        const CapacityState& state,
+                                                        PlacementOptions options) const;
+  // The reserve that binds `p` in `group` (its class is below the reserve's), or nullptr.
+  const ReserveRule* RestrictedBy(const PendingRequest& p, const std::string& group) const;
+  // Whether `gpus` (a placement of `r` on `state`) leave `rule` at least its reserve.
+  bool LeavesReserve(const CapacityState& state, const LeaseRequest& r, const std::vector<int>& gpus,
+                     const ReserveRule& rule, int spare) const;
+  // Reclaims borrowed work of lower classes for reserves that are short (spare_reserve.h).
+  void RefillReserves(int64_t now_s, CycleResult& result);
+  // A copy of state_ with `rule`'s reserve (as many spare GPUs, the highest positions) made
+  // unschedulable: what a restricted request's move plan may use.
+  CapacityState WithoutReserve(const ReserveRule& rule) const;
   // Where the policy would place `p` among every group's candidates at once; answered only when
   // the policy can answer exactly (policy_view.h).
   PolicyAnswer PlaceAcrossGroups(const PendingRequest& p, PlacementOptions options) const;
@@ -300,6 +327,9 @@ class Scheduler {
   std::unique_ptr<placement::PlacementPolicy> policy_;
 
   CapacityState state_;
+  SpareReserves reserves_;            // counts state_'s spare GPUs (RefreshGpus)
+  // Per reserve group, state_epoch_ when a refill last found nothing to reclaim.
+  std::map<std::string, uint64_t> refill_futile_;
   std::set<int> reserved_gpus_;       // GPUs of state_ with a reservation of either kind
   std::set<int> gang_reserved_gpus_;  // ... with a head-of-line gang reservation
   QuotaLedger ledger_;

@@ -14,6 +14,7 @@ absl::string_view WaitReasonName(WaitReason reason) {
     case WaitReason::kWaitingForPreemption: return "waiting-for-preemption";
     case WaitReason::kBehindHigherPriority: return "behind-higher-priority";
     case WaitReason::kNoHostCapacity: return "no-host-capacity";
+    case WaitReason::kKeptForReserve: return "kept-for-reserve";
   }
   return "unknown";
 }

@@ -13,6 +13,8 @@
 //   kBehindHigherPriority capacity is reserved for a request ordered ahead of it
 //   kNoHostCapacity       GPUs with room exist, but their nodes lack the host CPU or memory it
 //                         asks for beside them
+//   kKeptForReserve       it would fit, but only on GPUs kept free for higher priority classes
+//                         (the configuration's `reserve:`; spare_reserve.h)
 #ifndef GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
 #define GPUPOOL_POOL_SCHEDULER_WAIT_REASON_H_
 
@@ -31,6 +33,7 @@ enum class WaitReason {
   kWaitingForPreemption,
   kBehindHigherPriority,
   kNoHostCapacity,
+  kKeptForReserve,
 };
 
 // Short names for tables and JSON: "over-quota", "no-borrowable-capacity", ...

@@ -244,6 +244,9 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
       const Lease& lease = scheduler.leases().at(lease_id);
       size_t i = job_of_request.at(lease.request.id);
       running[lease_id] = {i, now, false};
+      if (!started[i]) {
+        result.admission_wait_s[lease.request.priority_class].push_back(static_cast<double>(now - jobs[i].arrival_s));
+      }
       started[i] = 1;
       pending_request[i].clear();
       --waiting;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct LeaseSimulationResult {
   // GPU-hours held by leases each day of the horizon, over capacity x that day's length: the
   // utilisation over time (the last day may be partial).
   std::vector<double> held_by_day;
+  // Per priority class, every job's time to admission: from its arrival to its first grant
+  // (seconds; jobs never admitted are left out, and counted in jobs_abandoned or unfinished).
+  std::map<std::string, std::vector<double>> admission_wait_s;
   int jobs_completed = 0;
   int jobs_abandoned = 0;         // gave up waiting (patience) before they ever started
   int jobs_unfinished = 0;

@@ -142,6 +142,19 @@ std::vector<SimJob> GenerateTeamWorkload(const SchedulingConfig& config, const s
       }
     }
   }
+  if (o.urgent_per_team_day > 0) {
+    Draw urgent(o.seed ^ 0x9e3779b97f4a7c15ULL);
+    const double mean_gap_s = static_cast<double>(kDay) / o.urgent_per_team_day;
+    for (const Team& team : config.teams) {
+      const TeamQuota* quota = team.QuotaFor(group);
+      if (quota == nullptr || quota->nominal_milli < 1000) continue;
+      for (int64_t at = static_cast<int64_t>(urgent.Exponential(mean_gap_s)); at < horizon;
+           at += std::max<int64_t>(1, static_cast<int64_t>(urgent.Exponential(mean_gap_s)))) {
+        add(team, at, o.urgent_class, 1, SlotShape::WholeGpu(), GangTopology::kAny,
+            urgent.Between(10, 60) * 60, false, false, 0);
+      }
+    }
+  }
   std::stable_sort(jobs.begin(), jobs.end(),
                    [](const SimJob& a, const SimJob& b) { return a.arrival_s < b.arrival_s; });
   return jobs;

@@ -20,6 +20,7 @@
 //         checkpointable, cancelled if not started by the sprint's end;
 //      5% notebooks: a quarter GPU, 2-8 h, 9-12 h on working days, not checkpointable, patience
 //         1 h.
+//   urgent      (only with urgent_per_team_day > 0) see TeamWorkloadOptions.
 // Every figure is a parameter of the problem in ../shared/DESIGN.md §1 (bursty training, teams
 // idle between pushes), not a fit to any target. How the pooled/dedicated comparison depends on
 // them (teams, burst factor, sprint probability, patience): bench/teams/README.md.
@@ -48,6 +49,12 @@ struct TeamWorkloadOptions {
   double sprint_probability = 0.3;  // chance a team's week is a sprint
   double burst_factor = 3.0;        // sprint demand relative to the team's nominal quota
   bool impatient = true;            // jobs give up after their patience (see SimJob)
+  // Urgent work (the spare reserve's bench, bench/teams/README.md): each team submits one-GPU
+  // requests of class `urgent_class` at this mean rate per day (Poisson, day and night, over the
+  // whole horizon), each 10-60 min of work that cannot checkpoint (an incident's evaluation, a
+  // hotfix's retraining). Drawn from a stream of its own: the other jobs stay the same. 0: none.
+  double urgent_per_team_day = 0;
+  std::string urgent_class = "urgent";
 };
 
 // One job: a lease request plus how much work it carries.

@@ -41,6 +41,28 @@ json Parse(const std::string& text) {
   return parsed;
 }
 
+// The spare reserves (the configuration's `reserve:`), one line each, under both tables:
+//   reserve H100-80GB: 2 GPUs for urgent and above; 1 spare now of 64 (refilling: 1 lease revoked)
+// A spare GPU is healthy and entirely free (pool/scheduler/spare_reserve.h).
+// A head older than the reserve sends none.
+void PrintReserves(const json& report) {
+  if (!report.contains("reserve")) return;
+  for (const json& r : report["reserve"]) {
+    const int gpus = r["gpus"].get<int>(), spare = r["spare_gpus"].get<int>();
+    const int refilling = r.value("refilling_leases", 0);
+    std::cout << "reserve " << r["group"].get<std::string>() << ": " << gpus << (gpus == 1 ? " GPU" : " GPUs") << " for "
+              << r["for_priority_at_least"].get<std::string>() << " and above; " << spare << " spare now of "
+              << r["group_gpus"].get<int>();
+    if (spare < gpus) {
+      std::cout << (refilling > 0 ? absl::StrCat(" (refilling: ", refilling, refilling == 1 ? " lease" : " leases",
+                                                 " revoked)")
+                                  : std::string(" (short, nothing to reclaim: its GPUs are out of service or held "
+                                                "by work within quota or of its classes)"));
+    }
+    std::cout << "\n";
+  }
+}
+
 json FetchReport(const ViewFlags& flags) {
   HeadAddress head = ResolveHead(flags.head);
   absl::StatusOr<std::string> report = runtime::FetchHeadReport(head.host, head.port, head.token);
@@ -74,12 +96,14 @@ void RunStatus(const ViewFlags& flags) {
   std::cout << report["nodes"].size() << " nodes (" << up << " up), " << gpus << " GPUs (" << leased
             << " with leases); pool time " << absl::StrFormat("%.0f", report["pool_time_s"].get<double>())
             << " s; driver " << report["driver"].get<std::string>() << "\n";
+  PrintReserves(report);
 }
 
 void RunQueue(const ViewFlags& flags) {
   json report = FetchReport(flags);
   if (flags.json) {
-    json out = {{"leases", report["leases"]}, {"pending", report["pending"]}};
+    json out = {{"leases", report["leases"]}, {"pending", report["pending"]},
+                {"reserve", report.contains("reserve") ? report["reserve"] : json::array()}};
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -110,6 +134,7 @@ void RunQueue(const ViewFlags& flags) {
               << " running, " << report["totals"]["pending"] << " pending)";
   }
   std::cout << "\n";
+  PrintReserves(report);
 }
 
 void AddViewFlags(CLI::App* app, ViewFlags& flags) {

@@ -78,7 +78,8 @@ HttpResponse HandleHeadHttp(const HeadHttpDeps& deps, const HttpRequest& request
   if (path == "/api/v1/queue") {
     nlohmann::json report = nlohmann::json::parse(deps.report(*viewer));
     nlohmann::json queue = {{"pool_time_s", report["pool_time_s"]}, {"leases", report["leases"]},
-                            {"pending", report["pending"]}, {"totals", report["totals"]}, {"viewer", report["viewer"]}};
+                            {"pending", report["pending"]}, {"reserve", report["reserve"]}, {"totals", report["totals"]},
+                            {"viewer", report["viewer"]}};
     return Json(queue.dump());
   }
   if (path == "/api/v1/usage") return Usage(deps, request, *viewer);

@@ -94,8 +94,15 @@ std::string HeadReportJson(const HeadView& view, const Viewer& viewer) {
                        {"reason", std::string(pool::WaitReasonName(p.reason))}, {"submitted_s", p.submitted_s},
                        {"job_away", view.kept.FindRequest(p.request_id) != nullptr}});
   }
+  // The spare reserves (the configuration's `reserve:`): pool-wide, like the nodes.
+  json reserves = json::array();
+  for (const pool::ReserveStatus& r : pool.Reserves()) {
+    reserves.push_back({{"group", r.group}, {"gpus", r.gpus}, {"for_priority_at_least", r.for_class},
+                        {"spare_gpus", r.spare_gpus}, {"group_gpus", r.group_gpus},
+                        {"refilling_leases", r.refilling_leases}});
+  }
   json report = {{"pool_time_s", pool.Now()}, {"driver", pool.driver_name()}, {"capacity_gpus", pool.capacity_gpus()},
-                 {"nodes", nodes}, {"leases", held}, {"pending", pending},
+                 {"nodes", nodes}, {"leases", held}, {"pending", pending}, {"reserve", reserves},
                  {"totals", {{"leases", all_leases.size()}, {"pending", all_pending.size()}}},
                  {"viewer", viewer.sees_everything() ? "pool" : viewer.team}};
   return report.dump();

@@ -67,6 +67,18 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   absl::StatusOr<pool::Inventory> inventory = pool::Inventory::FromDiscovery(nodes);
   if (!inventory.ok()) return inventory.status();
   p->inventory_ = *std::move(inventory);
+  // A spare reserve is checked against the GPUs found (the file alone knows them only when it
+  // declares its nodes): refused when the teams' nominal quotas no longer fit beside it.
+  if (!p->config_.scheduling.reserves.empty()) {
+    std::map<std::string, int> gpus_per_model;
+    for (const pool::InventoryGpu& gpu : p->inventory_.gpus()) {
+      ++gpus_per_model[gpu.model != nullptr ? gpu.model->name : gpu.device.name];  // as PoolTopology names it
+    }
+    if (absl::Status s = pool::CheckSpareReserves(p->config_.scheduling, gpus_per_model); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.pool.config_path.empty() ? "<inline configuration>" : options.pool.config_path, ": ", s.message()));
+    }
+  }
   p->clock_speed_ = options.clock_speed;
   p->health_interval_ = options.health_interval;
   p->start_ = std::chrono::steady_clock::now();
@@ -335,6 +347,11 @@ std::vector<pool::Lease> PoolService::Leases() const {
 std::vector<pool::PendingInfo> PoolService::Pending() const {
   MutexLock lock(&mu_);
   return scheduler_->Pending();
+}
+
+std::vector<pool::ReserveStatus> PoolService::Reserves() const {
+  MutexLock lock(&mu_);
+  return scheduler_->Reserves();
 }
 
 std::map<std::string, double> PoolService::UnavailableGpuHours(double from_s, double to_s) const {

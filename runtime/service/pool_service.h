@@ -185,6 +185,8 @@ class PoolService final : public PoolClient {
   // Leases held now, for operators (`gpupool status` / `queue`).
   std::vector<pool::Lease> Leases() const;
   std::vector<pool::PendingInfo> Pending() const;
+  // The configuration's spare reserves with their spare GPUs now (`gpupool status` and `queue`).
+  std::vector<pool::ReserveStatus> Reserves() const;
   // GPU-hours in [from_s, to_s) (Unix seconds) that GPUs were unavailable (lost or draining), per
   // model: known since this service started (availability_log.h). `usage` asks only for the time
   // the journal's history samples do not cover (sampled_unavailability.h).

@@ -1,5 +1,7 @@
 #include "pool/config/pool_config.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -172,6 +174,76 @@ TEST(SchedulingConfig, InvalidFieldsAreNamed) {
     ASSERT_FALSE(config.ok()) << c.yaml;
     EXPECT_THAT(std::string(config.status().message()), ::testing::HasSubstr(c.why)) << c.yaml;
   }
+}
+
+// A pool of 8 H100 with two teams; `reserve` and the quotas vary.
+std::string ReservePool(const std::string& reserve, int nominal_a = 3, int nominal_b = 3) {
+  return absl::StrCat("nodes:\n  - {name: n, count: 2, gpus: [{model: H100-80GB, count: 4}]}\n",
+                      "priority_classes:\n  - {name: urgent, value: 2000}\n  - {name: training, value: 500}\n",
+                      "teams:\n  - {name: a, quotas: [{gpus: H100-80GB, nominal: ", nominal_a, "}]}\n",
+                      "  - {name: b, quotas: [{gpus: H100-80GB, nominal: ", nominal_b, "}]}\n", reserve);
+}
+
+TEST(SchedulingConfig, ReadsSpareReserves) {
+  absl::StatusOr<PoolConfig> config =
+      ParsePoolConfig(ReservePool("reserve:\n  - {group: H100-80GB, gpus: 2, for_priority_at_least: urgent}\n"), "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->scheduling.reserves.size(), 1u);
+  EXPECT_EQ(config->scheduling.reserves[0].group, "H100-80GB");
+  EXPECT_EQ(config->scheduling.reserves[0].gpus, 2);
+  EXPECT_EQ(config->scheduling.reserves[0].for_priority_at_least, "urgent");
+  // The nominal quotas may total exactly the capacity minus the reserve.
+  config = ParsePoolConfig(ReservePool("reserve:\n  - {group: H100-80GB, gpus: 2, for_priority_at_least: urgent}\n", 4, 2),
+                           "r.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+TEST(SchedulingConfig, InvalidReservesAreNamed) {
+  struct Case { std::string yaml; const char* why; };
+  for (const Case& c : {
+           Case{ReservePool("reserve:\n  - {group: H100, gpus: 1, for_priority_at_least: urgent}\n"),
+                "reserve[0].group: 'H100' is neither a model group nor a GPU model"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: 1, for_priority_at_least: urgnet}\n"),
+                "reserve[0].for_priority_at_least: unknown priority class 'urgnet' (classes: urgent, training)"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: -1, for_priority_at_least: urgent}\n"),
+                "reserve[0].gpus: -1 is outside"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: 9, for_priority_at_least: urgent}\n", 0, 0),
+                "reserve[0].gpus: a reserve of 9 GPUs exceeds the 8 GPUs of 'H100-80GB' in this pool"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: 3, for_priority_at_least: urgent}\n"),
+                "reserve[0].gpus: the teams' nominal quotas for 'H100-80GB' total 6 GPUs, more than its capacity "
+                "minus the reserve (8 - 3 = 5)"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: 1, for_priority_at_least: urgent}\n"
+                            "  - {group: H100-80GB, gpus: 1, for_priority_at_least: urgent}\n"),
+                "reserve[1].group: a second reserve for 'H100-80GB'"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: 1}\n"), "reserve[0]: needs group"},
+           Case{ReservePool("reserve:\n  - {group: H100-80GB, gpus: 1, for_priority_at_least: urgent, model: x}\n"),
+                "reserve[0]"},
+           Case{ReservePool("reserve: {group: H100-80GB}\n"), "reserve: must be a list"},
+           Case{"model_groups: {hopper: [H100-80GB]}\n"
+                "reserve:\n  - {group: H100-80GB, gpus: 1, for_priority_at_least: training}\n",
+                "reserve[0].group: H100-80GB belongs to model group 'hopper': write the reserve against the group"},
+       }) {
+    absl::StatusOr<PoolConfig> config = ParsePoolConfig(c.yaml, "r.yaml");
+    ASSERT_FALSE(config.ok()) << c.yaml;
+    EXPECT_THAT(std::string(config.status().message()), ::testing::HasSubstr(c.why)) << c.yaml;
+    EXPECT_THAT(std::string(config.status().message()), ::testing::StartsWith("r.yaml:")) << c.yaml;
+  }
+}
+
+TEST(SchedulingConfig, ReservesAreCheckedAgainstTheCapacityTheHeadFinds) {
+  // Without `nodes:` the file cannot know the capacity: the head checks against its GPUs.
+  absl::StatusOr<PoolConfig> config = ParsePoolConfig(
+      "teams:\n  - {name: a, quotas: [{gpus: L4, nominal: 3}]}\n"
+      "reserve:\n  - {group: L4, gpus: 2, for_priority_at_least: production-inference}\n",
+      "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(CheckSpareReserves(config->scheduling, {{"L4", 5}}).ok());
+  absl::Status small = CheckSpareReserves(config->scheduling, {{"L4", 4}, {"H100-80GB", 8}});
+  EXPECT_THAT(std::string(small.message()),
+              ::testing::HasSubstr("reserve[0].gpus: the teams' nominal quotas for 'L4' total 3 GPUs, more than "
+                                   "its capacity minus the reserve (4 - 2 = 2)"));
+  EXPECT_THAT(std::string(CheckSpareReserves(config->scheduling, {}).message()),
+              ::testing::HasSubstr("a reserve of 2 GPUs exceeds the 0 GPUs of 'L4'"));
 }
 
 }  // namespace

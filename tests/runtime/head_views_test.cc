@@ -210,5 +210,67 @@ TEST(HeadUsageHistory, UnavailableTimeSurvivesARestartOfTheHead) {
   std::remove(path.c_str());
 }
 
+// The spare reserve as `gpupool status` and `queue` read it: the reserve with its spare GPUs, and
+// a borrower that waits for it with the reason that says so.
+constexpr char kReserved[] = R"(
+priority_classes:
+  - {name: urgent, value: 2000, preemptible: true, grace_period_s: 10}
+  - {name: training, value: 500, preemptible: true, grace_period_s: 120, checkpoint_interval_s: 600}
+teams:
+  - name: vision
+    quotas: [{gpus: H100-80GB, nominal: 1}]
+  - name: nlp
+    quotas: [{gpus: H100-80GB, nominal: 1}]
+reserve:
+  - {group: H100-80GB, gpus: 1, for_priority_at_least: urgent}
+)";
+
+TEST(HeadReserve, TheReportShowsTheReserveAndWhatWaitsForIt) {
+  PoolServiceOptions po;
+  po.pool.simulate = "3xH100-80GB";
+  po.config_text = kReserved;
+  PoolServerOptions so;
+  so.team_tokens = {{"vision", "vision-token-0123456789"}};
+  so.operator_token = "ops-token-0123456789";
+  std::unique_ptr<PoolServer> head = StartHead(po, so);
+  ASSERT_NE(head, nullptr);
+  auto vision = RemotePool::Connect({.port = head->port(), .team = "vision", .token = "vision-token-0123456789"});
+  ASSERT_TRUE(vision.ok()) << vision.status();
+  Recorder first, second, third;
+  ASSERT_TRUE((*vision)->Request(Req("v1"), &first).ok());
+  ASSERT_TRUE(first.WaitFor("granted"));
+  ASSERT_TRUE((*vision)->Request(Req("v2"), &second).ok());  // borrows nlp's idle GPU
+  ASSERT_TRUE(second.WaitFor("granted"));
+  ASSERT_TRUE((*vision)->Request(Req("v3"), &third).ok());  // only the reserve is left
+  for (int i = 0; i < 200 && head->pool().pending_requests() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  absl::StatusOr<std::string> text = FetchHeadReport("127.0.0.1", head->port(), "ops-token-0123456789");
+  ASSERT_TRUE(text.ok()) << text.status();
+  json report = json::parse(*text);
+  ASSERT_EQ(report["reserve"].size(), 1u);
+  EXPECT_EQ(report["reserve"][0]["group"], "H100-80GB");
+  EXPECT_EQ(report["reserve"][0]["gpus"], 1);
+  EXPECT_EQ(report["reserve"][0]["for_priority_at_least"], "urgent");
+  EXPECT_EQ(report["reserve"][0]["spare_gpus"], 1);
+  EXPECT_EQ(report["reserve"][0]["group_gpus"], 3);
+  ASSERT_EQ(report["pending"].size(), 1u);
+  EXPECT_THAT(report["pending"][0]["request"].get<std::string>(), ::testing::EndsWith("/v3"));  // "<session>/v3"
+  EXPECT_EQ(report["pending"][0]["reason"], "kept-for-reserve");
+  vision->reset();
+}
+
+TEST(HeadReserve, AHeadWhoseQuotasLeaveNoRoomForTheReserveDoesNotStart) {
+  PoolServiceOptions po;
+  po.pool.simulate = "2xH100-80GB";  // nominal 1 + 1 leaves no GPU for a reserve of 1
+  po.config_text = kReserved;
+  absl::StatusOr<std::unique_ptr<PoolService>> pool = PoolService::Start(po);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(pool.status().message()),
+              ::testing::HasSubstr("reserve[0].gpus: the teams' nominal quotas for 'H100-80GB' total 2 GPUs, more "
+                                   "than its capacity minus the reserve (2 - 1 = 1)"));
+}
+
 }  // namespace
 }  // namespace gpupool::runtime
