@@ -47,6 +47,14 @@ if result != 9:
     sys.exit("FAIL: square.submit(3) gave %r, expected 9" % (result,))
 print("gpupool %s from %s: square.submit(3) -> %d on the embedded pool (%s)"
       % (gpupool.__version__, os.path.dirname(where), result, notice or "no notice"))
+
+# A process=True task runs in a worker process of the venv's interpreter, which needs the
+# declared cloudpickle from the venv (a function defined here, in __main__, travels by value).
+in_worker = gpupool.remote(process=True)(lambda x: (x + 1, os.getpid()))
+value, pid = gpupool.get(in_worker.submit(41), timeout=60)
+if value != 42 or pid == os.getpid():
+    sys.exit("FAIL: a process=True task gave %r in pid %d (the driver is %d)" % (value, pid, os.getpid()))
+print("process=True: 41 + 1 -> %d in worker process %d" % (value, pid))
 PY
 out=$("$venv/bin/gpupool" devices --simulate 2xL4) || { echo "FAIL: $venv/bin/gpupool devices"; exit 1; }
 echo "$out" | grep -q '1 node, 2 GPUs (2 L4)' || { echo "$out"; echo "FAIL: gpupool devices did not list the 2 simulated L4s"; exit 1; }

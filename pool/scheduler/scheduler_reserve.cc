@@ -1,6 +1,7 @@
 // The Scheduler's spare reserves (spare_reserve.h): placement beside a reserve, the refill, and
 // what status shows. Apart from scheduler.cc, which is large enough.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -70,10 +71,19 @@ std::optional<std::vector<int>> Scheduler::PlaceHonouringReserve(const PendingRe
   std::optional<std::vector<int>> gpus = Place(p, candidates, state, options);
   const ReserveRule* rule = RestrictedBy(p, group);
   if (!gpus || rule == nullptr) return gpus;
-  const int spare = SpareReserves::CountSpare(state, *rule);
-  if (LeavesReserve(state, p.request, *gpus, *rule, spare)) return gpus;
-  options.avoid_spare = true;
-  return Place(p, candidates, state, options);
+  // What the request may not take is the reserve as it stands now (the live state's spare GPUs),
+  // not GPUs its own victims would free: counting those would make a preemption free the reserve's
+  // shortfall too, revoking more work (even urgent or nominal work) than the request needs.
+  // Refilling is RefillReserves' job, from borrowed work only.
+  const int spare_now = reserves_.SpareNow(*rule);
+  int taken_now = 0;
+  for (int g : std::set<int>(gpus->begin(), gpus->end())) taken_now += SpareGpu(state_, g) && SpareGpu(state, g) ? 1 : 0;
+  if (p.request.slot.host_only() || taken_now == 0 || spare_now - taken_now >= rule->gpus) return gpus;
+  CapacityState without_live_spare = state;
+  for (int g : rule->group_gpus) {
+    if (SpareGpu(state_, g) && SpareGpu(without_live_spare, g)) without_live_spare[g].schedulable = false;
+  }
+  return Place(p, candidates, without_live_spare, options);
 }
 
 CapacityState Scheduler::WithoutReserve(const ReserveRule& rule) const {
@@ -102,11 +112,22 @@ void Scheduler::RefillReserves(int64_t now_s, CycleResult& result) {
     if (spare >= rule.gpus) continue;  // refilling already
     // Borrowed work of lower classes only: never work within nominal quota, never the work the
     // reserve is for. Lowest priority first, then the least work lost, then the most GPUs.
+    // A lease marked borrowing when granted may be within nominal now (the team's other leases
+    // ended): a team gives up at most what it uses beyond its nominal quota now, less what is
+    // already being revoked.
+    std::map<std::string, int64_t> excess;  // by team, milli-GPUs
+    for (const auto& [id, lease] : leases_) {
+      if (lease.group != rule.group) continue;
+      auto [it, fresh] = excess.try_emplace(lease.request.team, 0);
+      if (fresh) it->second = ledger_.Usage(lease.request.team, rule.group) - ledger_.Nominal(lease.request.team, rule.group);
+      if (lease.revoke_deadline_s.has_value()) it->second -= lease.milli;
+    }
     std::vector<Lease*> candidates;
     for (auto& [id, lease] : leases_) {
       if (lease.group != rule.group || lease.revoke_deadline_s.has_value() || !lease.borrowing) continue;
       const PriorityClass& pc = ClassOf(lease.request);
       if (!pc.preemptible || pc.value >= rule.min_priority) continue;
+      if (excess[lease.request.team] < lease.milli) continue;
       candidates.push_back(&lease);
     }
     std::sort(candidates.begin(), candidates.end(), [&](const Lease* a, const Lease* b) {
@@ -137,6 +158,9 @@ void Scheduler::RefillReserves(int64_t now_s, CycleResult& result) {
     std::vector<Lease*> chosen;
     for (Lease* lease : candidates) {
       if (spare >= rule.gpus) break;
+      int64_t& left = excess[lease->request.team];
+      if (left < lease->milli) continue;  // the team's earlier victims used up its excess
+      left -= lease->milli;
       apply(*lease, +1);
       chosen.push_back(lease);
     }

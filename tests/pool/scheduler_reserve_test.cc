@@ -167,6 +167,67 @@ TEST(SpareReserve, WorkWithinNominalQuotaIsNeverPreemptedToRefillIt) {
   }
 }
 
+// A preemption for work below the class frees what that work needs, not the reserve's shortfall
+// besides: the request may not take the reserve's spare GPUs, but it may take its victims'.
+TEST(SpareReserve, APreemptionBesideAShortReserveRevokesOnlyWhatTheRequestNeeds) {
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    // b: 3 experiments within nominal and 2 urgent leases on the reserve; a: 2 of its 3.
+    Pool pool(ReservedPool(), {.placement_policy = policy});
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "training").ok());
+    ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(5));
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("bu", i), "b", 1, "urgent", 1).ok());
+    ASSERT_THAT(pool.s().Schedule(1).granted, SizeIs(2));
+    ASSERT_EQ(SpareNow(pool), 1);
+    // a's third GPU is owed within nominal: it reclaims one borrowed lease, not two.
+    ASSERT_TRUE(pool.Submit("a2", "a", 1, "training", 10).ok());
+    CycleResult r = pool.s().Schedule(10);
+    EXPECT_THAT(r.revoked, SizeIs(1));
+    EXPECT_EQ(SpareNow(pool), 1) << "the free GPU stays the reserve's";
+  }
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    // The reserve all in use by urgent work; a at its nominal 3 with experiments. a's training
+    // (borrowing) preempts one of its own experiments for its one GPU, not three.
+    Pool pool(ReservedPool(), {.placement_policy = policy});
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment").ok());
+      ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+    }
+    ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(6));
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("bu", i), "b", 1, "urgent", 1).ok());
+    ASSERT_THAT(pool.s().Schedule(1).granted, SizeIs(2));
+    ASSERT_EQ(SpareNow(pool), 0);
+    ASSERT_TRUE(pool.Submit("at", "a", 1, "training", 10).ok());
+    CycleResult r = pool.s().Schedule(10);
+    ASSERT_THAT(r.revoked, SizeIs(1));
+    EXPECT_EQ(pool.s().leases().at(r.revoked[0].lease_id).request.team, "a");
+  }
+}
+
+// A lease granted as borrowing whose team has since fallen to its nominal quota is not borrowed
+// any more: the refill leaves it alone.
+TEST(SpareReserve, TheRefillTakesNoMoreThanATeamUsesBeyondItsQuotaNow) {
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    Pool pool(ReservedPool(), {.placement_policy = policy});
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+    ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(5));  // 3 within nominal, 2 borrowed
+    // Two of the first three end: b now uses 3, its nominal, though two leases say "borrowing".
+    ASSERT_TRUE(pool.s().Release(pool.LeaseOf("b0"), 5).ok());
+    ASSERT_TRUE(pool.s().Release(pool.LeaseOf("b1"), 5).ok());
+    ASSERT_TRUE(pool.Submit("fix0", "a", 1, "urgent", 6).ok());
+    ASSERT_TRUE(pool.Submit("fix1", "a", 1, "urgent", 6).ok());
+    ASSERT_TRUE(pool.Submit("fix2", "a", 1, "urgent", 6).ok());
+    ASSERT_TRUE(pool.Submit("fix3", "a", 1, "urgent", 6).ok());
+    ASSERT_TRUE(pool.Submit("fix4", "a", 1, "urgent", 6).ok());
+    CycleResult r = pool.s().Schedule(6);
+    EXPECT_EQ(SpareNow(pool), 0);
+    EXPECT_TRUE(r.revoked.empty()) << "b's leases are within its nominal quota now";
+  }
+}
+
 TEST(SpareReserve, GuaranteedWorkBelowTheClassReclaimsInsteadOfTakingIt) {
   for (const char* policy : kPolicies) {
     SCOPED_TRACE(policy);
