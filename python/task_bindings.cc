@@ -663,12 +663,16 @@ void BindTasks(py::module_& m) {
         if (worker_path) o.worker_env["PYTHONPATH"] = *worker_path;
         o.worker_env["PYTHONUNBUFFERED"] = "1";
         const bool may_use_workers = !o.pool_address.empty() && !o.local_only;
+        std::unique_ptr<Runtime> started;
         {
           py::gil_scoped_release release;  // starting may probe the driver
-          *runtime_holder = std::make_unique<Runtime>(Init(std::move(o)));
+          started = std::make_unique<Runtime>(Init(std::move(o)));
         }
+        // Published with the GIL held, together with what submit() reads beside it, so a thread
+        // that sees the runtime also sees whether to export its functions.
         uses_workers = may_use_workers;
         ++runtime_generation;
+        *runtime_holder = std::move(started);
         return (*runtime_holder)->notice();
       },
       // Unset (None): from the environment, else the defaults.

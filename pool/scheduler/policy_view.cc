@@ -141,7 +141,9 @@ PolicyAnswer PolicyView::Place(placement::PlacementPolicy& policy, const Capacit
   const placement::PodRequest pod = PodShapeOf(r);
   if (policy.ScoresByNodeState()) {
     // The request's preferred nodes (soft affinity) stand for their states: the policy scores a
-    // state, so the preferred node wins exactly the ties its state would have won, no more.
+    // state, so the preferred node wins the choice among nodes in its state, and is never chosen
+    // over a better state. Between different states that score alike, the policy's tie order
+    // (by node) still decides, now with the preferred node's rank.
     preferred_.clear();
     for (const std::string& name : r.preferred_nodes) {
       auto v = view_of_name_.find(name);

@@ -71,20 +71,25 @@ class _Worker:
         self.sock = ours
         self.known = set()   # function ids this worker has unpickled
 
-    def call(self, function_id, function_blob, args, kwargs):
-        """(True, value) or (False, exception); raises WorkerDied when the process went away."""
+    def call(self, function_id, function_blob, arguments):
+        """(True, value) or (False, exception); raises WorkerDied when the process went away.
+        The function and the (pickled) arguments are separate pickles, so arguments that cannot
+        be read there never leave the function unloaded while this side believes it is."""
         blob = None if function_id in self.known else function_blob
         try:
-            _send(self.sock, _dumps((function_id, blob, args, kwargs)))
+            _send(self.sock, pickle.dumps((function_id, blob, arguments), protocol=5))
             reply = _recv(self.sock)
         except OSError:
             reply = None
         if reply is None:
+            self.sock.close()
             code = self.proc.wait()
             how = "was killed by signal %d" % -code if code < 0 else "exited with status %d" % code
             raise WorkerDied("the worker process (pid %d) running the task %s" % (self.proc.pid, how))
-        self.known.add(function_id)
-        return pickle.loads(reply)
+        ok, value, loaded = pickle.loads(reply)
+        if loaded:
+            self.known.add(function_id)
+        return ok, value
 
     def close(self):
         self.sock.close()   # the worker sees the end and exits
@@ -106,17 +111,17 @@ class ProcessPool:
         self._cv = threading.Condition()
 
     def run(self, function_id, function_blob, args, kwargs):
+        arguments = _dumps((args, kwargs))   # an argument that cannot be pickled fails here
         worker = self._take()
         try:
-            ok, value = worker.call(function_id, function_blob, args, kwargs)
+            ok, value = worker.call(function_id, function_blob, arguments)
         except WorkerDied:
             with self._cv:
                 self._started -= 1
                 self._cv.notify()
             raise
         except BaseException:
-            # The conversation is in an unknown state (e.g. an argument could not be pickled
-            # halfway): this worker is not reused.
+            # The conversation is in an unknown state: this worker is not reused.
             worker.close()
             with self._cv:
                 self._started -= 1
@@ -148,11 +153,12 @@ class ProcessPool:
 
     def _give_back(self, worker):
         with self._cv:
-            if self._closed:
-                worker.close()
-                return
-            self._idle.append(worker)
-            self._cv.notify()
+            closed = self._closed
+            if not closed:
+                self._idle.append(worker)
+                self._cv.notify()
+        if closed:
+            worker.close()   # may wait for the process: outside the lock
 
     def close(self):
         with self._cv:
@@ -173,21 +179,21 @@ def _serve(fd):
         message = _recv(sock)
         if message is None:
             return
+        function_id, blob, arguments = pickle.loads(message)
         try:
-            function_id, blob, args, kwargs = pickle.loads(message)
             if blob is not None:
                 functions[function_id] = pickle.loads(blob)
-            reply = (True, functions[function_id](*args, **kwargs))
-            payload = _dumps(reply)
+            args, kwargs = pickle.loads(arguments)
+            payload = _dumps((True, functions[function_id](*args, **kwargs), True))
         except Exception as e:  # noqa: BLE001 - the task's failure, whatever it is, goes back
             text = traceback.format_exc()
             try:
                 if hasattr(e, "add_note"):  # Python 3.11: shown with the exception's message
                     e.add_note("Traceback in the worker process (most recent call last):\n"
                                + text.split("\n", 1)[1])
-                payload = _dumps((False, e))
+                payload = _dumps((False, e, function_id in functions))
             except Exception:  # noqa: BLE001 - an exception that cannot travel becomes its text
-                payload = _dumps((False, RuntimeError(text)))
+                payload = _dumps((False, RuntimeError(text), function_id in functions))
         _send(sock, payload)
 
 

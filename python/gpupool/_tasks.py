@@ -10,6 +10,7 @@ import os
 import pickle
 import sys
 import threading
+import weakref
 
 from . import _gpupool_core as _core
 from ._gpupool_core import GpupoolError, ObjectRef, TaskContext, TaskError
@@ -18,6 +19,8 @@ _init_lock = threading.Lock()
 
 # True in a process=True task's worker process (gpupool._process_pool), which has no runtime.
 _in_process_worker = False
+
+_exports = weakref.WeakKeyDictionary()   # function -> (runtime generation, its export's ObjectRef)
 
 _process_pool = None           # gpupool._process_pool.ProcessPool, made on the first process task
 _process_pool_lock = threading.Lock()
@@ -94,13 +97,21 @@ def is_initialized():
 atexit.register(shutdown)
 
 
+def _refuse_in_process_worker():
+    if _in_process_worker:
+        raise GpupoolError("a process=True task cannot submit tasks or put objects: it runs in a worker "
+                           "process with no runtime of its own; return values to the driver instead")
+
+
 def _ensure_initialized():
+    _refuse_in_process_worker()
     with _init_lock:
         if not _core._initialized():
             _core._init(**_worker_command())   # environment, then defaults
 
 
 def _with_runtime(call, *args):
+    _refuse_in_process_worker()
     try:
         return call(*args)
     except GpupoolError as e:
@@ -160,7 +171,9 @@ class RemoteFunction:
         if self._process_function is None:
             self._process_function = (next(_process_function_ids), _pickle_function(self._fn, self._key))
         function_id, blob = self._process_function
-        retries = self._settings.get("max_retries") or 0
+        retries = self._settings.get("max_retries")
+        if retries is None:
+            retries = _TASK_OPTIONS["max_retries"][0]   # the runtime's default, as for leases
         for attempt in range(retries + 1):
             try:
                 return _process_pool_instance().run(function_id, blob, args, kwargs)
@@ -181,7 +194,13 @@ class RemoteFunction:
             return None
         generation = _core._runtime_generation()
         if self._export is None or self._export[0] != generation:
-            self._export = (generation, _core._export(_pickle_function(self._fn, self._key)))
+            # Shared by the function's copies (f.options(...) makes one per call): one export of
+            # a function per runtime, not one per copy.
+            shared = _exports.get(self._fn)
+            if shared is None or shared[0] != generation:
+                shared = (generation, _core._export(_pickle_function(self._fn, self._key)))
+                _exports[self._fn] = shared
+            self._export = shared
         return self._export[1]
 
     def __reduce__(self):

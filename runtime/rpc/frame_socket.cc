@@ -24,7 +24,8 @@ absl::Status Errno(const std::string& what) { return absl::UnavailableError(absl
 
 // No Nagle delay (frames are whole messages), and a peer whose host vanished (power, network)
 // is noticed: keepalive probes after 10 s idle, every 5 s, 3 unanswered end the connection, and
-// data unacknowledged for 30 s does too. Without them a worker's host that disappears leaves its
+// data unacknowledged for 60 s does too (also a peer that stopped reading that long: a driver or
+// worker stalled a minute is treated as gone). Without them a worker's host that disappears leaves its
 // tasks waiting forever on a connection that never closes.
 void Tune(int fd) {
   int one = 1;
@@ -34,7 +35,7 @@ void Tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
-  unsigned int user_timeout_ms = 30000;
+  unsigned int user_timeout_ms = 60000;
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 

@@ -172,7 +172,7 @@ void WorkerPool::ReapAdmissions(bool all) {
 }
 
 void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
-  absl::StatusOr<std::string> frame = socket->Receive(std::chrono::milliseconds(5000));
+  absl::StatusOr<std::string> frame = socket->Receive(std::chrono::milliseconds(2000));
   if (!frame.ok()) return;  // garbage, silence or a closed connection: dropped
   absl::StatusOr<wire::Hello> hello = wire::DecodeHello(*frame);
   if (!hello.ok()) return;

@@ -63,8 +63,8 @@ def test_failures_in_a_process_task_say_what_and_where():
             os.kill(os.getpid(), signal.SIGKILL)
 
         @gpupool.remote(process=True)
-        def reads_nested(refs):
-            return gpupool.get(refs[0])
+        def reads_nested(values):
+            return values[0]   # a ref nested in the list fails as the arguments are read
 
         try:
             gpupool.get(raises.submit(7))
@@ -81,6 +81,16 @@ def test_failures_in_a_process_task_say_what_and_where():
             gpupool.get(reads_nested.submit([gpupool.put(1)]))
         except gpupool.TaskError as e:
             print("nested:", str(e).splitlines()[0])
+        # The failed call above left the worker able to run the function (it was loaded first).
+        print("after:", gpupool.get(reads_nested.submit([5])))
+
+        @gpupool.remote(process=True)
+        def submits():
+            return gpupool.put(1)
+        try:
+            gpupool.get(submits.submit())
+        except gpupool.TaskError as e:
+            print("submits:", str(e).splitlines()[0])
         try:
             gpupool.remote(process=True, gpus=1)(lambda: 0)
         except ValueError as e:
@@ -90,6 +100,9 @@ def test_failures_in_a_process_task_say_what_and_where():
     text = out.stdout
     assert "KeyError: True worker traceback: True" in text, text
     assert "retried: second try" in text, text
-    assert "died:" in text and "was killed by signal 9" in text and "0 retries used up" in text, text
+    # Retried as often as the runtime's default max_retries (3), then failed naming the death.
+    assert "died:" in text and "was killed by signal 9" in text and "3 retries used up" in text, text
     assert "nested:" in text and "pass it as a top-level argument" in text, text
     assert "gpu: process=True is for CPU tasks" in text, text
+    assert "after: 5" in text, text
+    assert "submits:" in text and "cannot submit tasks or put objects" in text, text
