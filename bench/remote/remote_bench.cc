@@ -136,11 +136,16 @@ int main(int argc, char** argv) {
     o.lease_linger_ms = 50;
     gpupool::Runtime rt = gpupool::Init(o);
     // Warm both paths (the worker starts here), then measure.
+    // Each figure right after a warm-up on its node: the worker lingers only 100 ms and leases
+    // 50 ms, so a phase measured after another would otherwise include a worker's start and a
+    // lease's grant (those are the start figures below), not the steady rate it reports.
     Async("n0", 1000);
-    Async("n1", 1000);
     double local_async = Async("n0", tasks);
+    Async("n1", 1000);
     double remote_async = Async("n1", tasks);
+    Sync("n0", 200);
     double local_sync = Sync("n0", sync);
+    Sync("n1", 200);
     double remote_sync = Sync("n1", sync);
     rows.push_back({"remote_noop_tasks_per_s", remote_async, "tasks/s", "in_process_noop_tasks_per_s", local_async,
                     "one driver, 1-GPU no-op tasks, loopback worker on another node"});

@@ -27,7 +27,13 @@ void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
   {
     MutexLock lock(&leases_mu_);
     if (stopping_.load() || !shape->refused.ok()) return;
-    int target = static_cast<int>(std::min<size_t>(max_leases_per_shape_, q->size() + q->leases_held));
+    // Tasks beyond the lease threads waiting for one (a waiter takes the next task) need leases.
+    // Counting every queued task, a driver that submits and waits one task at a time asked the
+    // pool for a lease per task, each granted and lingering unused.
+    const size_t queued = q->size();
+    const size_t waiting = static_cast<size_t>(std::max(0, q->idle()));
+    const size_t unserved = queued > waiting ? queued - waiting : 0;
+    int target = static_cast<int>(std::min<size_t>(max_leases_per_shape_, unserved + q->leases_held));
     while (q->leases_held + q->leases_requested < target) {
       pool::LeaseRequest r = shape->request;
       r.id = absl::StrCat(job_id_, "/", shape->team, "/", reinterpret_cast<uintptr_t>(shape) % 100000,

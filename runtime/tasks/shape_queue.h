@@ -25,6 +25,8 @@ class ShapeQueue {
                   const std::atomic<bool>& stop);
   void WakeAll() ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const { return size_.load(std::memory_order_relaxed); }
+  // Lease threads waiting in PopBatch now (a task pushed now is theirs: no new lease needed).
+  int idle() const ABSL_LOCKS_EXCLUDED(mu_);
   // Drains everything queued (shutdown, refusal).
   std::vector<Task*> TakeAll();
 
