@@ -119,7 +119,9 @@ void JobRuntime::StartEngine() {
         }
       },
       .fail_task = [this](Task* task, ErrorCode code, const std::string& location,
-                          const std::string& message) { executor_->FailTask(task, code, location, message); }});
+                          const std::string& message) { executor_->FailTask(task, code, location, message); },
+      // workers_ is set once, by StartWorkers, before the runtime takes its first task.
+      .worker_nodes = [this] { return workers_ != nullptr ? workers_->ConnectedNodes() : std::vector<std::string>(); }});
   executor_ = std::make_unique<Executor>(Executor::Deps{
       .runtime = this,
       .pool = pool_.get(),

@@ -19,7 +19,8 @@ LeaseManager::LeaseManager(Deps deps)
       job_id_(std::move(deps.job_id)),
       max_leases_per_shape_(deps.max_leases_per_shape),
       run_tasks_(std::move(deps.run_tasks)),
-      fail_task_(std::move(deps.fail_task)) {}
+      fail_task_(std::move(deps.fail_task)),
+      worker_nodes_(std::move(deps.worker_nodes)) {}
 
 void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
   ShapeQueue* q = shape->queue;
@@ -41,6 +42,19 @@ void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
       pending_requests_[r.id] = shape;
       ++q->leases_requested;
       to_request.push_back(std::move(r));
+    }
+    // Under leases_mu_ (then the worker pool's own lock, never the other way round): the runtime
+    // sets stopping_ and takes this lock in StopAll before it destroys the worker pool.
+    if (!to_request.empty() && worker_nodes_) {
+      const std::vector<std::string> nodes = worker_nodes_();
+      for (pool::LeaseRequest& r : to_request) {
+        if (r.required_labels.contains("node")) continue;  // pinned: nothing to prefer
+        for (const std::string& n : nodes) {
+          if (std::find(r.preferred_nodes.begin(), r.preferred_nodes.end(), n) == r.preferred_nodes.end()) {
+            r.preferred_nodes.push_back(n);
+          }
+        }
+      }
     }
   }
   // A refusal comes back through OnRequestFailed, now or later.

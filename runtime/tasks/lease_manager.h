@@ -57,6 +57,9 @@ class LeaseManager final : public LeaseListener {
     // Fails a task the pool will never find a lease for (Executor::FailTask).
     std::function<void(Task* task, ErrorCode code, const std::string& location, const std::string& message)>
         fail_task;
+    // Nodes where the job has a worker now, preferred after a request's own preferred nodes (the
+    // driver's): a task placed there needs no new worker. Optional.
+    std::function<std::vector<std::string>()> worker_nodes;
   };
   explicit LeaseManager(Deps deps);
 
@@ -99,6 +102,7 @@ class LeaseManager final : public LeaseListener {
   const int max_leases_per_shape_;
   const std::function<void(LeaseRun*)> run_tasks_;
   const std::function<void(Task*, ErrorCode, const std::string&, const std::string&)> fail_task_;
+  const std::function<std::vector<std::string>()> worker_nodes_;
 
   std::atomic<int> granting_{0};  // OnGranted calls under way (WaitForGrants waits for them)
 

@@ -76,6 +76,15 @@ size_t WorkerPool::connected() const {
   return n;
 }
 
+std::vector<std::string> WorkerPool::ConnectedNodes() const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> nodes;
+  for (const auto& [node, slot] : nodes_) {
+    if (slot.worker != nullptr && !slot.worker->leaving()) nodes.push_back(node);
+  }
+  return nodes;
+}
+
 absl::StatusOr<std::shared_ptr<WorkerConnection>> WorkerPool::WorkerOn(const std::string& node) {
   uint64_t generation;
   bool launch = false;  // this caller asks the pool; concurrent callers wait for the same worker

@@ -85,8 +85,9 @@ class WorkerPool {
   // for one node share one start. Errors name the node and why (the agent's refusal, a worker
   // that never connected, one that exited before it said hello).
   absl::StatusOr<std::shared_ptr<WorkerConnection>> WorkerOn(const std::string& node) ABSL_LOCKS_EXCLUDED(mu_);
-  // How many workers are connected now (tests, Stats).
+  // How many workers are connected now (tests, Stats), and on which nodes.
   size_t connected() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::string> ConnectedNodes() const ABSL_LOCKS_EXCLUDED(mu_);
   uint16_t port() const { return listener_->port(); }
 
  private:

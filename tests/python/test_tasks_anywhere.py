@@ -13,7 +13,8 @@ from conftest import TEAM_TOKEN
 
 def run_driver(port, body, timeout=60, **init):
     """Runs `body` as a driver's __main__ after gpupool.init(address=..., node="node-0", **init)."""
-    settings = dict(address=f"127.0.0.1:{port}", token=TEAM_TOKEN, node="node-0", **init)
+    settings = dict(address=f"127.0.0.1:{port}", token=TEAM_TOKEN, node="node-0")
+    settings.update(init)
     script = "import gpupool\n" + textwrap.dedent(body).replace("INIT()", f"gpupool.init(**{settings!r})")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
 
@@ -190,3 +191,23 @@ def test_the_sweep_example_fans_out_over_both_nodes(two_node_pool):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "best: learning rate 0.1, 200 steps: y = 3.00 x + 1.99" in out.stdout, out.stdout
     assert "8 trials on node-0, node-1 in" in out.stdout, out.stdout
+
+
+def test_a_node_where_the_job_has_a_worker_is_preferred_among_equals(two_node_pool):
+    """A driver off the pool (node-7) runs every task in workers. Once it has a worker on a node,
+    a task that could go to either empty node goes there (no second worker to start); checked
+    with the worker on each node in turn, so the pool's own tie order cannot pass it by chance."""
+    for first in ("node-0", "node-1"):
+        out = run_driver(two_node_pool, f"""
+            import os, time
+            @gpupool.remote(gpus=1)
+            def where():
+                return gpupool.context().slots[0]["node"], os.getpid()
+            INIT()
+            node, pid = gpupool.get(where.options(labels={{"node": {first!r}}}).submit())
+            time.sleep(0.6)   # the lease lingers 200 ms and goes back; the worker stays (2 s)
+            again, again_pid = gpupool.get(where.submit())
+            print("first", node, "then", again, "same worker", pid == again_pid)
+        """, node="node-7")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"first {first} then {first} same worker True" in out.stdout, out.stdout
