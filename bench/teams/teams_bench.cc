@@ -52,11 +52,21 @@ struct Comparison {
   double ratio_min = 1e9, ratio_max = 0;          // per-seed pooled/dedicated
 };
 
+// GPU-hours left idle while a waiting request fit them, over the GPU-hours of capacity, from sums
+// over `seeds` runs of one pool and horizon.
+double IdleWhileFitShare(const sim::LeaseSimulationResult& sum, double seeds) {
+  const double capacity = (sum.capacity_gpus / seeds) * sum.horizon_hours;
+  return capacity > 0 ? sum.idle_while_fitting_work_waited_gpu_hours / capacity : 0;
+}
+
 void Accumulate(sim::LeaseSimulationResult& sum, const sim::LeaseSimulationResult& r) {
   sum.offered_load += r.offered_load;
   sum.mean_utilisation += r.mean_utilisation;
   sum.held_utilisation += r.held_utilisation;
   sum.idle_while_waiting_gpu_hours += r.idle_while_waiting_gpu_hours;
+  sum.idle_while_fitting_work_waited_gpu_hours += r.idle_while_fitting_work_waited_gpu_hours;
+  sum.capacity_gpus += r.capacity_gpus;
+  sum.horizon_hours += r.horizon_hours;
   sum.guaranteed_requests += r.guaranteed_requests;
   sum.guaranteed_delay_mean_s += r.guaranteed_delay_mean_s;
   sum.guaranteed_delay_p95_s += r.guaranteed_delay_p95_s;
@@ -66,6 +76,7 @@ void Accumulate(sim::LeaseSimulationResult& sum, const sim::LeaseSimulationResul
   sum.restart_gpu_hours += r.restart_gpu_hours;
   sum.preemptions += r.preemptions;
   sum.moves += r.moves;
+  sum.preemption_loops += r.preemption_loops;
   sum.jain_fairness += r.jain_fairness;
   sum.jobs_completed += r.jobs_completed;
   sum.jobs_abandoned += r.jobs_abandoned;
@@ -119,6 +130,8 @@ void PrintComparison(const Setting& s, const Comparison& c) {
   std::printf("%-46s %12s %11.2fx   (seeds %.2f-%.2f; target >= 2.5x)\n", "pooled / dedicated", "", Ratio(c), c.ratio_min, c.ratio_max);
   std::printf("%-46s %12s %11.2fx   (offered load / dedicated)\n", "  ceiling: the pool running all offered work", "", Ceiling(c));
   std::printf("%-46s %12.0f %12.0f\n", "idle GPU-hours while requests waited", d.idle_while_waiting_gpu_hours / n, p.idle_while_waiting_gpu_hours / n);
+  std::printf("%-46s %11.2f%% %11.2f%%   (of capacity; target <= 0.5%%)\n", "  of which a waiting request fit (placement)",
+              100 * IdleWhileFitShare(d, n), 100 * IdleWhileFitShare(p, n));
   std::printf("%-46s %12.0f %12.0f\n", "guaranteed requests", d.guaranteed_requests / n, p.guaranteed_requests / n);
   std::printf("%-46s %12.0f %12.0f\n", "  delay mean (s)", d.guaranteed_delay_mean_s / n, p.guaranteed_delay_mean_s / n);
   std::printf("%-46s %12.0f %12.0f\n", "  delay p95 (s)", d.guaranteed_delay_p95_s / n, p.guaranteed_delay_p95_s / n);
@@ -128,6 +141,8 @@ void PrintComparison(const Setting& s, const Comparison& c) {
   std::printf("%-46s %12.0f %12.0f\n", "burst GPU-hours per sprint week", d.burst_gpu_hours_per_sprint_week / n, p.burst_gpu_hours_per_sprint_week / n);
   std::printf("%-46s %12.0f %12.0f\n", "preemptions", d.preemptions / n, p.preemptions / n);
   std::printf("%-46s %12.0f %12.0f\n", "  of which moves (defragmentation)", d.moves / n, p.moves / n);
+  std::printf("%-46s %12d %12d   (all seeds; target 0)\n", "  preemption loops (A takes B's, B takes A's)",
+              d.preemption_loops, p.preemption_loops);
   std::printf("%-46s %12.1f %12.1f\n", "GPU-hours lost to preemption (work)", d.lost_gpu_hours / n, p.lost_gpu_hours / n);
   std::printf("%-46s %12.1f %12.1f\n", "GPU-hours loading checkpoints after preemption", d.restart_gpu_hours / n, p.restart_gpu_hours / n);
   std::printf("%-46s %12.3f %12.3f\n", "Jain fairness (received/demanded)", d.jain_fairness / n, p.jain_fairness / n);
@@ -151,6 +166,8 @@ void PrintJson(const Comparison& c) {
   line("lost_gpu_hours", p.lost_gpu_hours / n, "GPU-h", d.lost_gpu_hours / n);
   line("restart_gpu_hours", p.restart_gpu_hours / n, "GPU-h", d.restart_gpu_hours / n);
   line("jain_fairness", p.jain_fairness / n, "index", d.jain_fairness / n);
+  line("idle_while_fitting_work_waited", IdleWhileFitShare(p, n), "fraction of capacity", IdleWhileFitShare(d, n));
+  line("preemption_loops", p.preemption_loops, "count", d.preemption_loops);
 }
 
 // One line per setting: how the ratio and its ceiling move with the workload's parameters.

@@ -1096,6 +1096,25 @@ std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> Scheduler::P
   return counts;
 }
 
+int64_t Scheduler::WaitingMilliThatFitsNow(int64_t enough) const {
+  int64_t fits = 0;
+  for (const auto& [id, p] : pending_) {
+    if (fits >= enough) break;
+    if (p.eligibility == nullptr) continue;
+    PlacementOptions options;
+    options.ignore_reservations = true;
+    options.ignore_gang_reservations = true;
+    options.first_fit = true;  // whether it fits, not where best
+    for (const auto& [group, candidates] : p.eligibility->candidates) {
+      if (PlaceRequest(topology_, state_, p.request, candidates, options)) {
+        fits += RequestMilli(p.request, group);
+        break;
+      }
+    }
+  }
+  return fits;
+}
+
 std::vector<PendingInfo> Scheduler::Pending() const {
   std::vector<PendingInfo> out;
   std::set<std::string> listed;

@@ -205,6 +205,11 @@ class Scheduler {
 
   const std::map<std::string, Lease>& leases() const { return leases_; }
   std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
+  // Milli-GPUs of waiting requests that the free capacity could hold now by placement alone
+  // (healthy GPUs, host capacity; not quotas, fair share, priorities, reservations or the spare
+  // reserve), each judged alone, counted until `enough`: what the simulator charges as capacity
+  // left idle while work that fit it waited.
+  int64_t WaitingMilliThatFitsNow(int64_t enough) const;
   // Pending requests counted by (team, priority class as given, wait reason), without copying the
   // queue: what a metrics scrape shows, cheap at 100,000 requests.
   std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> PendingCounts() const;

@@ -94,12 +94,13 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
   std::vector<std::string> pending_request(jobs.size());  // the job's request while queued
   int waiting = 0;                                         // jobs with a pending request
   std::map<std::string, size_t> job_of_request;
+  std::set<std::pair<size_t, size_t>> preempted_by;  // (victim job, preempting job)
   std::map<std::string, Running> running;       // by lease id
   std::map<std::string, TeamFigures> teams;
   for (const Team& t : config.teams) teams[t.name].team = t.name;
   std::vector<double> guaranteed_delays;
   int guaranteed_within_grace = 0;
-  double idle_waiting_gpu_s = 0, sprint_gpu_s = 0, restart_gpu_s = 0;
+  double idle_waiting_gpu_s = 0, idle_fit_gpu_s = 0, sprint_gpu_s = 0, restart_gpu_s = 0;
   std::vector<double> held_by_day_gpu_s;  // GPU-seconds held by leases, per day of the horizon
   std::set<std::pair<std::string, int64_t>> sprint_weeks;
   int64_t now = 0, last_progress = 0;
@@ -128,7 +129,17 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
       teams[job.request.team].received_gpu_hours += gpus * dt / 3600.0;
       if (job.sprint) sprint_gpu_s += gpus * dt;
     }
-    if (waiting > 0) idle_waiting_gpu_s += (result.capacity_gpus - held) * dt;
+    if (waiting > 0) {
+      const double idle = result.capacity_gpus - held;
+      idle_waiting_gpu_s += idle * dt;
+      // Of that, what waiting work could have used by placement alone (the rest was capacity no
+      // waiting request fit: a fragment too small, the wrong model).
+      if (idle >= 0.001 && dt > 0) {
+        const int64_t idle_milli = static_cast<int64_t>(idle * 1000.0 + 0.5);
+        const int64_t fits = scheduler.WaitingMilliThatFitsNow(idle_milli);
+        idle_fit_gpu_s += static_cast<double>(std::min(fits, idle_milli)) / 1000.0 * dt;
+      }
+    }
     for (int64_t from = now; from < t;) {
       const int64_t day = from / kDay, to = std::min(t, (day + 1) * kDay);
       if (static_cast<size_t>(day) >= held_by_day_gpu_s.size()) held_by_day_gpu_s.resize(day + 1, 0.0);
@@ -260,6 +271,12 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
     for (const Revocation& v : cycle.revoked) {
       if (v.cause == RevokeCause::kMove) ++result.moves;
       Running& r = running.at(v.lease_id);
+      // A loop: job A's request preempts job B after B's request had preempted A (each keeps
+      // taking the other's GPUs back). Moves and the reserve's refill name no job.
+      if (auto by = job_of_request.find(v.for_request); by != job_of_request.end() && by->second != r.job) {
+        if (preempted_by.contains({by->second, r.job})) ++result.preemption_loops;
+        preempted_by.insert({r.job, by->second});
+      }
       r.stopping = true;
       push(std::min(v.deadline_s, now + options.safe_point_s), EventKind::kStop, r.job, v.lease_id);
     }
@@ -303,6 +320,7 @@ LeaseSimulationResult SimulateLeases(const Inventory& inventory, const Schedulin
   }
   result.mean_utilisation = (held_gpu_s - lost * 3600.0 - restart_gpu_s) / capacity_gpu_s;
   result.idle_while_waiting_gpu_hours = idle_waiting_gpu_s / 3600.0;
+  result.idle_while_fitting_work_waited_gpu_hours = idle_fit_gpu_s / 3600.0;
   result.lost_gpu_hours = lost;
   result.restart_gpu_hours = restart_gpu_s / 3600.0;
   result.guaranteed_requests = static_cast<int>(guaranteed_delays.size());

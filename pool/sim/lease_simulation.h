@@ -64,6 +64,9 @@ struct LeaseSimulationResult {
   // scheduler itself (ordering, reservations, placement, quota rules) left unused. Part of it is
   // capacity no waiting request could use (a fragment too small, a team at its limit).
   double idle_while_waiting_gpu_hours = 0;
+  // The part of it that waiting work fit by placement alone (Scheduler::WaitingMilliThatFitsNow):
+  // capacity left idle by quotas, reservations, grace periods, ordering or the spare reserve.
+  double idle_while_fitting_work_waited_gpu_hours = 0;
   // Requests once within their team's nominal quota (as the scheduler saw them): how long from
   // then until admitted. Requests still waiting at the horizon are not counted.
   int guaranteed_requests = 0;
@@ -78,6 +81,9 @@ struct LeaseSimulationResult {
   double restart_gpu_hours = 0;   // spent loading checkpoints after preemption
   int preemptions = 0;
   int moves = 0;                  // of those, leases moved to defragment (RevokeCause::kMove)
+  // Revocations for a job's request whose victim job had earlier preempted that same job (A takes
+  // B's GPUs, then B takes A's back): the thrashing a scheduler must never enter.
+  int preemption_loops = 0;
   double jain_fairness = 0;       // over teams' received / demanded
   // GPU-hours held by leases each day of the horizon, over capacity x that day's length: the
   // utilisation over time (the last day may be partial).
