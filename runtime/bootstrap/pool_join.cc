@@ -89,7 +89,11 @@ absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
     RemotePool* remote = pool->get();  // owned by joined.pool, which outlives the workers
     joined.workers = WorkerPlan{
         .launch = WorkerCommand(o),
-        .listen_host = IsLoopback(host) ? std::string("127.0.0.1") : pool::HostName(),
+        // Where the nodes reach this driver: the address it reaches the head from (the host
+        // name may resolve to 127.0.1.1, or to nothing, on the nodes).
+        .listen_host = IsLoopback(host) ? std::string("127.0.0.1")
+                       : !remote->LocalHost().empty() ? remote->LocalHost()
+                                                     : pool::HostName(),
         .describe_node = [remote](const std::string& name) -> absl::StatusOr<std::string> {
           absl::StatusOr<rpc::DiscoveredPool> described = remote->DescribeNode(name);
           if (!described.ok()) return described.status();

@@ -94,6 +94,7 @@ class PoolLink {
   PoolLink& operator=(const PoolLink&) = delete;
 
   bool connected() const { return connection_->connected(); }
+  const std::string& local_host() const { return connection_->local_host(); }
   // How long the head keeps this job's leases for it to reclaim after the connection is lost (a
   // restart, or a lost connection; 0: it does not, without a journal or a job key).
   std::chrono::milliseconds reclaim_window() const { return reclaim_window_; }

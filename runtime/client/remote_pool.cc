@@ -32,6 +32,10 @@ namespace gpupool::runtime {
 
 class RemotePool::Impl final : public PoolLink::Events {
  public:
+  std::string LocalHost() const {
+    std::shared_ptr<PoolLink> link = CurrentLink();
+    return link != nullptr ? link->local_host() : std::string();
+  }
   explicit Impl(RemotePoolOptions options) : options_(std::move(options)) {}
   ~Impl() override;
   // Connects; reads the head's configuration. Once, before any other call.
@@ -320,6 +324,7 @@ absl::StatusOr<rpc::DiscoveredPool> RemotePool::DescribeNode(const std::string& 
 }
 absl::StatusOr<int> RemotePool::StartWorker(const WorkerLaunch& launch) { return impl_->StartWorker(launch); }
 bool RemotePool::connected() const { return impl_->connected(); }
+std::string RemotePool::LocalHost() const { return impl_->LocalHost(); }
 uint64_t RemotePool::reconnections() const { return impl_->reconnections(); }
 
 }  // namespace gpupool::runtime

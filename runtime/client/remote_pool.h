@@ -79,6 +79,9 @@ class RemotePool final : public PoolClient {
 
   // One node's GPUs as the head knows them (a job process asks for the node it runs on).
   absl::StatusOr<rpc::DiscoveredPool> DescribeNode(const std::string& name);
+  // This process's address on its connection to the head (empty when unknown): where workers on
+  // other machines can reach it, since they reach the head.
+  std::string LocalHost() const;
   bool connected() const;
   uint64_t reconnections() const;  // connections made again after a loss
 

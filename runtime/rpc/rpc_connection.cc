@@ -1,5 +1,6 @@
 #include "runtime/rpc/rpc_connection.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
@@ -69,6 +70,21 @@ void RpcConnection::Run(Setup& setup, std::promise<absl::Status>& started) {
     started.set_value(absl::UnavailableError(absl::StrCat("cannot reach the pool service at ", options_.host,
                                                           ":", options_.port, ": ", e->getDescription().cStr())));
     return;
+  }
+  {
+    sockaddr_storage local{};
+    kj::uint length = sizeof(local);
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { stream->getsockname(reinterpret_cast<sockaddr*>(&local), &length); })) {
+      (void)e;  // not a socket: no address to name
+    } else {
+      char text[INET6_ADDRSTRLEN] = "";
+      if (local.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, text, sizeof(text));
+      } else if (local.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, text, sizeof(text));
+      }
+      local_host_ = text;
+    }
   }
   // Low latency over throughput: lease calls are small request/response pairs.
   int one = 1;

@@ -83,6 +83,9 @@ class RpcConnection {
   // loop's included.
   void Post(std::function<void()> f) ABSL_LOCKS_EXCLUDED(posted_mu_);
   bool connected() const { return !disconnected_.load(); }
+  // This end's address on the connection ("192.0.2.2", "::1"; empty when not a TCP socket): the
+  // address by which machines that reach the head reach this one. Set before Connect returns.
+  const std::string& local_host() const { return local_host_; }
 
   static constexpr char kConnectionLost[] = "the connection to the pool service was lost";
 
@@ -134,6 +137,7 @@ class RpcConnection {
   std::atomic<bool> disconnected_{false};
   // Post's queue: the loop drains it when the eventfd says there is something.
   int posted_fd_ = -1;  // an eventfd, made before the loop starts
+  std::string local_host_;  // written by the loop thread before Connect returns, then constant
   Mutex posted_mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
 };

@@ -60,6 +60,14 @@ TEST_F(PoolRpc, RequestIsGrantedThroughTheListener) {
   EXPECT_TRUE(absl::IsNotFound(job->Release(lease.id)));
 }
 
+// Where this process reaches the head from: the address its workers' nodes are told to reach it
+// by (a host name may resolve to 127.0.1.1 or to nothing there). Here, loopback.
+TEST_F(PoolRpc, AJobKnowsItsOwnAddressOnTheConnection) {
+  auto job = Connect("owner");
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->LocalHost(), "127.0.0.1");
+}
+
 // A request that fits at once comes back with its lease in the answer: by the time Request
 // returns, the job already holds it (its ledger counts it), with no listener call to wait for.
 // One that must wait is granted later through the listener, and the answer carries nothing.
