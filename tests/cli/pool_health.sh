@@ -8,6 +8,8 @@
 #   silent-corruption   caught by the next diagnostic, drained, quarantined; `repaired` -> diagnostics
 #                       pass -> healthy again. Prints "fault injected -> no new lease" for it.
 #   ecc-latency         a double-bit ECC error: prints "fault injected -> no new lease" (target <= 2 s).
+#   xid-under-task      a critical XID under a checkpointable task: it snapshots and resumes from
+#                       that step on the other GPU, with the uninterrupted result.
 #   xid13-stays-healthy an application XID changes nothing.
 #   keeps-failing       silent corruption never repaired: failed after 3 diagnostics, `resume` is refused,
 #                       and a job's tasks never run on it (DRIVER_BINARY: tasks_anywhere).
@@ -103,6 +105,40 @@ case $scenario in
     wait_health 1 quarantined 10
     echo "fault injected -> no new lease (ECC double-bit error): $(latency 0:ecc-dbe@2.5 0) s"
     echo "fault injected -> no new lease (XID 48): $(latency 1:xid-48@2.9 1) s"
+    events
+    ;;
+  xid-under-task)
+    # A critical XID on the GPU a checkpointable task runs on: the GPU drains, the task's lease is
+    # revoked, it snapshots at its next safe point and resumes from that step on the other GPU once
+    # that is free; both results equal the uninterrupted run's. (Two one-GPU tasks hold both GPUs,
+    # so one of them is surely on GPU 0.) A Python driver, with the module built beside the CLI.
+    start_pool --diagnose-every 0 --inject 0:xid-48@3  # a double-bit ECC error: drains (79, off the bus, loses the lease at once)
+    python=/usr/bin/python3; [[ -x $python ]] || python=python3
+    out=$(PYTHONPATH="$(dirname "$cli")/../python" GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team \
+          GPUPOOL_NODE=node-0 GPUPOOL_CHECKPOINT_DIR="$dir/checkpoints" timeout 60 "$python" -c '
+import time, gpupool
+
+@gpupool.remote(gpus=1)
+def train(name, steps):
+    ctx = gpupool.context()
+    state = {"total": 0}
+    first = ctx.checkpointable(lambda: dict(state), state.update)
+    slot = ctx.slots[0]
+    print(name, "attempt", ctx.attempt, "from step", first, "on", slot["node"], "GPU", slot["gpu_index"], flush=True)
+    for s in range(first, steps):
+        state["total"] += s
+        time.sleep(0.1)
+        ctx.step()
+    return state["total"]
+
+print("results", gpupool.get([train.submit("a", 40), train.submit("b", 40)], timeout=50), "expected", sum(range(40)))
+' 2>&1) || fail "the job failed: $out"
+    echo "$out"
+    echo "$out" | grep -q '^results \[780, 780\] expected 780$' || fail "the results are not the uninterrupted run's"
+    echo "$out" | grep -Eq '^[ab] attempt 0 from step 0 on node-0 GPU 0$' || fail "no task started on GPU 0: $out"
+    echo "$out" | grep -Eq '^[ab] attempt [1-9] from step [1-9][0-9]* on node-0 GPU 1$' \
+      || fail "the task on GPU 0 did not resume from a snapshot on GPU 1: $out"
+    [[ $(gpu_field 0 health) == quarantined ]] || fail "GPU 0 is $(gpu_field 0 health), not quarantined"
     events
     ;;
   xid13-stays-healthy)
