@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "capnp/message.h"
@@ -19,6 +20,20 @@ absl::StatusOr<std::string> Text(capnp::Text::Reader t, const char* field) {
         absl::StrCat(field, " is ", t.size(), " bytes; at most ", kMaxTextBytes, " are allowed"));
   }
   return std::string(t.cStr(), t.size());
+}
+
+// A list of texts, each bounded, the list too: `list` and `item` name them in errors.
+absl::Status Texts(capnp::List<capnp::Text>::Reader in, const char* list, const char* item,
+                   std::vector<std::string>& out) {
+  if (in.size() > kMaxListEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(list, " has ", in.size(), " entries; at most ", kMaxListEntries));
+  }
+  for (capnp::Text::Reader t : in) {
+    absl::StatusOr<std::string> v = Text(t, item);
+    if (!v.ok()) return v.status();
+    out.push_back(*std::move(v));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Labels(capnp::List<Label>::Reader in, const char* field,
@@ -99,14 +114,8 @@ absl::StatusOr<pool::LeaseRequest> DecodeLeaseRequest(LeaseRequest::Reader in) {
   r.slot.compute_milli = s.getComputeMilli();
   r.slot.cpu_milli = s.getCpuMilli();
   r.slot.host_memory_mib = s.getHostMemoryMib();
-  if (in.getAllowedModels().size() > kMaxListEntries) {
-    return absl::InvalidArgumentError(absl::StrCat("allowed models has ", in.getAllowedModels().size(),
-                                                   " entries; at most ", kMaxListEntries));
-  }
-  for (capnp::Text::Reader m : in.getAllowedModels()) {
-    absl::StatusOr<std::string> v = Text(m, "allowed model");
-    if (!v.ok()) return v.status();
-    r.allowed_models.push_back(*std::move(v));
+  if (absl::Status st = Texts(in.getAllowedModels(), "allowed models", "allowed model", r.allowed_models); !st.ok()) {
+    return st;
   }
   if (absl::Status st = Labels(in.getRequiredLabels(), "required labels", r.required_labels); !st.ok()) {
     return st;
@@ -123,14 +132,9 @@ absl::StatusOr<pool::LeaseRequest> DecodeLeaseRequest(LeaseRequest::Reader in) {
   r.topology = static_cast<pool::GangTopology>(in.getTopology());
   r.hardware_isolation = in.getHardwareIsolation();
   if (in.getHasRuntimeEstimate()) r.runtime_estimate_s = in.getRuntimeEstimateS();
-  if (in.getPreferredNodes().size() > kMaxListEntries) {
-    return absl::InvalidArgumentError(absl::StrCat("preferred nodes has ", in.getPreferredNodes().size(),
-                                                   " entries; at most ", kMaxListEntries));
-  }
-  for (capnp::Text::Reader n : in.getPreferredNodes()) {
-    absl::StatusOr<std::string> v = Text(n, "preferred node");
-    if (!v.ok()) return v.status();
-    r.preferred_nodes.push_back(*std::move(v));
+  if (absl::Status st = Texts(in.getPreferredNodes(), "preferred nodes", "preferred node", r.preferred_nodes);
+      !st.ok()) {
+    return st;
   }
   return r;
 }

@@ -9,33 +9,10 @@
 set -euo pipefail
 cli=$1
 sweep=$2
-dir=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "--- $f"; cat "$f"; done; exit 1; }
-
-printf 'default: team-secret-0123456789\nagents: agent-secret-0123456789\n' > "$dir/tokens"
-echo agent-secret-0123456789 > "$dir/agent-token"
-"$cli" head --simulate 2xH100-80GB --node-count 2 --tokens "$dir/tokens" --listen 127.0.0.1:0 \
-  --port-file "$dir/port" > "$dir/head.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.1; done
-[[ -s $dir/port ]] || fail "the head wrote no port file in 10 s"
-port=$(cat "$dir/port")
-for n in 0 1; do
-  "$cli" agent --head "127.0.0.1:$port" --node "node-$n" --simulate 2xH100-80GB --token-file "$dir/agent-token" \
-    --allow-root-workers > "$dir/agent-$n.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 100); do
-  (( $(grep -l registered "$dir"/agent-*.log 2>/dev/null | wc -l) == 2 )) && break
-  sleep 0.1
-done
-(( $(grep -l registered "$dir"/agent-*.log 2>/dev/null | wc -l) == 2 )) || fail "both agents did not register in 10 s"
+source "$(dirname "$0")/two_node_pool.sh"
 
 run() {
-  env GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=team-secret-0123456789 GPUPOOL_NODE=node-0 "$@" \
+  env GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team_token GPUPOOL_NODE=node-0 "$@" \
     timeout 90 "$sweep" 2>&1
 }
 out=$(run) || { echo "$out"; fail "the sweep's driver exited with an error"; }
