@@ -34,10 +34,6 @@ namespace {
 std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
 // In a worker process, while it serves its driver (ServeAsWorker): what imports the driver's objects.
 std::atomic<runtime::WorkerHost*> current_worker_host{nullptr};
-// A worker's own objects get ids from here up (the same owner rank as its driver's, which count
-// from 1), so an id met in a worker says whose it is: below, the driver's, imported from it;
-// above, this worker's own. Without this, a driver's id could name an unrelated local object.
-constexpr ObjectId kWorkerObjectIdBase = ObjectId{1} << 47;
 
 runtime::JobRuntime& Current() {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
@@ -136,7 +132,6 @@ const std::string& Runtime::node() const { return impl_->node(); }
   absl::StatusOr<std::unique_ptr<runtime::JobRuntime>> rt =
       runtime::JobRuntime::Start(join->options, std::move(join->joined));
   if (!rt.ok()) fail(std::string(rt.status().message()));
-  (*rt)->store().SetIdBase(kWorkerObjectIdBase);  // before any object exists here
   current_runtime.store(rt->get(), std::memory_order_release);
   absl::Status served;
   {
@@ -248,7 +243,6 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
   if (host == nullptr) {
     throw Error(ErrorCode::kFailedPrecondition, "only a worker process imports objects from its driver");
   }
-  if (id >= kWorkerObjectIdBase) return LookupObject(id);  // this worker's own
   absl::StatusOr<ObjectHeader*> object =
       host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::minutes(2));
   if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
@@ -270,10 +264,6 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
 }
 
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
-  // In a worker, a ref to one of the driver's objects (nested in a task's arguments).
-  if (current_worker_host.load(std::memory_order_acquire) != nullptr && id < kWorkerObjectIdBase) {
-    return ImportFromDriver(id, decode);
-  }
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {
     if (runtime::ObjectEntry* live = rt.store().Lookup(id)) {
