@@ -221,13 +221,21 @@ py::object ExportedFunction(const std::string& key, const Positions& positions, 
 void InvokePython(detail::TaskCall& call) {
   if (!Py_IsInitialized()) throw Error(ErrorCode::kUnavailable, "the Python interpreter has shut down");
   py::gil_scoped_acquire gil;
-  // The runtime's threads run task after task: keep this thread's Python thread state for its
-  // life instead of letting pybind create and destroy one per task (a measurable share of a
-  // no-op task). The interpreter clears what is left of it at exit.
-  thread_local bool keeps_thread_state = false;
-  if (!keeps_thread_state) {
+  // The runtime's threads run task after task: keep this thread's Python thread state while the
+  // thread lives instead of letting pybind create and destroy one per task (a measurable share of
+  // a no-op task), and give it back when the thread ends (lease threads come and go).
+  struct KeptThreadState {
+    bool kept = false;
+    ~KeptThreadState() {
+      if (!kept || !Py_IsInitialized()) return;
+      py::gil_scoped_acquire gil;
+      gil.dec_ref();  // the inc_ref below; this scope's own release then deletes the state
+    }
+  };
+  thread_local KeptThreadState keep;
+  if (!keep.kept) {
     gil.inc_ref();
-    keeps_thread_state = true;
+    keep.kept = true;
   }
   Reader r(call.args);
   std::string key = Decode<std::string>(r);

@@ -32,6 +32,12 @@ namespace {
 
 // The runtime the free functions use. One per process at a time (see runtime.h for why).
 std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
+// Whether this process is a worker serving a driver elsewhere (ServeAsWorker). A worker's own
+// objects get ids from kWorkerObjectIdBase up (the same owner rank as its driver's, whose ids count
+// from 1), so an id met in a worker says whose it is: without this, a driver's id nested in a
+// task's arguments would be looked up here and could name an unrelated object of the worker's.
+std::atomic<bool> serving_as_worker{false};
+constexpr ObjectId kWorkerObjectIdBase = ObjectId{1} << 47;
 
 runtime::JobRuntime& Current() {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
@@ -130,6 +136,8 @@ const std::string& Runtime::node() const { return impl_->node(); }
   absl::StatusOr<std::unique_ptr<runtime::JobRuntime>> rt =
       runtime::JobRuntime::Start(join->options, std::move(join->joined));
   if (!rt.ok()) fail(std::string(rt.status().message()));
+  (*rt)->store().SetIdBase(kWorkerObjectIdBase);  // before any object exists here
+  serving_as_worker.store(true, std::memory_order_release);
   current_runtime.store(rt->get(), std::memory_order_release);
   absl::Status served;
   {
@@ -249,6 +257,12 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
 }
 
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
+  if (serving_as_worker.load(std::memory_order_acquire) && id < kWorkerObjectIdBase) {
+    throw Error(ErrorCode::kUnimplemented,
+                absl::StrCat("object ", id, " is the driver's: an ObjectRef nested inside a task's arguments cannot be "
+                                            "read in a worker process on another node yet; pass it as a top-level "
+                                            "argument (its value then travels with the task)"));
+  }
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {
     if (runtime::ObjectEntry* live = rt.store().Lookup(id)) {

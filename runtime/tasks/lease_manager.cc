@@ -22,6 +22,10 @@ LeaseManager::LeaseManager(Deps deps)
       fail_task_(std::move(deps.fail_task)),
       worker_nodes_(std::move(deps.worker_nodes)) {}
 
+// A request names at most this many preferred nodes (the head refuses longer lists: kMaxListEntries
+// in runtime/rpc/lease_codec.h); a job with workers on more nodes prefers the first ones.
+constexpr size_t kMaxPreferredNodes = 64;
+
 void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
   ShapeQueue* q = shape->queue;
   std::vector<pool::LeaseRequest> to_request;
@@ -50,6 +54,7 @@ void LeaseManager::MaybeRequestLeases(TaskShape* shape) {
       for (pool::LeaseRequest& r : to_request) {
         if (r.required_labels.contains("node")) continue;  // pinned: nothing to prefer
         for (const std::string& n : nodes) {
+          if (r.preferred_nodes.size() >= kMaxPreferredNodes) break;  // what the head takes
           if (std::find(r.preferred_nodes.begin(), r.preferred_nodes.end(), n) == r.preferred_nodes.end()) {
             r.preferred_nodes.push_back(n);
           }

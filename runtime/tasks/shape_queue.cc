@@ -29,6 +29,12 @@ size_t ShapeQueue::PopBatch(Task** out, size_t max, std::chrono::steady_clock::t
     --idle_;
     if (timed_out && head_ == nullptr) return 0;
   }
+  if (stop.load(std::memory_order_relaxed)) {
+    // A stopped lease (revoked, lost) takes nothing more: the task goes to another waiter, or to
+    // the lease its leaving thread asks for (a push counted this waiter as idle).
+    if (idle_ > 0) cv_.NotifyOne();
+    return 0;
+  }
   size_t n = 0;
   while (head_ != nullptr && n < max) {
     out[n++] = head_;

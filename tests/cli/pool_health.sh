@@ -112,7 +112,7 @@ case $scenario in
     # revoked, it snapshots at its next safe point and resumes from that step on the other GPU once
     # that is free; both results equal the uninterrupted run's. (Two one-GPU tasks hold both GPUs,
     # so one of them is surely on GPU 0.) A Python driver, with the module built beside the CLI.
-    start_pool --diagnose-every 0 --inject 0:xid-48@3  # a double-bit ECC error: drains (79, off the bus, loses the lease at once)
+    start_pool --diagnose-every 0 --inject 0:xid-48@5  # a double-bit ECC error drains (79, off the bus, would lose the lease at once)
     python=/usr/bin/python3; [[ -x $python ]] || python=python3
     out=$(PYTHONPATH="$(dirname "$cli")/../python" GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team \
           GPUPOOL_NODE=node-0 GPUPOOL_CHECKPOINT_DIR="$dir/checkpoints" timeout 60 "$python" -c '
@@ -131,10 +131,10 @@ def train(name, steps):
         ctx.step()
     return state["total"]
 
-print("results", gpupool.get([train.submit("a", 40), train.submit("b", 40)], timeout=50), "expected", sum(range(40)))
+print("results", gpupool.get([train.submit("a", 80), train.submit("b", 80)], timeout=50), "expected", sum(range(80)))
 ' 2>&1) || fail "the job failed: $out"
     echo "$out"
-    echo "$out" | grep -q '^results \[780, 780\] expected 780$' || fail "the results are not the uninterrupted run's"
+    echo "$out" | grep -q '^results \[3160, 3160\] expected 3160$' || fail "the results are not the uninterrupted run's"
     echo "$out" | grep -Eq '^[ab] attempt 0 from step 0 on node-0 GPU 0$' || fail "no task started on GPU 0: $out"
     echo "$out" | grep -Eq '^[ab] attempt [1-9] from step [1-9][0-9]* on node-0 GPU 1$' \
       || fail "the task on GPU 0 did not resume from a snapshot on GPU 1: $out"
