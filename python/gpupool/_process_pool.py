@@ -56,6 +56,12 @@ def _recv(sock):
     return _recv_exactly(sock, _HEADER.unpack(header)[0])
 
 
+def module_search_path():
+    """This process's sys.path as PYTHONPATH for a child interpreter of it (a worker here, or one
+    a node's agent starts): relative entries made absolute, since the child may start elsewhere."""
+    return os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
+
+
 class WorkerDied(Exception):
     pass
 
@@ -63,8 +69,7 @@ class WorkerDied(Exception):
 class _Worker:
     def __init__(self):
         ours, theirs = socket.socketpair()
-        path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONPATH=module_search_path(), PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen([sys.executable, "-m", "gpupool._process_pool", str(theirs.fileno())],
                                      pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()

@@ -78,9 +78,9 @@ def init(*, address=None, token=None, team=None, node=None, local_only=None, log
 
 def _worker_command():
     """How a worker of this driver starts on another node: this interpreter, with this process's
-    module search path (relative entries made absolute: the worker starts in this directory)."""
-    path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
-    return {"worker_python": sys.executable, "worker_path": os.pathsep.join(path)}
+    module search path."""
+    from ._process_pool import module_search_path
+    return {"worker_python": sys.executable, "worker_path": module_search_path()}
 
 
 def shutdown():
@@ -150,7 +150,6 @@ class RemoteFunction:
         options = dict(self._settings)
         self._process = bool(options.pop("process", False))
         self._options = _make_options(options)
-        self._export = None   # (runtime generation, ObjectRef of the pickled function)
         if self._process:
             if options.get("gpus"):
                 raise ValueError("process=True is for CPU tasks (gpus=0): GPU tasks placed on other nodes "
@@ -192,16 +191,14 @@ class RemoteFunction:
         pickled at the first submit, as Ray does, so globals defined after the decorator travel."""
         if self._process or not _core._uses_workers():
             return None
+        # Kept per function, not per RemoteFunction: f.options(...) makes a copy per call, and all
+        # of them share one export per runtime.
         generation = _core._runtime_generation()
-        if self._export is None or self._export[0] != generation:
-            # Shared by the function's copies (f.options(...) makes one per call): one export of
-            # a function per runtime, not one per copy.
-            shared = _exports.get(self._fn)
-            if shared is None or shared[0] != generation:
-                shared = (generation, _core._export(_pickle_function(self._fn, self._key)))
-                _exports[self._fn] = shared
-            self._export = shared
-        return self._export[1]
+        export = _exports.get(self._fn)
+        if export is None or export[0] != generation:
+            export = (generation, _core._export(_pickle_function(self._fn, self._key)))
+            _exports[self._fn] = export
+        return export[1]
 
     def __reduce__(self):
         # A remote function inside a pickled function (one task calling another) is rebuilt, and

@@ -32,12 +32,14 @@ namespace gpupool::runtime {
 
 class RemotePool::Impl final : public PoolLink::Events {
  public:
+  explicit Impl(RemotePoolOptions options) : options_(std::move(options)) {}
+  ~Impl() override;
+  // This end of the current connection to the head (RemotePool::LocalHost).
   std::string LocalHost() const {
     std::shared_ptr<PoolLink> link = CurrentLink();
     return link != nullptr ? link->local_host() : std::string();
   }
-  explicit Impl(RemotePoolOptions options) : options_(std::move(options)) {}
-  ~Impl() override;
+
   // Connects; reads the head's configuration. Once, before any other call.
   absl::Status Start();
 

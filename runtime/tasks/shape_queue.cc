@@ -45,11 +45,6 @@ size_t ShapeQueue::PopBatch(Task** out, size_t max, std::chrono::steady_clock::t
   return n;
 }
 
-int ShapeQueue::idle() const {
-  MutexLock lock(&mu_);
-  return idle_;
-}
-
 void ShapeQueue::WakeAll() {
   { MutexLock lock(&mu_); }
   cv_.NotifyAll();

@@ -26,7 +26,8 @@ class ShapeQueue {
   void WakeAll() ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const { return size_.load(std::memory_order_relaxed); }
   // Lease threads waiting in PopBatch now (a task pushed now is theirs: no new lease needed).
-  int idle() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Read without the queue's lock: every GPU task's submit asks.
+  int idle() const { return idle_.load(std::memory_order_relaxed); }
   // Drains everything queued (shutdown, refusal).
   std::vector<Task*> TakeAll();
 
@@ -43,7 +44,7 @@ class ShapeQueue {
   CondVar cv_;
   Task* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   Task* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
-  int idle_ ABSL_GUARDED_BY(mu_) = 0;  // workers waiting
+  std::atomic<int> idle_{0};  // workers waiting; changed under mu_
   std::atomic<size_t> size_{0};
 };
 

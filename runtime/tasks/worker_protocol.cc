@@ -169,26 +169,40 @@ size_t WireBytes(const Outcome& o) {
   return 96 + o.value.size() + o.message.size() + o.cause.size() + o.location.size() + o.resume_note.size();
 }
 
+namespace {
+
+// `items`, in order, as runs whose bytes stay within `limit` with `first_overhead` (the first
+// run's frame) or `overhead` (the others') beside them; an item too big for any run gets one of
+// its own. Moves the items out.
+template <typename T>
+std::vector<std::vector<T>> SplitByBytes(std::vector<T>& items, size_t first_overhead, size_t overhead, size_t limit) {
+  std::vector<std::vector<T>> runs(1);
+  size_t bytes = first_overhead;
+  for (T& item : items) {
+    const size_t b = WireBytes(item);
+    if (!runs.back().empty() && bytes + b > limit) {
+      runs.emplace_back();
+      bytes = overhead;
+    }
+    bytes += b;
+    runs.back().push_back(std::move(item));
+  }
+  return runs;
+}
+
+}  // namespace
+
 std::vector<std::string> EncodeTaskFrames(Tasks& message, size_t limit) {
-  constexpr size_t kFrameOverhead = 64;
-  size_t bytes = kFrameOverhead + message.lease_id.size() + message.lease.size();
+  const size_t overhead = 64 + message.lease_id.size();
+  size_t bytes = overhead + message.lease.size();
   for (const TaskToRun& t : message.tasks) bytes += WireBytes(t);
   if (bytes <= limit) return {Encode(message)};
   std::vector<std::string> frames;
-  Tasks part{.lease_id = message.lease_id, .lease = std::move(message.lease), .tasks = {}};
-  size_t part_bytes = kFrameOverhead + part.lease_id.size() + part.lease.size();
-  for (TaskToRun& t : message.tasks) {
-    const size_t b = WireBytes(t);
-    if (!part.tasks.empty() && part_bytes + b > limit) {
-      frames.push_back(Encode(part));
-      part.tasks.clear();
-      part.lease.clear();  // the worker has it from the first frame
-      part_bytes = kFrameOverhead + part.lease_id.size();
-    }
-    part_bytes += b;
-    part.tasks.push_back(std::move(t));
+  for (std::vector<TaskToRun>& run : SplitByBytes(message.tasks, overhead + message.lease.size(), overhead, limit)) {
+    // The lease goes with the first frame only: the worker has it from then on.
+    frames.push_back(Encode(Tasks{.lease_id = message.lease_id, .lease = frames.empty() ? message.lease : "",
+                                  .tasks = std::move(run)}));
   }
-  if (!part.tasks.empty()) frames.push_back(Encode(part));
   return frames;
 }
 
@@ -211,19 +225,9 @@ std::vector<std::string> EncodeOutcomeFrames(std::vector<Outcome>& outcomes, siz
   }
   if (bytes <= limit) return {Encode(outcomes)};
   std::vector<std::string> frames;
-  std::vector<Outcome> part;
-  size_t part_bytes = kFrameOverhead;
-  for (Outcome& o : outcomes) {
-    const size_t b = WireBytes(o);
-    if (!part.empty() && part_bytes + b > limit) {
-      frames.push_back(Encode(part));
-      part.clear();
-      part_bytes = kFrameOverhead;
-    }
-    part_bytes += b;
-    part.push_back(std::move(o));
+  for (const std::vector<Outcome>& run : SplitByBytes(outcomes, kFrameOverhead, kFrameOverhead, limit)) {
+    frames.push_back(Encode(run));
   }
-  if (!part.empty()) frames.push_back(Encode(part));
   return frames;
 }
 
