@@ -116,7 +116,7 @@ case $scenario in
     python=/usr/bin/python3; [[ -x $python ]] || python=python3
     out=$(PYTHONPATH="$(dirname "$cli")/../python" GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team \
           GPUPOOL_NODE=node-0 GPUPOOL_CHECKPOINT_DIR="$dir/checkpoints" timeout 60 "$python" -c '
-import time, gpupool
+import sys, time, gpupool
 
 @gpupool.remote(gpus=1)
 def train(name, steps):
@@ -124,7 +124,10 @@ def train(name, steps):
     state = {"total": 0}
     first = ctx.checkpointable(lambda: dict(state), state.update)
     slot = ctx.slots[0]
-    print(name, "attempt", ctx.attempt, "from step", first, "on", slot["node"], "GPU", slot["gpu_index"], flush=True)
+    # One write per line: print() writes its pieces separately, and the two tasks print at once.
+    node, gpu = slot["node"], slot["gpu_index"]
+    sys.stdout.write(f"{name} attempt {ctx.attempt} from step {first} on {node} GPU {gpu}\n")
+    sys.stdout.flush()
     for s in range(first, steps):
         state["total"] += s
         time.sleep(0.1)
