@@ -138,6 +138,12 @@ absl::Status ReadTeams(const ConfigReader& r, const YAML::Node& node, Scheduling
                      absl::StrCat("'", *name, "' is reserved (the tokens file's line for the ", *name,
                                   "); name the team otherwise"));
     }
+    // The pool's own work (diagnostics: runtime/service/diagnostic_holds.h) is charged to "_pool".
+    if (absl::StartsWith(*name, "_")) {
+      return r.Error(t["name"], path + ".name",
+                     absl::StrCat("'", *name, "': names starting with '_' are the pool's own (its diagnostics are "
+                                  "charged to team '_pool'); name the team otherwise"));
+    }
     // The history names its per-model rows "model:<model>" beside the teams' (runtime/service).
     if (absl::StartsWith(*name, "model:")) {
       return r.Error(t["name"], path + ".name",

@@ -1096,6 +1096,11 @@ std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> Scheduler::P
   return counts;
 }
 
+bool Scheduler::GpuIdle(const GpuRef& gpu) const {
+  int g = topology_.Find(gpu);
+  return g >= 0 && state_.Untouched(g) && reserved_gpus_.count(g) == 0;
+}
+
 int64_t Scheduler::WaitingMilliThatFitsNow(int64_t enough) const {
   int64_t fits = 0;
   for (const auto& [id, p] : pending_) {

@@ -204,6 +204,10 @@ class Scheduler {
   std::optional<int64_t> NextTimedChange(int64_t now_s) const;
 
   const std::map<std::string, Lease>& leases() const { return leases_; }
+  // Whether nothing is placed on, held or reserved on `gpu` (false for a GPU the pool lacks):
+  // what a diagnostic's lease needs to stay, since anything placed there interrupts it
+  // (runtime/service/diagnostic_holds.h). Health is not looked at.
+  bool GpuIdle(const GpuRef& gpu) const;
   std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
   // Milli-GPUs of waiting requests that the free capacity could hold now by placement alone
   // (healthy GPUs, host capacity; not quotas, fair share, priorities, reservations or the spare

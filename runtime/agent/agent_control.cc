@@ -34,4 +34,9 @@ kj::Promise<void> AgentControl::stopJob(StopJobContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> AgentControl::stopDiagnostic(StopDiagnosticContext context) {
+  diagnostic_.Interrupt(context.getParams().getLeaseId(), context.getParams().getWhy());
+  return kj::READY_NOW;
+}
+
 }  // namespace gpupool::runtime

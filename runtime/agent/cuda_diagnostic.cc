@@ -7,13 +7,14 @@
 
 namespace gpupool::runtime {
 
-absl::Status CudaDiagnostic::Run(int gpu_index) {
+absl::Status CudaDiagnostic::Run(int gpu_index, const std::atomic<bool>& stop) {
   absl::StatusOr<gpu::MatmulTestResult> matmul = gpu::RunKnownAnswerMatmul(gpu_index, matmul_n_);
   if (!matmul.ok()) return matmul.status();
   if (matmul->mismatches > 0) {
     return absl::DataLossError(absl::StrCat("known-answer matmul (n=", matmul_n_, "): ", matmul->mismatches, " of ",
                                             matmul->elements, " elements wrong"));
   }
+  if (stop.load()) return absl::CancelledError("interrupted after the known-answer matmul");
   absl::StatusOr<size_t> free_bytes = gpu::FreeDeviceMemory(gpu_index);
   if (!free_bytes.ok()) return free_bytes.status();
   const size_t bytes = static_cast<size_t>(static_cast<double>(*free_bytes) * memory_fraction_);

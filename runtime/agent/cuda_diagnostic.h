@@ -17,7 +17,8 @@ class CudaDiagnostic final : public GpuDiagnostic {
   // `memory_fraction` of the free memory goes to the pattern test; `matmul_n` is the product's size.
   explicit CudaDiagnostic(double memory_fraction = 0.8, int matmul_n = 2048)
       : memory_fraction_(memory_fraction), matmul_n_(matmul_n) {}
-  absl::Status Run(int gpu_index) override;
+  // `stop` is looked at between the matrix product and the memory test.
+  absl::Status Run(int gpu_index, const std::atomic<bool>& stop) override;
 
  private:
   const double memory_fraction_;

@@ -1,13 +1,41 @@
 #include "runtime/agent/diagnostics.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace gpupool::runtime {
 
-absl::Status SimulatedDiagnostic::Run(int gpu_index) {
+absl::Status SimulatedDiagnostic::Run(int gpu_index, const std::atomic<bool>& stop) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds_);
+  while (std::chrono::steady_clock::now() < until) {
+    if (stop.load()) return absl::CancelledError("interrupted");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (stop.load()) return absl::CancelledError("interrupted");
   // Off the bus it is Unavailable (nothing to test: the readings already say it is lost).
   return driver_.RunMemoryTest(pool::GpuRef{node_, gpu_index});
+}
+
+void RunningDiagnostic::Started(const std::string& lease_id) {
+  MutexLock lock(&mu_);
+  lease_id_ = lease_id;
+  why_.clear();
+  stop_.store(false);
+}
+
+void RunningDiagnostic::Interrupt(const std::string& lease_id, const std::string& why) {
+  MutexLock lock(&mu_);
+  if (lease_id.empty() || lease_id != lease_id_) return;  // a test already over
+  why_ = why.empty() ? "interrupted by the head" : why;
+  stop_.store(true);
+}
+
+std::string RunningDiagnostic::Ended() {
+  MutexLock lock(&mu_);
+  lease_id_.clear();
+  return why_;
 }
 
 double DiagnosticPlan::RetryAfter(const Gpu& g) const {
@@ -39,5 +67,7 @@ void DiagnosticPlan::Ran(int index, bool passed, double now_s) {
   g.last_run_s = now_s;
   g.failures_in_a_row = passed ? 0 : g.failures_in_a_row + 1;
 }
+
+void DiagnosticPlan::Skipped(int index, double now_s) { gpus_[index].last_run_s = now_s; }
 
 }  // namespace gpupool::runtime

@@ -8,14 +8,18 @@
 //
 //   SimulatedDiagnostic diag(*sim_driver, "node-0");     // or CudaDiagnostic (cuda_diagnostic.h)
 //   DiagnosticPlan plan({.every_s = 300, .quarantine_retry_s = 30});
-//   for (int gpu : plan.Due(views, now)) { absl::Status st = diag.Run(gpu); plan.Ran(gpu, st.ok(), now); }
+//   for (int gpu : plan.Due(views, now)) { absl::Status st = diag.Run(gpu, stop); plan.Ran(gpu, st.ok(), now); }
 //
-// What is missing: a diagnostic does not yet hold a lease of its own (an internal job of a
-// reserved team `_pool`); it runs only on GPUs the head reports without a lease, so a lease
-// granted while it runs shares the GPU with it for its few seconds.
+// Each test holds a lease of its own from the head (runtime/service/diagnostic_holds.h: team
+// `_pool`, outside quotas, charged as workload class `diagnostics`), which any work placed on the
+// GPU ends at once: the head then says so (AgentControl.stopDiagnostic), the test stops at its
+// next stopping point and its outcome is dropped. A real GPU's test stops between its two parts
+// (the matrix product, then the memory pattern test), not inside the memory test: for up to a few
+// seconds the new work shares the GPU with it.
 #ifndef GPUPOOL_RUNTIME_AGENT_DIAGNOSTICS_H_
 #define GPUPOOL_RUNTIME_AGENT_DIAGNOSTICS_H_
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +28,7 @@
 #include "absl/status/status.h"
 #include "pool/devices/simulated_driver.h"
 #include "pool/health.h"
+#include "runtime/sync/mutex.h"
 
 namespace gpupool::runtime {
 
@@ -31,22 +36,44 @@ namespace gpupool::runtime {
 class GpuDiagnostic {
  public:
   virtual ~GpuDiagnostic() = default;
-  // OK: passed. Unavailable: could not run (nothing is concluded, nothing reported). Any other
-  // error: the GPU failed, and the message says how.
-  virtual absl::Status Run(int gpu_index) = 0;
+  // OK: passed. Unavailable: could not run (nothing is concluded, nothing reported). Cancelled:
+  // `stop` was set (the head interrupted the test) and it stopped. Any other error: the GPU
+  // failed, and the message says how.
+  virtual absl::Status Run(int gpu_index, const std::atomic<bool>& stop) = 0;
 };
 
 // A simulated GPU's memory pattern test (SimulatedDriver::RunMemoryTest): fails while injected
-// silent corruption is there. `driver` outlives it.
+// silent corruption is there. It takes `seconds` (real ones, 0 by default), stoppable throughout,
+// so that an interruption can be rehearsed. `driver` outlives it.
 class SimulatedDiagnostic final : public GpuDiagnostic {
  public:
-  SimulatedDiagnostic(pool::SimulatedDriver& driver, std::string driver_node)
-      : driver_(driver), node_(std::move(driver_node)) {}
-  absl::Status Run(int gpu_index) override;
+  SimulatedDiagnostic(pool::SimulatedDriver& driver, std::string driver_node, double seconds = 0)
+      : driver_(driver), node_(std::move(driver_node)), seconds_(seconds) {}
+  absl::Status Run(int gpu_index, const std::atomic<bool>& stop) override;
 
  private:
   pool::SimulatedDriver& driver_;
   const std::string node_;
+  const double seconds_;
+};
+
+// The test the agent runs now and its lease, between the diagnostics thread (which starts and
+// ends it) and the connection's loop thread (where the head's stopDiagnostic arrives).
+// Thread-safe.
+class RunningDiagnostic {
+ public:
+  void Started(const std::string& lease_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The head ended `lease_id`: stops the test if it is the one running. `why` is kept for the log.
+  void Interrupt(const std::string& lease_id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // The test ended; returns why it was interrupted ("" when it was not).
+  std::string Ended() ABSL_LOCKS_EXCLUDED(mu_);
+  const std::atomic<bool>& stop() const { return stop_; }
+
+ private:
+  Mutex mu_;
+  std::string lease_id_ ABSL_GUARDED_BY(mu_);
+  std::string why_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stop_{false};
 };
 
 struct DiagnosticPolicy {
@@ -70,6 +97,9 @@ class DiagnosticPlan {
   // and healthy or degraded ones that have been idle and untested for `every_s`.
   std::vector<int> Due(const std::vector<GpuView>& gpus, double now_s);
   void Ran(int index, bool passed, double now_s);
+  // A test that did not run to its end (work took the GPU first): tried again after the same
+  // wait as after a run, without counting as a failure.
+  void Skipped(int index, double now_s);
 
  private:
   struct Gpu {

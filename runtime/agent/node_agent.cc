@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
   std::string bytes = rpc::EncodeNodes(agent->options_.node);
   Capabilities* caps = agent->caps_.get();  // the loop thread's: used by `setup`, which runs there
   WorkerLauncher* launcher = agent->launcher_.get();
+  RunningDiagnostic* running = agent->running_diagnostic_.get();
   absl::StatusOr<std::unique_ptr<RpcConnection>> c = RpcConnection::Connect(
       RpcConnectionOptions{.host = agent->options_.host, .port = agent->options_.port,
                            .on_disconnected = agent->options_.on_disconnected},
@@ -38,7 +39,7 @@ absl::StatusOr<std::unique_ptr<NodeAgent>> NodeAgent::Start(NodeAgentOptions opt
         auto req = head.registerAgentRequest();
         req.setToken(agent->options_.token);
         req.setInventory(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
-        req.setControl(kj::heap<AgentControl>(*launcher));
+        req.setControl(kj::heap<AgentControl>(*launcher, *running));
         auto resp = req.send().wait(wait);
         absl::Status st = rpc::DecodeStatus(resp.getStatus());
         if (st.ok()) caps->session = resp.getAgent();

@@ -86,13 +86,20 @@ class NodeAgent {
   // The diagnostics thread and the health-check thread (node_agent_health.cc).
   void DiagnosticsLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void HealthCheckLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // The diagnostics thread's calls to the head: a lease for a test on GPU `index` (Unimplemented
+  // from a head older than diagnostics' leases), its end with the test's outcome (applied only
+  // when `concluded`), and an older head's report of one run without a lease.
+  absl::StatusOr<std::string> BeginDiagnostic(int index);
+  absl::Status EndDiagnostic(const std::string& lease_id, bool concluded, const absl::Status& result, double took_s);
+  absl::Status ReportDiagnostic(int index, const absl::Status& result, double took_s);
   // Waits `d` or until the agent stops; true when it stops.
   bool StopWithin(std::chrono::milliseconds d) ABSL_LOCKS_EXCLUDED(mu_);
   void Log(const std::string& line) const;
 
   NodeAgentOptions options_;
-  // Outlives the connection (whose AgentControl capability uses it): reset after it.
+  // Outlive the connection (whose AgentControl capability uses them): reset after it.
   std::unique_ptr<WorkerLauncher> launcher_;
+  std::unique_ptr<RunningDiagnostic> running_diagnostic_ = std::make_unique<RunningDiagnostic>();
   std::unique_ptr<RpcConnection> connection_;
   struct Capabilities;
   // Each thread's own state says so: the connection's loop thread (what runs in its Call/Sync

@@ -62,6 +62,7 @@ void NodeAgent::DiagnosticsLoop() {
   DiagnosticPlan plan(options_.diagnostics);
   // Often enough to catch a quarantined GPU's retry on time; the plan says what is due.
   const std::chrono::milliseconds tick(100);
+  bool head_leases = true;  // until a head older than diagnostics' leases says otherwise
   while (!StopWithin(tick)) {
     std::vector<DiagnosticPlan::GpuView> view;
     {
@@ -69,27 +70,98 @@ void NodeAgent::DiagnosticsLoop() {
       view = head_view_;
     }
     for (int index : plan.Due(view, UnixNow())) {
+      // The test's own lease first: refused when work took the GPU since the head's last view.
+      std::string lease_id;
+      if (head_leases) {
+        absl::StatusOr<std::string> lease = BeginDiagnostic(index);
+        if (absl::IsUnimplemented(lease.status())) {
+          head_leases = false;  // an older head: test without a lease, as it expects
+        } else if (!lease.ok()) {
+          plan.Skipped(index, UnixNow());
+          continue;
+        } else {
+          lease_id = *lease;
+        }
+      }
+      running_diagnostic_->Started(lease_id);
       const auto start = std::chrono::steady_clock::now();
-      absl::Status result = options_.diagnostic->Run(index);
+      absl::Status result = options_.diagnostic->Run(index, running_diagnostic_->stop());
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      plan.Ran(index, result.ok(), UnixNow());
-      if (absl::IsUnavailable(result)) continue;  // could not run: nothing to conclude
-      absl::Status st = connection_->Call([this, index, &result, took]() -> kj::Promise<absl::Status> {
-        loop_.AssertOnThread();
-        auto req = caps_->session->reportDiagnosticRequest();
-        req.setGpuIndex(index);
-        req.setPassed(result.ok());
-        req.setDetail(result.ok() ? std::string("memory pattern test passed") : std::string(result.message()));
-        req.setDurationS(took);
-        return req.send().then([](capnp::Response<rpc::AgentSession::ReportDiagnosticResults>&& resp) {
-          return rpc::DecodeStatus(resp.getStatus());
-        });
-      });
-      Log(absl::StrCat("diagnostic on GPU ", index, ": ", result.ok() ? "passed" : result.message(),
-                       st.ok() ? "" : absl::StrCat(" (not reported: ", st.message(), ")")));
+      const std::string interrupted = running_diagnostic_->Ended();
+      // Unavailable: could not run. Interrupted: work took the GPU. Neither concludes anything;
+      // the lease is ended all the same (an interrupted one is over already, and the head says so).
+      const bool stopped = absl::IsCancelled(result) || !interrupted.empty();
+      const bool concluded = !absl::IsUnavailable(result) && !stopped;
+      if (stopped) {
+        plan.Skipped(index, UnixNow());
+      } else {
+        plan.Ran(index, result.ok(), UnixNow());
+      }
+      absl::Status st = head_leases ? EndDiagnostic(lease_id, concluded, result, took)
+                                    : concluded ? ReportDiagnostic(index, result, took) : absl::OkStatus();
+      if (stopped) {
+        Log(absl::StrCat("diagnostic on GPU ", index, " interrupted: ", interrupted.empty() ? result.message() : interrupted));
+      } else if (concluded) {
+        Log(absl::StrCat("diagnostic on GPU ", index, ": ", result.ok() ? "passed" : result.message(),
+                         st.ok() ? "" : absl::StrCat(" (not applied: ", st.message(), ")")));
+      }
       if (StopWithin(std::chrono::milliseconds(0))) return;
     }
   }
+}
+
+absl::StatusOr<std::string> NodeAgent::BeginDiagnostic(int index) {
+  std::string lease_id;
+  absl::Status st = connection_->Call([this, index, &lease_id]() -> kj::Promise<absl::Status> {
+    loop_.AssertOnThread();
+    auto req = caps_->session->beginDiagnosticRequest();
+    req.setGpuIndex(index);
+    return req.send().then(
+        [&lease_id](capnp::Response<rpc::AgentSession::BeginDiagnosticResults>&& resp) {
+          absl::Status st = rpc::DecodeStatus(resp.getStatus());
+          if (st.ok()) lease_id = resp.getLeaseId();
+          return st;
+        },
+        [](kj::Exception&& e) -> absl::Status {
+          // A head older than diagnostics' leases does not know the method.
+          if (e.getType() == kj::Exception::Type::UNIMPLEMENTED) {
+            return absl::UnimplementedError("the head has no diagnostics' leases");
+          }
+          return absl::UnavailableError(e.getDescription().cStr());
+        });
+  });
+  if (!st.ok()) return st;
+  return lease_id;
+}
+
+absl::Status NodeAgent::EndDiagnostic(const std::string& lease_id, bool concluded, const absl::Status& result,
+                                      double took_s) {
+  return connection_->Call([this, &lease_id, concluded, &result, took_s]() -> kj::Promise<absl::Status> {
+    loop_.AssertOnThread();
+    auto req = caps_->session->endDiagnosticRequest();
+    req.setLeaseId(lease_id);
+    req.setConcluded(concluded);
+    req.setPassed(result.ok());
+    req.setDetail(result.ok() ? std::string("memory pattern test passed") : std::string(result.message()));
+    req.setDurationS(took_s);
+    return req.send().then([](capnp::Response<rpc::AgentSession::EndDiagnosticResults>&& resp) {
+      return rpc::DecodeStatus(resp.getStatus());
+    });
+  });
+}
+
+absl::Status NodeAgent::ReportDiagnostic(int index, const absl::Status& result, double took_s) {
+  return connection_->Call([this, index, &result, took_s]() -> kj::Promise<absl::Status> {
+    loop_.AssertOnThread();
+    auto req = caps_->session->reportDiagnosticRequest();
+    req.setGpuIndex(index);
+    req.setPassed(result.ok());
+    req.setDetail(result.ok() ? std::string("memory pattern test passed") : std::string(result.message()));
+    req.setDurationS(took_s);
+    return req.send().then([](capnp::Response<rpc::AgentSession::ReportDiagnosticResults>&& resp) {
+      return rpc::DecodeStatus(resp.getStatus());
+    });
+  });
 }
 
 void NodeAgent::HealthCheckLoop() {

@@ -30,6 +30,9 @@ void AddAgentHealthFlags(CLI::App* agent, AgentHealthFlags& flags) {
                     "run a diagnostic on each GPU idle this many seconds, and on quarantined ones (0: none; default 300)");
   agent->add_option("--quarantine-retry", flags.quarantine_retry_s,
                     "seconds before a quarantined GPU's next diagnostic, doubled after each failure (default 30)");
+  agent->add_option("--simulated-diagnostic-s", flags.simulated_diagnostic_s,
+                    "with --simulate: how long a simulated GPU's diagnostic takes, in seconds (default 0; a real "
+                    "one takes seconds)");
   agent->add_option("--health-check-program", flags.health_check_program,
                     "the operators' node check: a non-zero exit drains the node with its output as the reason");
   agent->add_option("--health-check-every", flags.health_check_every_s, "seconds between health checks (default 300)");
@@ -43,6 +46,7 @@ AgentHealth PrepareAgentHealth(const AgentHealthFlags& flags, pool::DeviceDriver
   CheckSeconds("--diagnose-every", flags.diagnose_every_s, /*zero_allowed=*/true);
   CheckSeconds("--quarantine-retry", flags.quarantine_retry_s, /*zero_allowed=*/false);
   CheckSeconds("--health-check-every", flags.health_check_every_s, /*zero_allowed=*/false);
+  CheckSeconds("--simulated-diagnostic-s", flags.simulated_diagnostic_s, /*zero_allowed=*/true);
   auto* simulated = dynamic_cast<pool::SimulatedDriver*>(&driver);
   AgentHealth health;
   std::vector<runtime::FaultInjection> faults;
@@ -66,9 +70,13 @@ AgentHealth PrepareAgentHealth(const AgentHealthFlags& flags, pool::DeviceDriver
                     << (st.ok() ? "" : absl::StrCat(" (refused: ", st.message(), ")")) << std::endl;
         });
   }
+  if (flags.simulated_diagnostic_s > 0 && simulated == nullptr) {
+    throw CommandFailed("--simulated-diagnostic-s needs simulated GPUs (--simulate COUNTxMODEL)");
+  }
   if (flags.diagnose_every_s > 0) {
     if (simulated != nullptr) {
-      health.diagnostic = std::make_unique<runtime::SimulatedDiagnostic>(*simulated, driver_node);
+      health.diagnostic =
+          std::make_unique<runtime::SimulatedDiagnostic>(*simulated, driver_node, flags.simulated_diagnostic_s);
     } else {
       health.diagnostic = std::make_unique<runtime::CudaDiagnostic>();
     }

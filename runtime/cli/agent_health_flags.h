@@ -28,6 +28,7 @@ namespace gpupool::cli {
 struct AgentHealthFlags {
   double diagnose_every_s = 300;
   double quarantine_retry_s = 30;
+  double simulated_diagnostic_s = 0;
   std::string health_check_program;
   double health_check_every_s = 300;
   std::vector<std::string> inject;

@@ -185,6 +185,9 @@ interface AgentControl {
   startWorker @0 (launch :WorkerLaunch, runAs :Text, team :Text) -> (status :Status, pid :Int32);
   # Stops every worker of `job` on this node (their process groups: SIGTERM, then SIGKILL).
   stopJob @1 (job :Text) -> ();
+  # Work was placed on the GPU of diagnostic lease `leaseId` (or the GPU left service): stop the
+  # test now; its outcome will not be applied.
+  stopDiagnostic @2 (leaseId :Text, why :Text) -> ();
 }
 
 # A node agent's connection: while it is open and heartbeats arrive, the node's GPUs are
@@ -202,6 +205,17 @@ interface AgentSession {
   # The operators' health-check program ran on the node (`--health-check-program`); a failure
   # drains the whole node with its output as the reason.
   reportNodeCheck @3 (passed :Bool, output :Text) -> (status :Status);
+  # A lease for a diagnostic on one of the agent's GPUs (team `_pool`, workload class
+  # `diagnostics`, outside quotas; runtime/service/diagnostic_holds.h), granted now or refused
+  # with the reason (work holds the GPU, it is draining, ...). Work placed on the GPU ends it at
+  # once: AgentControl.stopDiagnostic says so. A head older than this answers "unimplemented":
+  # the agent then runs the test without a lease and reports it with reportDiagnostic.
+  beginDiagnostic @4 (gpuIndex :Int32) -> (status :Status, leaseId :Text);
+  # The test ended: releases the lease and applies the outcome, as reportDiagnostic, unless
+  # `concluded` is false (it could not run, or it was stopped). Aborted, applying nothing, when
+  # the lease was interrupted meanwhile.
+  endDiagnostic @5 (leaseId :Text, concluded :Bool, passed :Bool, detail :Text, durationS :Float64)
+      -> (status :Status);
 }
 
 struct GpuHealthState {

@@ -22,6 +22,13 @@ std::string Clip(std::string text) {
   return text;
 }
 
+// A diagnostic's detail as the journal and the views keep it: clipped, with its duration.
+std::string DiagnosticDetail(std::string text, double duration_s) {
+  std::string detail = Clip(std::move(text));
+  if (duration_s > 0) absl::StrAppend(&detail, absl::StrFormat("%s(%.3g s)", detail.empty() ? "" : " ", duration_s));
+  return detail;
+}
+
 }  // namespace
 
 kj::Promise<void> AgentSession::reportHealth(ReportHealthContext context) {
@@ -44,9 +51,24 @@ kj::Promise<void> AgentSession::reportHealth(ReportHealthContext context) {
 
 kj::Promise<void> AgentSession::reportDiagnostic(ReportDiagnosticContext context) {
   auto p = context.getParams();
-  std::string detail = Clip(p.getDetail());
-  if (p.getDurationS() > 0) absl::StrAppend(&detail, absl::StrFormat("%s(%.3g s)", detail.empty() ? "" : " ", p.getDurationS()));
-  absl::Status st = registry_.pool().ReportDiagnostic(pool::GpuRef{node_, p.getGpuIndex()}, p.getPassed(), detail);
+  absl::Status st = registry_.pool().ReportDiagnostic(pool::GpuRef{node_, p.getGpuIndex()}, p.getPassed(),
+                                                      DiagnosticDetail(p.getDetail(), p.getDurationS()));
+  rpc::EncodeStatus(st, context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> AgentSession::beginDiagnostic(BeginDiagnosticContext context) {
+  absl::StatusOr<std::string> lease = registry_.BeginDiagnostic(node_, context.getParams().getGpuIndex(), this);
+  if (lease.ok()) context.getResults().setLeaseId(*lease);
+  rpc::EncodeStatus(lease.status(), context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> AgentSession::endDiagnostic(EndDiagnosticContext context) {
+  auto p = context.getParams();
+  absl::Status st = registry_.EndDiagnostic(this, p.getLeaseId(),
+                                            p.getConcluded() ? std::optional<bool>(p.getPassed()) : std::nullopt,
+                                            DiagnosticDetail(p.getDetail(), p.getDurationS()));
   rpc::EncodeStatus(st, context.getResults().initStatus());
   return kj::READY_NOW;
 }

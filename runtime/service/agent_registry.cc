@@ -78,6 +78,7 @@ absl::StatusOr<std::string> AgentRegistry::Register(capnp::Data::Reader inventor
 }
 
 void AgentRegistry::Gone(const std::string& node, AgentSession* agent, const std::string& why) {
+  AbandonDiagnostics(agent);
   auto it = agents_.find(node);
   if (it == agents_.end() || it->second.session != agent) return;  // replaced by a newer agent
   agents_.erase(it);
@@ -127,6 +128,60 @@ void AgentRegistry::StopJob(const std::string& node, const std::string& job) {
   auto req = it->second.control->stopJobRequest();
   req.setJob(job);
   req.send().detach([](kj::Exception&&) {});  // an agent gone meanwhile took its workers with it
+}
+
+absl::StatusOr<std::string> AgentRegistry::BeginDiagnostic(const std::string& node, int gpu, AgentSession* agent) {
+  absl::StatusOr<pool::Lease> lease = pool_.BeginDiagnostic(pool::GpuRef{node, gpu}, &pool_listener_);
+  if (!lease.ok()) return lease.status();
+  durable_.JournalLease(*lease, kPoolTeam);
+  diagnostics_[lease->id] = Diagnostic{node, agent};
+  return lease->id;
+}
+
+absl::Status AgentRegistry::EndDiagnostic(AgentSession* agent, const std::string& lease_id,
+                                          std::optional<bool> passed, const std::string& detail) {
+  auto it = diagnostics_.find(lease_id);
+  if (it == diagnostics_.end() || it->second.agent != agent) {
+    // Interrupted: DiagnosticLost closed it and told the agent, which may have finished first.
+    return absl::AbortedError(absl::StrCat("diagnostic lease '", lease_id,
+                                           "' was interrupted (work was placed on its GPU, or the GPU left "
+                                           "service): its outcome is not applied"));
+  }
+  diagnostics_.erase(it);
+  absl::Status st = pool_.EndDiagnostic(lease_id, passed, detail);
+  durable_.JournalClose(lease_id, !st.ok()                ? "interrupted"
+                                  : !passed.has_value() ? "diagnostic not concluded"
+                                  : *passed             ? "diagnostic passed"
+                                                        : "diagnostic failed");
+  return st;
+}
+
+bool AgentRegistry::DiagnosticLost(const std::string& lease_id, const std::string& why) {
+  auto it = diagnostics_.find(lease_id);
+  if (it == diagnostics_.end()) return false;
+  const std::string node = it->second.node;
+  diagnostics_.erase(it);
+  durable_.JournalClose(lease_id, absl::StrCat("interrupted: ", why));
+  auto agent = agents_.find(node);
+  if (agent != agents_.end() && agent->second.control.has_value()) {
+    auto req = agent->second.control->stopDiagnosticRequest();
+    req.setLeaseId(lease_id);
+    req.setWhy(why);
+    req.send().detach([](kj::Exception&&) {});  // an agent gone meanwhile stopped testing
+  }
+  return true;
+}
+
+void AgentRegistry::AbandonDiagnostics(AgentSession* agent) {
+  for (auto it = diagnostics_.begin(); it != diagnostics_.end();) {
+    if (it->second.agent != agent) {
+      ++it;
+      continue;
+    }
+    (void)pool_.EndDiagnostic(it->first, std::nullopt, "");  // Aborted when interrupted meanwhile
+    durable_.JournalClose(it->first, "its agent went away");
+    it = diagnostics_.erase(it);
+  }
 }
 
 absl::string_view AgentRegistry::StateOf(const std::string& node) const {

@@ -32,6 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "pool/devices/device_driver.h"
 #include "runtime/rpc/pool_service.capnp.h"
+#include "runtime/service/head_durability.h"
 #include "runtime/service/pool_service.h"
 
 namespace gpupool::runtime {
@@ -52,6 +53,9 @@ class AgentSession final : public rpc::AgentSession::Server {
   kj::Promise<void> reportHealth(ReportHealthContext context) override;
   kj::Promise<void> reportDiagnostic(ReportDiagnosticContext context) override;
   kj::Promise<void> reportNodeCheck(ReportNodeCheckContext context) override;
+  // Diagnostics' leases (agent_health_rpc.cc; runtime/service/diagnostic_holds.h).
+  kj::Promise<void> beginDiagnostic(BeginDiagnosticContext context) override;
+  kj::Promise<void> endDiagnostic(EndDiagnosticContext context) override;
 
  private:
   AgentRegistry& registry_;
@@ -60,10 +64,12 @@ class AgentSession final : public rpc::AgentSession::Server {
 
 class AgentRegistry {
  public:
-  // `pool` outlives the registry; a node is taken down when its agent misses heartbeats for
-  // `heartbeat_timeout`.
-  AgentRegistry(PoolService& pool, std::chrono::milliseconds heartbeat_timeout)
-      : pool_(pool), heartbeat_timeout_(heartbeat_timeout) {}
+  // `pool`, `pool_listener` (what hears of the pool's leases: the head's event pump, whose events
+  // for diagnostics' leases come back through DiagnosticLost) and `durable` outlive the
+  // registry; a node is taken down when its agent misses heartbeats for `heartbeat_timeout`.
+  AgentRegistry(PoolService& pool, LeaseListener& pool_listener, HeadDurability& durable,
+                std::chrono::milliseconds heartbeat_timeout)
+      : pool_(pool), pool_listener_(pool_listener), durable_(durable), heartbeat_timeout_(heartbeat_timeout) {}
 
   // Checks an agent's node against the pool's and takes it up; returns the node's name. A node
   // has one agent: a second one is refused (Unavailable, the agent retries) until the first has
@@ -88,6 +94,17 @@ class AgentRegistry {
   // workers with it (they die with it, or with its connection: runtime/agent/node_agent.h).
   void StopJob(const std::string& node, const std::string& job);
 
+  // Diagnostics' leases (diagnostic_holds.h), journaled for chargeback as team `_pool`'s. A lease
+  // for `agent`'s test on GPU `gpu` of its node, or why not.
+  absl::StatusOr<std::string> BeginDiagnostic(const std::string& node, int gpu, AgentSession* agent);
+  // `agent`'s test ended: applies its outcome (PoolService::EndDiagnostic; nullopt: none).
+  // Aborted when the lease was interrupted, or is not this agent's.
+  absl::Status EndDiagnostic(AgentSession* agent, const std::string& lease_id, std::optional<bool> passed,
+                             const std::string& detail);
+  // The pool ended a lease nobody's session holds: when it is a diagnostic's (work was placed on
+  // its GPU), tells its agent to stop the test and returns true.
+  bool DiagnosticLost(const std::string& lease_id, const std::string& why);
+
   // Node agents registered now (silent ones included).
   size_t size() const { return agents_.size(); }
   // For the report: "up", "silent" (taken down for missing heartbeats) or "down" (no agent).
@@ -105,10 +122,19 @@ class AgentRegistry {
   };
   // Whether the node an agent registers is the one the head was configured with.
   absl::Status CheckNode(const pool::DiscoveredNode& node) const;
+  // Ends the diagnostics' leases of `agent` (gone mid-test), applying no outcome.
+  void AbandonDiagnostics(AgentSession* agent);
 
   PoolService& pool_;
+  LeaseListener& pool_listener_;
+  HeadDurability& durable_;
   const std::chrono::milliseconds heartbeat_timeout_;
   std::map<std::string, Agent> agents_;  // the live agent of each node
+  struct Diagnostic {
+    std::string node;
+    AgentSession* agent = nullptr;
+  };
+  std::map<std::string, Diagnostic> diagnostics_;  // running tests' leases, by lease id
 };
 
 }  // namespace gpupool::runtime

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/service/diagnostic_holds.h"
 #include "runtime/service/pool_ids.h"
 #include "runtime/rpc/lease_codec.h"
 
@@ -90,6 +91,10 @@ absl::Status HeadDurability::Open() {
   size_t closed = 0;
   const auto until = KeepUntil();
   for (const LeaseRecord& l : previous->leases) {
+    if (l.account.team == kPoolTeam) {  // a diagnostic's: its agent starts a new one if still due
+      journal_->CloseLease(l.lease_id, now, "head restarted");
+      continue;
+    }
     absl::StatusOr<pool::Lease> lease =
         l.lease.empty() ? absl::InvalidArgumentError("its record has no lease (an older journal)")
                         : rpc::LeaseFromBytes(l.lease);

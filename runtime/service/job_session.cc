@@ -37,6 +37,7 @@ void DeliverPoolEvent(const JobSessionDeps& deps, PoolEvent& e) {
   }
   auto it = deps.sessions.by_lease().find(e.lease_id);
   if (it == deps.sessions.by_lease().end()) {
+    if (e.kind == PoolEvent::kLost && deps.agents.DiagnosticLost(e.lease_id, e.why)) return;
     // A lease kept for a job that is away: once lost, there is nothing to reclaim (a request
     // granted meanwhile is sent again by its job).
     if (e.kind == PoolEvent::kLost && deps.durable.kept().Lost(e.lease_id)) {

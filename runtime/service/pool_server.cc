@@ -67,7 +67,7 @@ PoolServer::Impl::Impl(std::unique_ptr<PoolService> pool, PoolServerOptions opti
       auth_(options_.team_tokens, options_.agent_token, options_.operator_token),
       pump_(*pool_, [this](PoolEvent& e) { DeliverPoolEvent(session_deps_, e); }),
       durable_({*pool_, pump_, sessions_}, options_.journal_path, options_.reclaim_window),
-      agents_(*pool_, options_.heartbeat_timeout),
+      agents_(*pool_, pump_, durable_, options_.heartbeat_timeout),
       session_deps_{*pool_, pump_, sessions_, durable_, auth_, agents_, workers_, HistoryIntervalSeconds(options_)} {}
 
 std::string PoolServer::Impl::Report() {

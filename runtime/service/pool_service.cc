@@ -173,6 +173,7 @@ absl::Status PoolService::Adopt(const pool::Lease& lease, LeaseListener* listene
   MutexLock lock(&mu_);
   if (absl::Status st = scheduler_->Adopt(lease, NowSeconds()); !st.ok()) return st;
   OpenLease(scheduler_->leases().at(lease.id), listener);
+  InterruptDiagnostics();
   dirty_ = true;
   return absl::OkStatus();
 }
@@ -232,7 +233,7 @@ PoolSnapshot PoolService::Snapshot() const {
     s.gpus.push_back({.node = gpu.ref.node, .index = gpu.ref.index, .model = gpu.device.model,
                       .health = liveness_->Applied(gpu.ref)});
   }
-  for (const auto& [id, lease] : scheduler_->leases()) {
+  const auto add_lease = [&](const std::string& id, const pool::Lease& lease) {
     const std::string& job = lease.request.id;  // a job's request ids name it ("s1/job-vm-1/vision/...")
     const double per_gpu = lease.gpus.empty() ? 0 : static_cast<double>(lease.milli) / 1000.0 / lease.gpus.size();
     for (const pool::GpuRef& ref : lease.gpus) {
@@ -243,7 +244,9 @@ PoolSnapshot PoolService::Snapshot() const {
       g.leases.push_back({.lease = id, .team = lease.request.team, .job = job, .share = per_gpu});
     }
     s.teams[{lease.request.team, lease.group}].allocated_gpus += static_cast<double>(lease.milli) / 1000.0;
-  }
+  };
+  for (const auto& [id, lease] : scheduler_->leases()) add_lease(id, lease);
+  for (const auto& [id, hold] : diagnostics_.holds()) add_lease(id, hold.lease);
   const pool::QuotaLedger& ledger = scheduler_->ledger();
   for (const pool::Team& team : config_.scheduling.teams) {
     for (const pool::TeamQuota& q : team.quotas) {
@@ -285,6 +288,7 @@ void PoolService::Absorb(const pool::CycleResult& result, const std::string& los
     leases_.Close(lease_id, Now());
     metrics_.Closed(lease_id, Now(), /*lost=*/true);
   }
+  InterruptDiagnostics();
 }
 
 void PoolService::PollHealth() {
@@ -341,6 +345,7 @@ std::vector<pool::Lease> PoolService::Leases() const {
   MutexLock lock(&mu_);
   std::vector<pool::Lease> out;
   for (const auto& [id, lease] : scheduler_->leases()) out.push_back(lease);
+  for (const auto& [id, hold] : diagnostics_.holds()) out.push_back(hold.lease);
   return out;
 }
 

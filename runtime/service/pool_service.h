@@ -48,6 +48,7 @@
 #include "runtime/client/lease_book.h"
 #include "runtime/client/pool_client.h"
 #include "runtime/service/availability_log.h"
+#include "runtime/service/diagnostic_holds.h"
 #include "runtime/service/gpu_health_book.h"
 #include "runtime/service/listener_outbox.h"
 #include "runtime/service/metrics/pool_metrics.h"
@@ -174,6 +175,17 @@ class PoolService final : public PoolClient {
   // `after`), without journaling it again. NotFound for a GPU the pool does not have.
   absl::Status RestoreHealth(const pool::GpuRef& gpu, pool::HealthState state, std::vector<std::string> reasons,
                              double since_s, std::string drained_by, std::string drain_reason);
+  // A lease for a diagnostic on `gpu` (diagnostic_holds.h: team `_pool`, outside quotas, given
+  // up at once to any work placed there), granted now. NotFound for a GPU the pool does not
+  // have; FailedPrecondition naming why not: work holds or is about to take the GPU, it is
+  // draining, lost or failed, or a diagnostic holds it already. `listener` hears OnLost when
+  // work placed on the GPU (or its draining) interrupts the test; it must stay valid until then
+  // or until EndDiagnostic.
+  absl::StatusOr<pool::Lease> BeginDiagnostic(const pool::GpuRef& gpu, LeaseListener* listener);
+  // Ends a diagnostic's lease and applies its outcome (`passed`), as ReportDiagnostic; nullopt
+  // applies none (its agent went away mid-test). Aborted, applying nothing, when the lease was
+  // interrupted (a test that shared its GPU proves nothing) or is not held.
+  absl::Status EndDiagnostic(const std::string& lease_id, std::optional<bool> passed, const std::string& detail);
   // The details of one GPU's health; nullopt for a GPU the pool does not have.
   std::optional<GpuHealthDetails> HealthDetails(const pool::GpuRef& gpu) const;
   // The GPUs of `node` with their applied state and whether a lease holds them.
@@ -182,7 +194,7 @@ class PoolService final : public PoolClient {
   pool::HealthState health(const pool::GpuRef& gpu) const;
   // Nodes whose agent is up, for operators.
   bool node_up(const std::string& node) const;
-  // Leases held now, for operators (`gpupool status` / `queue`).
+  // Leases held now, for operators (`gpupool status` / `queue`), diagnostics' included.
   std::vector<pool::Lease> Leases() const;
   std::vector<pool::PendingInfo> Pending() const;
   // The configuration's spare reserves with their spare GPUs now (`gpupool status` and `queue`).
@@ -221,6 +233,9 @@ class PoolService final : public PoolClient {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives the scheduler `gpu`'s new state (see Transitioned).
   void ApplyMachineState(const pool::GpuRef& gpu, pool::HealthState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the diagnostics' leases whose GPU work now holds or is reserved for, or that left
+  // service, telling their holders. After every change to the scheduler's state.
+  void InterruptDiagnostics() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Quarantines every draining GPU that no lease holds any more.
   void QuarantineEmpty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static double WallSeconds();
@@ -251,6 +266,7 @@ class PoolService final : public PoolClient {
   std::unique_ptr<pool::Scheduler> scheduler_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LeaseListener*> request_listeners_ ABSL_GUARDED_BY(mu_);  // by request id
   LeaseBook leases_ ABSL_GUARDED_BY(mu_);
+  DiagnosticHolds diagnostics_ ABSL_GUARDED_BY(mu_);  // diagnostics' leases, beside the scheduler's
   std::unique_ptr<NodeLiveness> liveness_ ABSL_GUARDED_BY(mu_);  // over inventory_
   std::unique_ptr<GpuHealthBook> health_book_ ABSL_GUARDED_BY(mu_);  // over inventory_, Unix seconds
   HealthObserver health_observer_ ABSL_GUARDED_BY(mu_);

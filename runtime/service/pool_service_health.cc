@@ -1,7 +1,10 @@
 // PoolService's health: each GPU's state machine (GpuHealthBook) fed by agents' readings and
 // diagnostics, operators' words and "its leases are gone", and what each transition does to the
 // scheduler. The rest of PoolService is in pool_service.cc.
+#include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +79,78 @@ absl::Status PoolService::ReportDiagnostic(const pool::GpuRef& gpu, bool passed,
     Transitioned(gpu, m->OnDiagnostic(passed, detail, WallSeconds()));
     return absl::OkStatus();
   });
+}
+
+namespace {
+
+// States a diagnostic may run in: in service (while nothing is placed on the GPU) or quarantined.
+bool DiagnosableIn(pool::HealthState state) {
+  return state == pool::HealthState::kHealthy || state == pool::HealthState::kDegraded ||
+         state == pool::HealthState::kQuarantined;
+}
+
+std::string GpuName(const pool::GpuRef& gpu) { return absl::StrCat(gpu.node, "/", gpu.index); }
+
+}  // namespace
+
+absl::StatusOr<pool::Lease> PoolService::BeginDiagnostic(const pool::GpuRef& gpu, LeaseListener* listener) {
+  MutexLock lock(&mu_);
+  const int position = scheduler_->topology().Find(gpu);
+  if (position < 0 || health_book_->Find(gpu) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("GPU ", GpuName(gpu), " is not in this pool"));
+  }
+  const pool::HealthState state = liveness_->Applied(gpu);
+  if (!DiagnosableIn(state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state), ": no diagnostic runs on it"));
+  }
+  if (diagnostics_.Holds(gpu)) {
+    return absl::FailedPreconditionError(absl::StrCat("a diagnostic holds GPU ", GpuName(gpu), " already"));
+  }
+  if (!scheduler_->GpuIdle(gpu)) {
+    return absl::FailedPreconditionError(absl::StrCat("GPU ", GpuName(gpu), " is leased or reserved for work"));
+  }
+  const pool::Lease& lease =
+      diagnostics_.Begin(gpu, scheduler_->topology().gpus()[position].group, listener, NowSeconds());
+  OpenLease(lease, listener);
+  return lease;
+}
+
+absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::optional<bool> passed,
+                                        const std::string& detail) {
+  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    std::optional<DiagnosticHolds::Hold> hold = diagnostics_.End(lease_id);
+    if (!hold.has_value()) {
+      return absl::AbortedError(absl::StrCat("diagnostic lease '", lease_id,
+                                             "' is not held (work placed on its GPU interrupted it, or the GPU "
+                                             "left service): its outcome is not applied"));
+    }
+    leases_.Close(lease_id, Now());
+    metrics_.Closed(lease_id, Now(), /*lost=*/false);
+    if (!passed.has_value()) return absl::OkStatus();
+    const pool::GpuRef& gpu = hold->lease.gpus.front();
+    Transitioned(gpu, health_book_->Find(gpu)->OnDiagnostic(*passed, detail, WallSeconds()));
+    return absl::OkStatus();
+  });
+}
+
+void PoolService::InterruptDiagnostics() {
+  if (diagnostics_.holds().empty()) return;
+  std::map<std::string, std::string> why;  // by GPU
+  for (DiagnosticHolds::Hold& hold : diagnostics_.TakeIf([&](const pool::GpuRef& gpu) {
+         const pool::HealthState state = liveness_->Applied(gpu);
+         if (!DiagnosableIn(state)) {
+           why[GpuName(gpu)] = absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state));
+           return true;
+         }
+         if (scheduler_->GpuIdle(gpu)) return false;
+         why[GpuName(gpu)] = absl::StrCat("work was placed on GPU ", GpuName(gpu));
+         return true;
+       })) {
+    outbox_.Lost(hold.listener, hold.lease.id, why[GpuName(hold.lease.gpus.front())]);
+    leases_.Close(hold.lease.id, Now());
+    metrics_.Closed(hold.lease.id, Now(), /*lost=*/false);
+  }
 }
 
 absl::StatusOr<std::vector<std::string>> PoolService::Operate(const std::string& node, std::optional<int> gpu,

@@ -2,11 +2,13 @@
 // diagnostic, the simulated diagnostic, and the operators' health-check program (real processes).
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -51,14 +53,38 @@ TEST(FaultPlan, SilentCorruptionFailsTheSimulatedDiagnosticUntilRepaired) {
   auto driver = pool::SimulatedDriver::Create(pool::ParseSimulationSpec("2xH100-80GB").value()).value();
   const std::string node = driver->Discover().value()[0].name;
   SimulatedDiagnostic diag(*driver, node);
-  EXPECT_TRUE(diag.Run(1).ok());
+  const std::atomic<bool> go{false};
+  EXPECT_TRUE(diag.Run(1, go).ok());
   ASSERT_TRUE(ApplyFault(*driver, node, ParseFaultInjection("1:silent-corruption@0").value()).ok());
-  absl::Status st = diag.Run(1);
+  absl::Status st = diag.Run(1, go);
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_TRUE(diag.Run(0).ok()) << "the other GPU is fine";
+  EXPECT_TRUE(diag.Run(0, go).ok()) << "the other GPU is fine";
   ASSERT_TRUE(ApplyFault(*driver, node, ParseFaultInjection("1:repaired@0").value()).ok());
-  EXPECT_TRUE(diag.Run(1).ok());
+  EXPECT_TRUE(diag.Run(1, go).ok());
   EXPECT_EQ(ApplyFault(*driver, node, ParseFaultInjection("9:ecc-dbe@0").value()).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(FaultPlan, ASimulatedDiagnosticTakesItsTimeAndStopsWhenTold) {
+  auto driver = pool::SimulatedDriver::Create(pool::ParseSimulationSpec("1xH100-80GB").value()).value();
+  const std::string node = driver->Discover().value()[0].name;
+  SimulatedDiagnostic diag(*driver, node, /*seconds=*/30);
+  RunningDiagnostic running;
+  running.Started("_pool/diagnostic/n/0#1");
+  running.Interrupt("_pool/diagnostic/n/0#0", "an older lease");  // not the running test's: ignored
+  EXPECT_FALSE(running.stop().load());
+  std::thread head([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    running.Interrupt("_pool/diagnostic/n/0#1", "work was placed on GPU n/0");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st = diag.Run(0, running.stop());
+  head.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "it did not stop when told";
+  EXPECT_EQ(running.Ended(), "work was placed on GPU n/0");
+  running.Started("_pool/diagnostic/n/0#2");
+  EXPECT_FALSE(running.stop().load()) << "a new test starts unstopped";
+  EXPECT_EQ(running.Ended(), "");
 }
 
 TEST(DiagnosticPlan, IdleGpusAreTestedEveryPeriodLeasedOnesNever) {

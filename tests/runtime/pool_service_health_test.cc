@@ -1,7 +1,9 @@
 // The pool service's health (runtime/service/pool_service_health.cc) on an embedded pool of
 // simulated GPUs: what the state machine's transitions do to leases and to what is scheduled, and
 // that every one reaches the observer (the head's journal) with who and why.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -124,6 +126,83 @@ TEST_F(PoolHealthTest, UnknownNodesAndGpusAreNamed) {
   auto lines = pool_->Operate(node_, std::nullopt, pool::OperatorAction::kDrain, "a", "rack work");
   ASSERT_TRUE(lines.ok());
   EXPECT_EQ(lines->size(), 2u);
+}
+
+// Diagnostics' leases (runtime/service/diagnostic_holds.h).
+TEST_F(PoolHealthTest, ADiagnosticHoldsALeaseOfThePoolsOwnThatAnyWorkEndsAtOnce) {
+  absl::StatusOr<pool::Lease> diag = pool_->BeginDiagnostic(Gpu(1), &a_);
+  ASSERT_TRUE(diag.ok()) << diag.status();
+  EXPECT_EQ(diag->request.team, "_pool");
+  EXPECT_EQ(diag->request.workload_class, "diagnostics");
+  // Shown like any lease, on its GPU.
+  std::vector<pool::Lease> leases = pool_->Leases();
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].id, diag->id);
+  EXPECT_EQ(leases[0].gpus, std::vector<pool::GpuRef>{Gpu(1)});
+  // One test per GPU; a GPU the pool lacks is named.
+  EXPECT_THAT(pool_->BeginDiagnostic(Gpu(1), &b_).status().message(), HasSubstr("a diagnostic holds GPU"));
+  EXPECT_EQ(pool_->BeginDiagnostic({node_, 7}, &b_).status().code(), absl::StatusCode::kNotFound);
+  // Work placed elsewhere leaves the test alone (the scheduler placed this one on GPU 0: it does
+  // not steer around tests, see diagnostic_holds.h) ...
+  ASSERT_TRUE(pool_->Request(Req("w1"), &b_).ok());
+  ASSERT_TRUE(b_.WaitFor("granted"));
+  ASSERT_EQ(b_.last_lease().gpus[0], Gpu(0));
+  EXPECT_TRUE(a_.events().empty()) << a_.events().front();
+  // ... and work placed on its GPU ends it at once: no grace period, whatever its class or its
+  // team's quota, and the test's holder hears so.
+  ASSERT_TRUE(pool_->Request(Req("w2"), &c_).ok());
+  ASSERT_TRUE(c_.WaitFor("granted"));
+  EXPECT_EQ(c_.last_lease().gpus[0], Gpu(1));
+  ASSERT_TRUE(a_.WaitFor("lost"));
+  EXPECT_THAT(a_.events().front(), HasSubstr(absl::StrCat("work was placed on GPU ", node_, "/1")));
+  // Its outcome is dropped: a failure seen while sharing the GPU proves nothing.
+  absl::Status end = pool_->EndDiagnostic(diag->id, false, "7 words altered");
+  EXPECT_EQ(end.code(), absl::StatusCode::kAborted) << end;
+  EXPECT_EQ(pool_->health(Gpu(1)), HS::kHealthy);
+  EXPECT_TRUE(Log().empty());
+  // A leased GPU is refused, naming why; the pool's own team is charged for the test's time.
+  EXPECT_THAT(pool_->BeginDiagnostic(Gpu(0), &a_).status().message(), HasSubstr("is leased or reserved for work"));
+  EXPECT_EQ(pool_->Ledger().at("_pool").leases, 1u);
+}
+
+TEST_F(PoolHealthTest, AQuarantinedGpusDiagnosticEndsWithItsOutcomeAppliedAndADrainingOneIsRefused) {
+  ASSERT_TRUE(pool_->Request(Req("a"), &a_).ok());
+  ASSERT_TRUE(a_.WaitFor("granted"));
+  const pool::GpuRef held = a_.last_lease().gpus[0];
+  // A failed diagnostic (reported without a lease, as an older agent does) drains it.
+  ASSERT_TRUE(pool_->ReportDiagnostic(held, false, "7 words altered").ok());
+  EXPECT_THAT(pool_->BeginDiagnostic(held, &b_).status().message(), HasSubstr("is draining"));
+  ASSERT_TRUE(pool_->Release(a_.last_lease().id).ok());
+  for (int i = 0; i < 100 && pool_->health(held) != HS::kQuarantined; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(pool_->health(held), HS::kQuarantined);
+  // Two passes in a row (the policy's passes_to_return) bring it back, each under its own lease.
+  for (int pass = 0; pass < 2; ++pass) {
+    absl::StatusOr<pool::Lease> diag = pool_->BeginDiagnostic(held, &b_);
+    ASSERT_TRUE(diag.ok()) << diag.status();
+    ASSERT_TRUE(pool_->EndDiagnostic(diag->id, true, "memory pattern test passed").ok());
+    EXPECT_EQ(pool_->EndDiagnostic(diag->id, true, "").code(), absl::StatusCode::kAborted) << "ended twice";
+  }
+  EXPECT_EQ(pool_->health(held), HS::kHealthy);
+  // One not concluded (nullopt: its agent went away) applies nothing.
+  absl::StatusOr<pool::Lease> diag = pool_->BeginDiagnostic(held, &b_);
+  ASSERT_TRUE(diag.ok()) << diag.status();
+  ASSERT_TRUE(pool_->EndDiagnostic(diag->id, std::nullopt, "").ok());
+  EXPECT_EQ(pool_->HealthDetails(held)->last_diagnostic, pool::DiagnosticResult::kPassed);
+  EXPECT_TRUE(b_.events().empty()) << b_.events().front();
+  EXPECT_EQ(pool_->Ledger().at("_pool").leases, 3u);
+  EXPECT_TRUE(pool_->Leases().empty());
+}
+
+TEST_F(PoolHealthTest, ADiagnosticOnAGpuThatStartsToDrainIsInterrupted) {
+  absl::StatusOr<pool::Lease> diag = pool_->BeginDiagnostic(Gpu(1), &a_);
+  ASSERT_TRUE(diag.ok()) << diag.status();
+  ASSERT_TRUE(pool_->ReportHealth(Gpu(1), HS::kDraining, {"XID 79: off the bus"}).ok());
+  ASSERT_TRUE(a_.WaitFor("lost"));
+  EXPECT_THAT(a_.events().front(), HasSubstr("is draining"));
+  EXPECT_EQ(pool_->EndDiagnostic(diag->id, true, "").code(), absl::StatusCode::kAborted);
+  EXPECT_NE(pool_->health(Gpu(1)), HS::kHealthy) << "a passing test that was interrupted does not return it";
 }
 
 }  // namespace

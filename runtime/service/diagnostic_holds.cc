@@ -1,0 +1,54 @@
+#include "runtime/service/diagnostic_holds.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpupool::runtime {
+
+const pool::Lease& DiagnosticHolds::Begin(const pool::GpuRef& gpu, const std::string& group, LeaseListener* listener,
+                                          int64_t now_s) {
+  pool::Lease lease;
+  // "<request id>#<n>" as the scheduler's own ids; the request names the GPU it tests.
+  lease.request.id = absl::StrCat(kPoolTeam, "/diagnostic/", gpu.node, "/", gpu.index);
+  lease.id = absl::StrCat(lease.request.id, "#", next_++);
+  lease.request.team = kPoolTeam;
+  lease.request.workload_class = kDiagnosticsWorkload;
+  lease.gpus = {gpu};
+  lease.group = group;
+  lease.milli = 1000;  // the whole GPU: charged so, though no quota is
+  lease.started_s = now_s;
+  lease.last_checkpoint_s = now_s;
+  std::string id = lease.id;
+  return holds_.emplace(id, Hold{std::move(lease), listener}).first->second.lease;
+}
+
+std::optional<DiagnosticHolds::Hold> DiagnosticHolds::End(const std::string& lease_id) {
+  auto it = holds_.find(lease_id);
+  if (it == holds_.end()) return std::nullopt;
+  Hold hold = std::move(it->second);
+  holds_.erase(it);
+  return hold;
+}
+
+std::vector<DiagnosticHolds::Hold> DiagnosticHolds::TakeIf(const std::function<bool(const pool::GpuRef&)>& interrupts) {
+  std::vector<Hold> taken;
+  for (auto it = holds_.begin(); it != holds_.end();) {
+    if (interrupts(it->second.lease.gpus.front())) {
+      taken.push_back(std::move(it->second));
+      it = holds_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+bool DiagnosticHolds::Holds(const pool::GpuRef& gpu) const {
+  for (const auto& [id, hold] : holds_) {
+    if (hold.lease.gpus.front() == gpu) return true;
+  }
+  return false;
+}
+
+}  // namespace gpupool::runtime

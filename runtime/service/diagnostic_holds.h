@@ -1,0 +1,73 @@
+// File: runtime/service/diagnostic_holds.h
+//
+// Diagnostics' leases (DESIGN §4b). While a node's agent tests one of its GPUs, the pool holds
+// the GPU for the test as a lease of the reserved team `_pool`, workload class `diagnostics`:
+// outside every quota, shown in `status` and charged in `usage` like any lease, and preemptible
+// by anything, at once. The scheduler does not see these leases: it places work on the GPU as if
+// it were free, and the first lease, reservation or room held there (or the GPU starting to
+// drain) interrupts the test. The holder hears OnLost and the test's outcome is not applied: a
+// test that shared its GPU with a task proves nothing either way. A test begins only on a GPU
+// nothing is placed on: an idle healthy or degraded one, or a quarantined one (which nothing
+// else can lease).
+//
+// The scheduler does not steer around a test: it may place work on a GPU under test while another
+// GPU is idle, interrupting it needlessly; the agent tries again after its next period (a test
+// takes seconds, every few minutes, so this is rare and cheap).
+//
+// Why not an ordinary request: a diagnostic must never wait, preempt or borrow, and it must give
+// way to any request, guaranteed or not, without a grace period; none of which the scheduling
+// cycle's rules say of a team. Holding it beside the scheduler keeps those rules as they are.
+//
+//   DiagnosticHolds holds;
+//   const pool::Lease& lease = holds.Begin(gpu, group, listener, pool_now);  // the caller checked the GPU
+//   for (DiagnosticHolds::Hold& h : holds.TakeIf(not_idle)) h.listener->OnLost(...);
+//   std::optional<DiagnosticHolds::Hold> ended = holds.End(lease.id);       // nullopt: interrupted
+//
+// Not thread-safe: PoolService's lock guards it.
+#ifndef GPUPOOL_RUNTIME_SERVICE_DIAGNOSTIC_HOLDS_H_
+#define GPUPOOL_RUNTIME_SERVICE_DIAGNOSTIC_HOLDS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pool/inventory.h"
+#include "pool/scheduler/scheduler.h"
+#include "runtime/client/pool_client.h"
+
+namespace gpupool::runtime {
+
+// The reserved team diagnostics are charged to, and their workload class. No configured team
+// may take the name (PoolConfig refuses names starting with '_').
+inline constexpr char kPoolTeam[] = "_pool";
+inline constexpr char kDiagnosticsWorkload[] = "diagnostics";
+
+class DiagnosticHolds {
+ public:
+  struct Hold {
+    pool::Lease lease;  // team kPoolTeam, one whole GPU; started_s in pool seconds
+    LeaseListener* listener = nullptr;
+  };
+
+  // A lease on `gpu` (of quota group `group`) for a diagnostic, from `now_s` (pool seconds).
+  const pool::Lease& Begin(const pool::GpuRef& gpu, const std::string& group, LeaseListener* listener,
+                           int64_t now_s);
+  // The hold, ended; nullopt when `lease_id` is not held (interrupted meanwhile, or never).
+  std::optional<Hold> End(const std::string& lease_id);
+  // Ends and returns the holds whose GPU `interrupts` says is wanted elsewhere.
+  std::vector<Hold> TakeIf(const std::function<bool(const pool::GpuRef&)>& interrupts);
+  // Whether a diagnostic holds `gpu` now.
+  bool Holds(const pool::GpuRef& gpu) const;
+  const std::map<std::string, Hold>& holds() const { return holds_; }
+
+ private:
+  std::map<std::string, Hold> holds_;  // by lease id
+  uint64_t next_ = 1;
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_SERVICE_DIAGNOSTIC_HOLDS_H_
