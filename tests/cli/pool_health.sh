@@ -11,6 +11,9 @@
 #   xid-under-task      a critical XID under a checkpointable task: it snapshots and resumes from
 #                       that step on the other GPU, with the uninterrupted result.
 #   xid13-stays-healthy an application XID changes nothing.
+#   diagnostic-lease    a diagnostic holds a lease of team _pool (shown by `status`); a job whose
+#                       work needs its GPU interrupts it at once and runs; `usage --by workload`
+#                       charges the tests' time to `diagnostics`.
 #   keeps-failing       silent corruption never repaired: failed after 3 diagnostics, `resume` is refused,
 #                       and a job's tasks never run on it (DRIVER_BINARY: tasks_anywhere).
 #   operators           drain/resume/repaired with the operators' token, refused with a team's,
@@ -143,6 +146,40 @@ print("results", gpupool.get([train.submit("a", 80), train.submit("b", 80)], tim
       || fail "the task on GPU 0 did not resume from a snapshot on GPU 1: $out"
     [[ $(gpu_field 0 health) == quarantined ]] || fail "GPU 0 is $(gpu_field 0 health), not quarantined"
     events
+    ;;
+  diagnostic-lease)
+    start_pool --diagnose-every 1 --simulated-diagnostic-s 4
+    diag_lease() { status_json | jq -r '[.leases[] | select(.team == "_pool")][0] | .gpus[0] // empty'; }
+    for _ in $(seq 100); do [[ -n $(diag_lease) ]] && break; sleep 0.1; done
+    held=$(diag_lease)
+    [[ -n $held ]] || fail "no diagnostic lease of team _pool within 10 s: $(status_json | jq -c .leases)"
+    echo "a diagnostic holds $held as team _pool"
+    # Two one-GPU tasks: one of them needs the GPU under test, and takes it without waiting.
+    python=/usr/bin/python3; [[ -x $python ]] || python=python3
+    start=$(date +%s.%N)
+    out=$(PYTHONPATH="$(dirname "$cli")/../python" GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team \
+          GPUPOOL_NODE=node-0 timeout 60 "$python" -c '
+import time, gpupool
+@gpupool.remote(gpus=1)
+def work(i):
+    time.sleep(0.5)
+    return gpupool.context().slots[0]["gpu_index"]
+print("gpus", sorted(gpupool.get([work.submit(i) for i in range(2)], timeout=30)))
+' 2>&1) || fail "the job failed: $out"
+    took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    echo "$out" | grep -q '^gpus \[0, 1\]$' || fail "the tasks did not run on both GPUs: $out"
+    echo "two one-GPU tasks ran on GPUs 0 and 1 in $took s (a test holds a GPU for 4 s)"
+    for _ in $(seq 50); do grep -q "interrupted: work was placed on GPU node-0/" "$dir/agent.log" && break; sleep 0.1; done
+    grep -q "interrupted: work was placed on GPU node-0/${held#node-0/}" "$dir/agent.log" \
+      || fail "the agent does not say the test on $held was interrupted"
+    awk -v t="$took" 'BEGIN { exit !(t < 4) }' || fail "the job took $took s: it waited for the test"
+    [[ $(gpu_field 0 health) == healthy && $(gpu_field 1 health) == healthy ]] || fail "an interrupted test changed health"
+    # The tests' time is charged to the pool's own workload class.
+    sleep 1
+    usage=$("$cli" usage --pool "127.0.0.1:$port" --token "$ops" --by workload --since -1h --json)
+    echo "$usage" | jq -e '.rows | any(.group == "diagnostics" and .gpu_hours > 0)' > /dev/null \
+      || fail "usage has no diagnostics row: $usage"
+    echo "usage by workload: $(echo "$usage" | jq -c '[.rows[] | {(.group): .gpu_hours}]')"
     ;;
   xid13-stays-healthy)
     start_pool --diagnose-every 1 --inject 0:xid-13@1 --inject 1:xid-48@1
