@@ -530,11 +530,16 @@ WaitReason Scheduler::DiagnoseWait(const PendingRequest& p, const std::string& g
       PlaceLiveAnywhere(p, group, {.ignore_reservations = true, .ignore_host = true})) {
     return WaitReason::kNoHostCapacity;
   }
+  return RoomWait(p, group);
+}
+
+WaitReason Scheduler::RoomWait(const PendingRequest& p, const std::string& group) const {
   // Enough free compute among matching healthy GPUs, but not in the shape the topology needs?
   // (Less the reserve, for a request it binds.)
+  const ReserveRule* rule = RestrictedBy(p, group);
   int64_t free = p.eligibility->index.at(group)->SchedulableFreeMilli();
   if (rule != nullptr) free = std::max<int64_t>(0, free - int64_t{rule->gpus} * 1000);
-  int64_t need = static_cast<int64_t>(SlotComputeMilli(r.slot)) * r.slot_count;
+  int64_t need = static_cast<int64_t>(SlotComputeMilli(p.request.slot)) * p.request.slot_count;
   return free >= need ? WaitReason::kFragmented : WaitReason::kNoFreeCapacity;
 }
 
@@ -907,7 +912,14 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     auto known = key.empty() ? failed_.end() : failed_.find(key);
     if (known != failed_.end() && known->second.growth_epoch == growth_epoch_) {
       if (known->second.state_epoch != state_epoch_) {
-        known->second = {growth_epoch_, state_epoch_, DiagnoseWait(p, *group, now_s)};
+        // Capacity has only shrunk since (the growth epoch is the same): every placement question
+        // DiagnoseWait asks first, with reservations ignored, failed then and fails now. A request
+        // found without room keeps that finding, and only the free room against its need (the
+        // last question, cheap) is asked again: at 100k GPUs the full diagnosis, after every grant
+        // of a cycle, was the cost of most unplaceable decisions.
+        const WaitReason before = known->second.reason;
+        const bool room_only = before == WaitReason::kFragmented || before == WaitReason::kNoFreeCapacity;
+        known->second = {growth_epoch_, state_epoch_, room_only ? RoomWait(p, *group) : DiagnoseWait(p, *group, now_s)};
       }
       note(group, check, known->second.reason);
       continue;

@@ -311,6 +311,9 @@ class Scheduler {
   void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, int64_t now_s,
                  CycleResult& result);
   WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group, int64_t now_s) const;
+  // DiagnoseWait's last question, for a request no placement fits even with reservations,
+  // health and host capacity set aside: kFragmented or kNoFreeCapacity.
+  WaitReason RoomWait(const PendingRequest& p, const std::string& group) const;
   void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
              bool borrowing, int64_t now_s, CycleResult& result);
   void GiveBack(const Lease& lease, CapacityState& state) const;

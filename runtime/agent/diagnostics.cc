@@ -23,12 +23,30 @@ void RunningDiagnostic::Started(const std::string& lease_id) {
   lease_id_ = lease_id;
   why_.clear();
   stop_.store(false);
+  for (const auto& [ended, why] : ended_early_) {
+    if (!lease_id.empty() && ended == lease_id) {
+      why_ = why;
+      stop_.store(true);
+    }
+  }
 }
 
 void RunningDiagnostic::Interrupt(const std::string& lease_id, const std::string& why) {
   MutexLock lock(&mu_);
-  if (lease_id.empty() || lease_id != lease_id_) return;  // a test already over
-  why_ = why.empty() ? "interrupted by the head" : why;
+  if (lease_id.empty()) return;
+  const std::string reason = why.empty() ? "interrupted by the head" : why;
+  if (lease_id != lease_id_) {  // over already, or not started yet
+    ended_early_.emplace_back(lease_id, reason);
+    if (ended_early_.size() > 8) ended_early_.pop_front();
+    return;
+  }
+  why_ = reason;
+  stop_.store(true);
+}
+
+void RunningDiagnostic::InterruptAny(const std::string& why) {
+  MutexLock lock(&mu_);
+  why_ = why;
   stop_.store(true);
 }
 

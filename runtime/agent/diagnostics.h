@@ -20,6 +20,7 @@
 #define GPUPOOL_RUNTIME_AGENT_DIAGNOSTICS_H_
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -62,9 +63,14 @@ class SimulatedDiagnostic final : public GpuDiagnostic {
 // Thread-safe.
 class RunningDiagnostic {
  public:
+  // A test under `lease_id` starts; stopped at once if the head ended that lease already (its
+  // word can arrive between the lease's grant and this call).
   void Started(const std::string& lease_id) ABSL_LOCKS_EXCLUDED(mu_);
-  // The head ended `lease_id`: stops the test if it is the one running. `why` is kept for the log.
+  // The head ended `lease_id`: stops the test if it is the one running, or remembers it for a
+  // test about to start under it. `why` is kept for the log.
   void Interrupt(const std::string& lease_id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // The agent is stopping: stops whatever test runs.
+  void InterruptAny(const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
   // The test ended; returns why it was interrupted ("" when it was not).
   std::string Ended() ABSL_LOCKS_EXCLUDED(mu_);
   const std::atomic<bool>& stop() const { return stop_; }
@@ -73,6 +79,8 @@ class RunningDiagnostic {
   Mutex mu_;
   std::string lease_id_ ABSL_GUARDED_BY(mu_);
   std::string why_ ABSL_GUARDED_BY(mu_);
+  // Leases the head ended before their test started (the last few: a lease ends once).
+  std::deque<std::pair<std::string, std::string>> ended_early_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
 };
 

@@ -64,6 +64,7 @@ NodeAgent::~NodeAgent() {
   }
   cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
+  running_diagnostic_->InterruptAny("the agent is stopping");  // a test may take seconds
   if (diagnostics_thread_.joinable()) diagnostics_thread_.join();
   if (health_check_thread_.joinable()) health_check_thread_.join();
   if (connection_ != nullptr) {

@@ -84,21 +84,28 @@ void NodeAgent::DiagnosticsLoop() {
         }
       }
       running_diagnostic_->Started(lease_id);
+      if (StopWithin(std::chrono::milliseconds(0))) running_diagnostic_->InterruptAny("the agent is stopping");
       const auto start = std::chrono::steady_clock::now();
       absl::Status result = options_.diagnostic->Run(index, running_diagnostic_->stop());
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const std::string interrupted = running_diagnostic_->Ended();
-      // Unavailable: could not run. Interrupted: work took the GPU. Neither concludes anything;
-      // the lease is ended all the same (an interrupted one is over already, and the head says so).
-      const bool stopped = absl::IsCancelled(result) || !interrupted.empty();
+      std::string interrupted = running_diagnostic_->Ended();
+      // Unavailable: could not run. Stopped: work took the GPU (or the agent stops). Neither
+      // concludes anything; the lease is ended all the same.
+      bool stopped = absl::IsCancelled(result) || !interrupted.empty();
       const bool concluded = !absl::IsUnavailable(result) && !stopped;
+      absl::Status st = head_leases ? EndDiagnostic(lease_id, concluded, result, took)
+                                    : concluded ? ReportDiagnostic(index, result, took) : absl::OkStatus();
+      // The head dropped the outcome: its lease was interrupted, though the test ran to its end.
+      if (concluded && absl::IsAborted(st)) {
+        stopped = true;
+        interrupted = std::string(st.message());
+      }
+      // Only an outcome the head applied counts towards the plan's backoff.
       if (stopped) {
         plan.Skipped(index, UnixNow());
       } else {
         plan.Ran(index, result.ok(), UnixNow());
       }
-      absl::Status st = head_leases ? EndDiagnostic(lease_id, concluded, result, took)
-                                    : concluded ? ReportDiagnostic(index, result, took) : absl::OkStatus();
       if (stopped) {
         Log(absl::StrCat("diagnostic on GPU ", index, " interrupted: ", interrupted.empty() ? result.message() : interrupted));
       } else if (concluded) {

@@ -75,6 +75,10 @@ std::map<std::string, std::string> ParseTokens(const std::string& path) {
     if (token.size() < 16) {
       throw CommandFailed(absl::StrCat(path, ":", number, ": the token for '", name, "' is shorter than 16 characters"));
     }
+    if (name[0] == '_') {  // the pool's own team (its diagnostics: runtime/service/diagnostic_holds.h)
+      throw CommandFailed(absl::StrCat(path, ":", number, ": '", name,
+                                       "': names starting with '_' are the pool's own; name the team otherwise"));
+    }
     if (!tokens.emplace(name, token).second) {
       throw CommandFailed(absl::StrCat(path, ":", number, ": a second token for '", name, "'"));
     }

@@ -131,10 +131,19 @@ void AgentRegistry::StopJob(const std::string& node, const std::string& job) {
 }
 
 absl::StatusOr<std::string> AgentRegistry::BeginDiagnostic(const std::string& node, int gpu, AgentSession* agent) {
+  // Only the node's live agent tests it: one replaced, or silent, would never hear a stop.
+  auto current = agents_.find(node);
+  if (current == agents_.end() || current->second.session != agent || current->second.silent) {
+    return absl::FailedPreconditionError(absl::StrCat("this agent does not speak for node '", node, "' now"));
+  }
+  // A test of this agent's on the GPU whose end never arrived (the call failed) is over.
+  AbandonDiagnostics(agent, gpu);
   absl::StatusOr<pool::Lease> lease = pool_.BeginDiagnostic(pool::GpuRef{node, gpu}, &pool_listener_);
   if (!lease.ok()) return lease.status();
   durable_.JournalLease(*lease, kPoolTeam);
-  diagnostics_[lease->id] = Diagnostic{node, agent};
+  Diagnostic d{node, gpu, agent, std::nullopt};
+  if (current->second.control.has_value()) d.control = rpc::AgentControl::Client(*current->second.control);
+  diagnostics_[lease->id] = std::move(d);
   return lease->id;
 }
 
@@ -159,12 +168,11 @@ absl::Status AgentRegistry::EndDiagnostic(AgentSession* agent, const std::string
 bool AgentRegistry::DiagnosticLost(const std::string& lease_id, const std::string& why) {
   auto it = diagnostics_.find(lease_id);
   if (it == diagnostics_.end()) return false;
-  const std::string node = it->second.node;
+  std::optional<rpc::AgentControl::Client> control = std::move(it->second.control);
   diagnostics_.erase(it);
   durable_.JournalClose(lease_id, absl::StrCat("interrupted: ", why));
-  auto agent = agents_.find(node);
-  if (agent != agents_.end() && agent->second.control.has_value()) {
-    auto req = agent->second.control->stopDiagnosticRequest();
+  if (control.has_value()) {  // the agent that tests (an agent too old to be told has none)
+    auto req = control->stopDiagnosticRequest();
     req.setLeaseId(lease_id);
     req.setWhy(why);
     req.send().detach([](kj::Exception&&) {});  // an agent gone meanwhile stopped testing
@@ -172,14 +180,14 @@ bool AgentRegistry::DiagnosticLost(const std::string& lease_id, const std::strin
   return true;
 }
 
-void AgentRegistry::AbandonDiagnostics(AgentSession* agent) {
+void AgentRegistry::AbandonDiagnostics(AgentSession* agent, std::optional<int> gpu) {
   for (auto it = diagnostics_.begin(); it != diagnostics_.end();) {
-    if (it->second.agent != agent) {
+    if (it->second.agent != agent || (gpu.has_value() && it->second.gpu != *gpu)) {
       ++it;
       continue;
     }
     (void)pool_.EndDiagnostic(it->first, std::nullopt, "");  // Aborted when interrupted meanwhile
-    durable_.JournalClose(it->first, "its agent went away");
+    durable_.JournalClose(it->first, gpu.has_value() ? "its end never arrived" : "its agent went away");
     it = diagnostics_.erase(it);
   }
 }

@@ -122,8 +122,9 @@ class AgentRegistry {
   };
   // Whether the node an agent registers is the one the head was configured with.
   absl::Status CheckNode(const pool::DiscoveredNode& node) const;
-  // Ends the diagnostics' leases of `agent` (gone mid-test), applying no outcome.
-  void AbandonDiagnostics(AgentSession* agent);
+  // Ends the diagnostics' leases of `agent` (gone mid-test), applying no outcome; only those on
+  // GPU `gpu` when given (a new test there replaces one whose end never arrived).
+  void AbandonDiagnostics(AgentSession* agent, std::optional<int> gpu = std::nullopt);
 
   PoolService& pool_;
   LeaseListener& pool_listener_;
@@ -132,7 +133,9 @@ class AgentRegistry {
   std::map<std::string, Agent> agents_;  // the live agent of each node
   struct Diagnostic {
     std::string node;
+    int gpu = 0;
     AgentSession* agent = nullptr;
+    std::optional<rpc::AgentControl::Client> control;  // the testing agent's: told to stop
   };
   std::map<std::string, Diagnostic> diagnostics_;  // running tests' leases, by lease id
 };

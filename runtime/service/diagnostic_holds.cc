@@ -2,15 +2,26 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace gpupool::runtime {
+namespace {
+
+constexpr absl::string_view kDiagnosticRequestPrefix = "_pool/diagnostic/";
+
+}  // namespace
+
+bool IsDiagnosticLease(const std::string& team, const std::string& request_id) {
+  return team == kPoolTeam && absl::StartsWith(request_id, kDiagnosticRequestPrefix);
+}
 
 const pool::Lease& DiagnosticHolds::Begin(const pool::GpuRef& gpu, const std::string& group, LeaseListener* listener,
                                           int64_t now_s) {
   pool::Lease lease;
   // "<request id>#<n>" as the scheduler's own ids; the request names the GPU it tests.
-  lease.request.id = absl::StrCat(kPoolTeam, "/diagnostic/", gpu.node, "/", gpu.index);
+  lease.request.id = absl::StrCat(kDiagnosticRequestPrefix, gpu.node, "/", gpu.index, "@", run_);
   lease.id = absl::StrCat(lease.request.id, "#", next_++);
   lease.request.team = kPoolTeam;
   lease.request.workload_class = kDiagnosticsWorkload;

@@ -44,9 +44,15 @@ namespace gpupool::runtime {
 // may take the name (PoolConfig refuses names starting with '_').
 inline constexpr char kPoolTeam[] = "_pool";
 inline constexpr char kDiagnosticsWorkload[] = "diagnostics";
+// Whether a journaled lease of `team` for request `request_id` is a diagnostic's.
+bool IsDiagnosticLease(const std::string& team, const std::string& request_id);
 
 class DiagnosticHolds {
  public:
+  // `run` tells this run of the pool apart in lease ids (a head restarted from its journal must
+  // not reuse the previous run's): the pool's start time, say.
+  explicit DiagnosticHolds(uint64_t run = 0) : run_(run) {}
+
   struct Hold {
     pool::Lease lease;  // team kPoolTeam, one whole GPU; started_s in pool seconds
     LeaseListener* listener = nullptr;
@@ -65,6 +71,7 @@ class DiagnosticHolds {
 
  private:
   std::map<std::string, Hold> holds_;  // by lease id
+  uint64_t run_;
   uint64_t next_ = 1;
 };
 

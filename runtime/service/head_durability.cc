@@ -91,8 +91,10 @@ absl::Status HeadDurability::Open() {
   size_t closed = 0;
   const auto until = KeepUntil();
   for (const LeaseRecord& l : previous->leases) {
-    if (l.account.team == kPoolTeam) {  // a diagnostic's: its agent starts a new one if still due
-      journal_->CloseLease(l.lease_id, now, "head restarted");
+    if (IsDiagnosticLease(l.account.team, l.request_id)) {
+      // Its agent starts a new test if one is still due. Closed as of its grant: the test lasted
+      // seconds, and charging the pool for the head's downtime would overstate it.
+      journal_->CloseLease(l.lease_id, l.granted_s, "head restarted");
       continue;
     }
     absl::StatusOr<pool::Lease> lease =

@@ -83,6 +83,10 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   p->health_interval_ = options.health_interval;
   p->start_ = std::chrono::steady_clock::now();
   {
+    MutexLock lock(&p->mu_);
+    p->diagnostics_ = DiagnosticHolds(static_cast<uint64_t>(WallSeconds()));  // ids unique across head runs
+  }
+  {
     // No other thread sees the service yet; the lock is for the analysis (the fields are guarded).
     MutexLock lock(&p->mu_);
     p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling,
@@ -170,12 +174,13 @@ void PoolService::Checkpointed(const std::string& lease_id, const CheckpointNote
 }
 
 absl::Status PoolService::Adopt(const pool::Lease& lease, LeaseListener* listener) {
-  MutexLock lock(&mu_);
-  if (absl::Status st = scheduler_->Adopt(lease, NowSeconds()); !st.ok()) return st;
-  OpenLease(scheduler_->leases().at(lease.id), listener);
-  InterruptDiagnostics();
-  dirty_ = true;
-  return absl::OkStatus();
+  return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    if (absl::Status st = scheduler_->Adopt(lease, NowSeconds()); !st.ok()) return st;
+    OpenLease(scheduler_->leases().at(lease.id), listener);
+    InterruptDiagnostics();
+    dirty_ = true;
+    return absl::OkStatus();
+  });
 }
 
 void PoolService::OwnerSchedules() { owner_schedules_.store(true); }
@@ -233,20 +238,22 @@ PoolSnapshot PoolService::Snapshot() const {
     s.gpus.push_back({.node = gpu.ref.node, .index = gpu.ref.index, .model = gpu.device.model,
                       .health = liveness_->Applied(gpu.ref)});
   }
-  const auto add_lease = [&](const std::string& id, const pool::Lease& lease) {
+  // Diagnostics' leases are shown on their GPUs but not counted as allocated: a quarantined GPU
+  // under test is not capacity, and the pool's utilisation must not pass 100%.
+  const auto add_lease = [&](const std::string& id, const pool::Lease& lease, bool allocates) {
     const std::string& job = lease.request.id;  // a job's request ids name it ("s1/job-vm-1/vision/...")
     const double per_gpu = lease.gpus.empty() ? 0 : static_cast<double>(lease.milli) / 1000.0 / lease.gpus.size();
     for (const pool::GpuRef& ref : lease.gpus) {
       auto it = position.find(absl::StrCat(ref.node, "/", ref.index));
       if (it == position.end()) continue;
       PoolSnapshot::Gpu& g = s.gpus[it->second];
-      g.allocated = std::min(1.0, g.allocated + per_gpu);
+      if (allocates) g.allocated = std::min(1.0, g.allocated + per_gpu);
       g.leases.push_back({.lease = id, .team = lease.request.team, .job = job, .share = per_gpu});
     }
-    s.teams[{lease.request.team, lease.group}].allocated_gpus += static_cast<double>(lease.milli) / 1000.0;
+    if (allocates) s.teams[{lease.request.team, lease.group}].allocated_gpus += static_cast<double>(lease.milli) / 1000.0;
   };
-  for (const auto& [id, lease] : scheduler_->leases()) add_lease(id, lease);
-  for (const auto& [id, hold] : diagnostics_.holds()) add_lease(id, hold.lease);
+  for (const auto& [id, lease] : scheduler_->leases()) add_lease(id, lease, true);
+  for (const auto& [id, hold] : diagnostics_.holds()) add_lease(id, hold.lease, false);
   const pool::QuotaLedger& ledger = scheduler_->ledger();
   for (const pool::Team& team : config_.scheduling.teams) {
     for (const pool::TeamQuota& q : team.quotas) {

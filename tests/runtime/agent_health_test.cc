@@ -85,6 +85,12 @@ TEST(FaultPlan, ASimulatedDiagnosticTakesItsTimeAndStopsWhenTold) {
   running.Started("_pool/diagnostic/n/0#2");
   EXPECT_FALSE(running.stop().load()) << "a new test starts unstopped";
   EXPECT_EQ(running.Ended(), "");
+  // The head's word can arrive between a lease's grant and its test's start: it starts stopped.
+  running.Interrupt("_pool/diagnostic/n/0#3", "work was placed on GPU n/0");
+  running.Started("_pool/diagnostic/n/0#3");
+  EXPECT_TRUE(running.stop().load());
+  EXPECT_EQ(diag.Run(0, running.stop()).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(running.Ended(), "work was placed on GPU n/0");
 }
 
 TEST(DiagnosticPlan, IdleGpusAreTestedEveryPeriodLeasedOnesNever) {
