@@ -13,10 +13,11 @@
 //
 // Tasks anywhere (runtime/tasks/worker_pool.h): when the runtime may send tasks to worker
 // processes on other nodes, a remote function is exported once — cloudpickled (so functions
-// defined in __main__ travel, as in Ray) into an object of its own — and each of its tasks carries
-// that object as an extra dependency. In the driver the dependency is only held (the function is
-// in the registry); a worker (`python -m gpupool.worker`) receives its bytes with the task,
-// unpickles the function once per export and keeps it.
+// defined in __main__ travel, as in Ray) into an object of its own — and each of its tasks names
+// that object's id in its arguments and holds it (as a nested ref) until it ran. In the driver
+// the function comes from the registry; a worker (`python -m gpupool.worker`) imports the export
+// from its driver the first time it meets the id (detail::ImportFromDriver), unpickles it once and
+// keeps it. Refs nested in arguments are imported from the driver the same way when unpickled.
 //
 // The GIL: a task's invoker takes it to run the function; get, wait, shutdown and sleeps release
 // it while they block. Python tasks of one process therefore take turns on the interpreter except
@@ -155,11 +156,9 @@ const PyValue& ValueOf(detail::ObjectHeader* h, PyValue* scratch = nullptr) {
   return detail::ValueAs<PyValue>(h->id, box);
 }
 
-// Where a dependency's value goes: the index-th positional argument, the keyword `name`, or (for
-// the exported function, followed by its export id) nowhere: it is the function itself.
+// Where a dependency's value goes: the index-th positional argument or the keyword `name`.
 constexpr uint64_t kPositional = 0;
 constexpr uint64_t kKeyword = 1;
-constexpr uint64_t kFunction = 2;
 
 void InvokePython(detail::TaskCall& call);
 const detail::FunctionInfo* python_function = nullptr;
@@ -193,29 +192,35 @@ const detail::FunctionInfo* python_function = nullptr;
   throw ErrorWithCause(code, message, std::move(cause));
 }
 
-// In a worker: the task's function, unpickled from its export (once per export id). Positions
-// carry the export's dependency; with none (a driver that did not export it) the function can
-// only come from a module the worker imported.
-template <typename Positions>
-py::object ExportedFunction(const std::string& key, const Positions& positions, detail::TaskCall& call) {
-  for (size_t i = 0; i < positions.size(); ++i) {
-    if (positions[i].kind != kFunction) continue;
-    py::int_ export_id(positions[i].index);
-    if (state->exported.contains(export_id)) return state->exported[export_id];
-    PyValue scratch;
-    const PyValue& blob = ValueOf(call.deps[i], &scratch);
-    py::object fn;
-    try {
-      fn = Unpickle(blob.pickled);
-    } catch (py::error_already_set& e) {
-      throw Error(ErrorCode::kFailedPrecondition,
-                  "the function '" + key + "' could not be loaded in this worker (is its module importable here, "
-                  "with the driver's sys.path?): " + std::string(e.what()));
-    }
-    state->exported[export_id] = fn;
-    return fn;
+// The driver's object `id`, imported into this worker (GIL released while it travels).
+PyRef ImportFromDriver(uint64_t id) {
+  detail::ObjectHeader* h;
+  {
+    py::gil_scoped_release release;
+    h = detail::ImportFromDriver(id, &detail::DecodeBox<PyValue>);
   }
-  return state->functions.attr("get")(key);
+  return AdoptRef(h);
+}
+
+// In a worker: the task's function, unpickled from its export (imported from the driver once per
+// export id). With none (a driver that did not export it) the function can only come from a
+// module the worker imported.
+py::object ExportedFunction(const std::string& key, uint64_t export_id) {
+  if (export_id == 0) return state->functions.attr("get")(key);
+  py::int_ id(export_id);
+  if (state->exported.contains(id)) return state->exported[id];
+  py::object fn;
+  try {
+    PyRef blob = ImportFromDriver(export_id);
+    PyValue scratch;
+    fn = Unpickle(ValueOf(HeaderOf(blob), &scratch).pickled);
+  } catch (py::error_already_set& e) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                "the function '" + key + "' could not be loaded in this worker (is its module importable here, "
+                "with the driver's sys.path?): " + std::string(e.what()));
+  }
+  state->exported[id] = fn;
+  return fn;
 }
 
 void InvokePython(detail::TaskCall& call) {
@@ -239,6 +244,7 @@ void InvokePython(detail::TaskCall& call) {
   }
   Reader r(call.args);
   std::string key = Decode<std::string>(r);
+  const uint64_t export_id = r.Varint("the function's export id");
   size_t n = r.Count("the dependency positions");
   struct Position {
     uint64_t kind;
@@ -248,8 +254,8 @@ void InvokePython(detail::TaskCall& call) {
   std::vector<Position> positions(n);
   for (Position& p : positions) {
     p.kind = r.Varint("a dependency position");
-    if (p.kind == kPositional || p.kind == kFunction) {
-      p.index = r.Varint(p.kind == kPositional ? "a positional index" : "an export id");
+    if (p.kind == kPositional) {
+      p.index = r.Varint("a positional index");
     } else if (p.kind == kKeyword) {
       p.name = Decode<std::string>(r);
     } else {
@@ -260,7 +266,7 @@ void InvokePython(detail::TaskCall& call) {
   std::string_view payload = r.Take(r.remaining(), "the pickled arguments");
   ContextScope scope(call.context);
   try {
-    py::object fn = in_worker ? ExportedFunction(key, positions, call) : state->functions.attr("get")(key);
+    py::object fn = in_worker ? ExportedFunction(key, export_id) : state->functions.attr("get")(key);
     if (fn.is_none()) {
       throw Error(ErrorCode::kNotFound,
                   "Python function '" + key + "' is not registered in this process: decorate it with "
@@ -270,7 +276,6 @@ void InvokePython(detail::TaskCall& call) {
     py::list args(args_kwargs[0]);
     py::dict kwargs = args_kwargs[1];
     for (size_t i = 0; i < n; ++i) {
-      if (positions[i].kind == kFunction) continue;
       PyValue scratch;
       py::object value = Unpickle(ValueOf(call.deps[i], &scratch).pickled);
       if (positions[i].kind == kPositional) {
@@ -304,12 +309,14 @@ detail::EncodedArgs EncodePythonCall(const std::string& key, py::tuple args, py:
   py::object call_args = args;
   py::object call_kwargs = kwargs;
   try {
+    // The export's id (0: none); the task holds the export until it ran, so a worker can import it.
     if (exported != nullptr && !exported->empty()) {
       detail::ObjectHeader* header = HeaderOf(*exported);
       detail::Retain(header);
-      out.deps.push_back(header);
-      pw.Varint(kFunction);
-      pw.Varint(exported->id());
+      out.nested.push_back(header);
+      w.Varint(exported->id());
+    } else {
+      w.Varint(0);
     }
     py::list replaced_args;
     bool args_changed = false;
@@ -518,6 +525,7 @@ void BindTasks(py::module_& m) {
         return py::make_tuple(state->ref_from_id, py::make_tuple(r.id()));
       });
   m.def("_ref_from_id", [](uint64_t id) { return AdoptRef(detail::LookupObject(id)); });
+  m.def("_import_from_driver", &ImportFromDriver);
 
   py::class_<TaskOptions>(m, "_TaskOptions");
   // The task options' Python keywords and C++ defaults, from GPUPOOL_TASK_OPTIONS

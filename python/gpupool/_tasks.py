@@ -275,9 +275,8 @@ def _ref_from_id(object_id):
         raise GpupoolError("an ObjectRef inside an argument cannot be read in a process=True task's worker "
                            "process; pass it as a top-level argument (the task then receives its value)")
     if _core._in_worker():
-        # The id names an object of the driver, which this process cannot fetch yet.
-        raise GpupoolError("an ObjectRef inside an argument cannot be read in a worker process on another "
-                           "node yet; pass it as a top-level argument (its value is then sent with the task)")
+        # The id names an object of the driver: imported from it (once) into this worker.
+        return _core._import_from_driver(object_id)
     return _core._ref_from_id(object_id)
 
 

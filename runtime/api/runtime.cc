@@ -38,6 +38,8 @@ std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
 // task's arguments would be looked up here and could name an unrelated object of the worker's.
 std::atomic<bool> serving_as_worker{false};
 constexpr ObjectId kWorkerObjectIdBase = ObjectId{1} << 47;
+// In a worker process, while it serves its driver (ServeAsWorker): what imports the driver's objects.
+std::atomic<runtime::WorkerHost*> current_worker_host{nullptr};
 
 runtime::JobRuntime& Current() {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
@@ -142,7 +144,9 @@ const std::string& Runtime::node() const { return impl_->node(); }
   absl::Status served;
   {
     runtime::WorkerHost host(**rt, *join->driver, join->linger);
+    current_worker_host.store(&host, std::memory_order_release);
     served = host.Serve();
+    current_worker_host.store(nullptr, std::memory_order_release);
   }
   current_runtime.store(nullptr, std::memory_order_release);
   rt->reset();
@@ -240,6 +244,17 @@ ObjectHeader* PutValue(std::unique_ptr<ValueBox> value) { return Current().Put(s
 
 void CancelObject(ObjectHeader* object) {
   Current().Cancel(object);
+}
+
+ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
+  runtime::WorkerHost* host = current_worker_host.load(std::memory_order_acquire);
+  if (host == nullptr) {
+    throw Error(ErrorCode::kFailedPrecondition, "only a worker process imports objects from its driver");
+  }
+  absl::StatusOr<ObjectHeader*> object =
+      host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::minutes(2));
+  if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
+  return *object;
 }
 
 ObjectHeader* LookupObject(ObjectId id) {

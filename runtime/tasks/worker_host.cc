@@ -47,7 +47,90 @@ double DriverLink::Now() const {
 WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger)
     : rt_(runtime), driver_(driver), linger_(linger), worker_name_(absl::StrCat(" (worker pid ", getpid(), ")")) {}
 
-WorkerHost::~WorkerHost() { StopAll(); }
+WorkerHost::~WorkerHost() {
+  {
+    MutexLock lock(&fetch_mu_);
+    serving_ = false;
+  }
+  fetch_cv_.NotifyAll();
+  StopAll();
+  MutexLock lock(&fetch_mu_);
+  for (auto& [id, h] : imported_) detail::Release(h);
+  imported_.clear();
+}
+
+absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
+                                                                   std::chrono::steady_clock::time_point deadline) {
+  auto backoff = std::chrono::milliseconds(2);
+  while (true) {
+    uint64_t request;
+    {
+      MutexLock lock(&fetch_mu_);
+      if (auto it = imported_.find(object); it != imported_.end()) {
+        detail::Retain(it->second);
+        return it->second;
+      }
+      if (!serving_) return absl::CancelledError("the worker is stopping");
+      request = next_fetch_++;
+      fetches_[request] = std::nullopt;
+    }
+    if (absl::Status st = driver_.Send(wire::Encode(wire::Fetch{.request = request, .object = object})); !st.ok()) {
+      MutexLock lock(&fetch_mu_);
+      fetches_.erase(request);
+      return absl::UnavailableError(absl::StrCat("cannot ask the driver for object ", object, ": ", st.message()));
+    }
+    wire::Fetched answer;
+    {
+      MutexLock lock(&fetch_mu_);
+      while (serving_ && !fetches_[request].has_value()) {
+        if (fetch_cv_.WaitUntil(&fetch_mu_, deadline) == std::cv_status::timeout &&
+            std::chrono::steady_clock::now() >= deadline) {
+          break;
+        }
+      }
+      std::optional<wire::Fetched> got = std::move(fetches_[request]);
+      fetches_.erase(request);
+      if (!got.has_value()) {
+        return serving_ ? absl::DeadlineExceededError(absl::StrCat("the driver did not send object ", object, " in time"))
+                        : absl::CancelledError("the worker is stopping");
+      }
+      answer = *std::move(got);
+    }
+    const auto code = static_cast<ErrorCode>(answer.code);
+    if (code == ErrorCode::kUnavailable && std::chrono::steady_clock::now() + backoff < deadline) {
+      std::this_thread::sleep_for(backoff);  // not ready at the driver yet (a task still computing it)
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+      continue;
+    }
+    if (answer.code != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(answer.code),
+                          absl::StrCat("object ", object, " of the driver: ", answer.message));
+    }
+    std::unique_ptr<detail::ValueBox> value;
+    try {
+      Reader r(answer.value);
+      value = decode(r);
+    } catch (const Error& e) {
+      return absl::DataLossError(absl::StrCat("object ", object, " of the driver arrived unreadable: ", e.what()));
+    }
+    detail::ObjectHeader* local = rt_.Put(std::move(value));
+    MutexLock lock(&fetch_mu_);
+    auto [it, fresh] = imported_.emplace(object, local);
+    if (!fresh) detail::Release(local);  // another thread imported it meanwhile
+    detail::Retain(it->second);
+    return it->second;
+  }
+}
+
+void WorkerHost::OnFetched(wire::Fetched&& answer) {
+  {
+    MutexLock lock(&fetch_mu_);
+    auto it = fetches_.find(answer.request);
+    if (it == fetches_.end()) return;  // its asker gave up
+    it->second = std::move(answer);
+  }
+  fetch_cv_.NotifyAll();
+}
 
 absl::Status WorkerHost::Serve() {
   auto idle_since = std::chrono::steady_clock::now();
@@ -83,6 +166,12 @@ absl::Status WorkerHost::Serve() {
           absl::StatusOr<wire::StopLease> stop = wire::DecodeStopLease(*frame);
           if (stop.ok()) OnStopLease(*stop);
           bad = stop.status();
+          break;
+        }
+        case wire::Kind::kFetched: {
+          absl::StatusOr<wire::Fetched> answer = wire::DecodeFetched(*frame);
+          if (answer.ok()) OnFetched(*std::move(answer));
+          bad = answer.status();
           break;
         }
         case wire::Kind::kStop:

@@ -23,11 +23,14 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpupool/internal/object_header.h"
 #include "runtime/client/pool_client.h"
 #include "runtime/rpc/frame_socket.h"
 #include "runtime/sync/mutex.h"
@@ -68,6 +71,14 @@ class WorkerHost {
   // OK for a stop or the linger; the connection's error otherwise.
   absl::Status Serve();
 
+  // An object of the driver's (by its id there), imported into this worker's store once and kept
+  // for the worker's life: a ref nested in a task's arguments, a function's export. Any thread
+  // (a task's); waits for the driver's answer, retrying while the object is not ready there, until
+  // `deadline`. `decode` turns the bytes into the value. Errors name the object and why.
+  absl::StatusOr<detail::ObjectHeader*> ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
+                                                         std::chrono::steady_clock::time_point deadline)
+      ABSL_LOCKS_EXCLUDED(fetch_mu_);
+
  private:
   struct Lease {
     LeaseRun run;
@@ -96,6 +107,15 @@ class WorkerHost {
   const std::string worker_name_;  // " (worker pid N)", appended to locations
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // Serve's thread only
   std::map<std::string, TaskShape*> shapes_;              // by encoded options; Serve's thread only
+
+  // Imports from the driver (ImportFromDriver), answered on Serve's thread.
+  void OnFetched(wire::Fetched&& answer) ABSL_LOCKS_EXCLUDED(fetch_mu_);
+  Mutex fetch_mu_;
+  CondVar fetch_cv_;
+  uint64_t next_fetch_ ABSL_GUARDED_BY(fetch_mu_) = 1;
+  std::map<uint64_t, std::optional<wire::Fetched>> fetches_ ABSL_GUARDED_BY(fetch_mu_);  // by request
+  std::map<uint64_t, detail::ObjectHeader*> imported_ ABSL_GUARDED_BY(fetch_mu_);         // by driver id, retained
+  bool serving_ ABSL_GUARDED_BY(fetch_mu_) = true;
 };
 
 }  // namespace gpupool::runtime

@@ -257,6 +257,19 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
         else if (options_.on_checkpointed) options_.on_checkpointed(*worker, *note);
         break;
       }
+      case wire::Kind::kFetch: {
+        absl::StatusOr<wire::Fetch> ask = wire::DecodeFetch(*frame);
+        if (!ask.ok()) {
+          bad = ask.status();
+        } else if (options_.on_fetch) {
+          options_.on_fetch(*worker, *ask);
+        } else {
+          (void)worker->Send(wire::Encode(wire::Fetched{.request = ask->request,
+                                                        .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
+                                                        .message = "this driver serves no objects"}));
+        }
+        break;
+      }
       case wire::Kind::kBye:
         worker->leaving_.store(true);
         bye = true;

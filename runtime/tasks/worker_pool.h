@@ -73,6 +73,8 @@ struct WorkerPoolOptions {
   std::function<void(WorkerConnection& gone, const absl::Status& why, bool bye)> on_lost;
   std::function<void(WorkerConnection& from, const wire::Log& line)> on_log;
   std::function<void(WorkerConnection& from, const wire::Checkpointed& note)> on_checkpointed;
+  // A worker asks for one of the driver's objects: answer with from.Send (wire::Fetched), at once.
+  std::function<void(WorkerConnection& from, const wire::Fetch& ask)> on_fetch;
 };
 
 class WorkerPool {

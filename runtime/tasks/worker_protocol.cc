@@ -42,6 +42,10 @@ void Fields(M& m, F&& f) {
     f(m.is_stderr), f(m.line);
   } else if constexpr (std::is_same_v<T, Checkpointed>) {
     f(m.lease_id), f(m.task_key), f(m.version), f(m.step), f(m.path);
+  } else if constexpr (std::is_same_v<T, Fetch>) {
+    f(m.request), f(m.object);
+  } else if constexpr (std::is_same_v<T, Fetched>) {
+    f(m.request), f(m.code), f(m.message), f(m.value);
   }
 }
 
@@ -119,6 +123,10 @@ template <>
 struct Codec<runtime::wire::Log> : WireCodec<runtime::wire::Log> {};
 template <>
 struct Codec<runtime::wire::Checkpointed> : WireCodec<runtime::wire::Checkpointed> {};
+template <>
+struct Codec<runtime::wire::Fetch> : WireCodec<runtime::wire::Fetch> {};
+template <>
+struct Codec<runtime::wire::Fetched> : WireCodec<runtime::wire::Fetched> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -132,12 +140,14 @@ std::string Encode(const std::vector<Outcome>& m) { return EncodeAs(Kind::kOutco
 std::string Encode(const Log& m) { return EncodeAs(Kind::kLog, m); }
 std::string Encode(const Checkpointed& m) { return EncodeAs(Kind::kCheckpointed, m); }
 std::string EncodeBye() { return Bare(Kind::kBye); }
+std::string Encode(const Fetch& m) { return EncodeAs(Kind::kFetch, m); }
+std::string Encode(const Fetched& m) { return EncodeAs(Kind::kFetched, m); }
 
 absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kBye)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kFetched)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -157,6 +167,8 @@ absl::StatusOr<Log> DecodeLog(std::string_view f) { return DecodeAs<Log>(Kind::k
 absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view f) {
   return DecodeAs<Checkpointed>(Kind::kCheckpointed, f, "checkpointed");
 }
+absl::StatusOr<Fetch> DecodeFetch(std::string_view f) { return DecodeAs<Fetch>(Kind::kFetch, f, "fetch"); }
+absl::StatusOr<Fetched> DecodeFetched(std::string_view f) { return DecodeAs<Fetched>(Kind::kFetched, f, "fetched"); }
 
 // Generous per-field overheads (varints and counts) beside the fields' bytes.
 size_t WireBytes(const TaskToRun& t) {

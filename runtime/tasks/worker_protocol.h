@@ -26,7 +26,7 @@ namespace gpupool::runtime::wire {
 
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
-  kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9,
+  kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11,
 };
 
 // The first frame a worker sends. `secret` is the job's worker key, which the worker read from
@@ -124,6 +124,19 @@ struct Checkpointed {
   std::string path;
 };
 
+// A worker asks its driver for an object of the driver's by id (a ref nested in a task's
+// arguments, a function's export); the driver answers when the value is there, or with why not.
+struct Fetch {
+  uint64_t request = 0;  // the worker's, to match the answer
+  uint64_t object = 0;   // the driver's object id
+};
+struct Fetched {
+  uint64_t request = 0;
+  int64_t code = 0;      // ErrorCode; 0 (kOk): `value` is the object's value, encoded
+  std::string message;
+  std::string value;
+};
+
 std::string Encode(const Hello& m);
 std::string Encode(const Welcome& m);
 std::string Encode(const Tasks& m);
@@ -133,6 +146,8 @@ std::string Encode(const std::vector<Outcome>& m);
 std::string Encode(const Log& m);
 std::string Encode(const Checkpointed& m);
 std::string EncodeBye();
+std::string Encode(const Fetch& m);
+std::string Encode(const Fetched& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -143,6 +158,8 @@ absl::StatusOr<StopLease> DecodeStopLease(std::string_view frame);
 absl::StatusOr<std::vector<Outcome>> DecodeOutcomes(std::string_view frame);
 absl::StatusOr<Log> DecodeLog(std::string_view frame);
 absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view frame);
+absl::StatusOr<Fetch> DecodeFetch(std::string_view frame);
+absl::StatusOr<Fetched> DecodeFetched(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 

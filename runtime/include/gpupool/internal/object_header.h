@@ -101,6 +101,10 @@ GPUPOOL_API ObjectHeader* LookupObject(ObjectId id);
 // job's other ranks). Decoding a ref finds the local object, or imports another rank's: its bytes
 // are fetched and turned back into a value by `decode`.
 using BoxDecoder = std::unique_ptr<ValueBox> (*)(Reader& r);
+// In a worker process (tasks anywhere): the driver's object `id`, imported into this process once
+// and retained for the caller; `decode` reads its bytes. Throws naming the object when the driver
+// no longer has it or does not answer, and kFailedPrecondition outside a worker.
+GPUPOOL_API ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode);
 template <typename T>
 std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
   if constexpr (requires(Reader& in) { Codec<T>::Decode(in); }) {
