@@ -251,6 +251,7 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
   if (host == nullptr) {
     throw Error(ErrorCode::kFailedPrecondition, "only a worker process imports objects from its driver");
   }
+  if (id >= kWorkerObjectIdBase) return LookupObject(id);  // this worker's own
   absl::StatusOr<ObjectHeader*> object =
       host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::minutes(2));
   if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
@@ -272,11 +273,9 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
 }
 
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
+  // In a worker, a ref to one of the driver's objects (nested in a task's arguments).
   if (serving_as_worker.load(std::memory_order_acquire) && id < kWorkerObjectIdBase) {
-    throw Error(ErrorCode::kUnimplemented,
-                absl::StrCat("object ", id, " is the driver's: an ObjectRef nested inside a task's arguments cannot be "
-                                            "read in a worker process on another node yet; pass it as a top-level "
-                                            "argument (its value then travels with the task)"));
+    return ImportFromDriver(id, decode);
   }
   runtime::JobRuntime& rt = Current();
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {

@@ -183,6 +183,12 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
       }
       detail::Release(entry);
     }
+    if (answer.value.size() > wire::kMaxWorkerFrameBytes) {  // never a frame the socket refuses: the asker would wait
+      answer.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
+      answer.message = absl::StrCat("its value, ", answer.value.size(), " bytes, is over the ", wire::kMaxWorkerFrameBytes,
+                                    " bytes a driver sends a worker at once");
+      answer.value.clear();
+    }
     (void)from.Send(wire::Encode(answer));
   };
   if (o.log_to_driver) {
