@@ -7,6 +7,10 @@
 //   GPUPOOL_ADDRESS=127.0.0.1:7070 GPUPOOL_TOKEN=... GPUPOOL_NODE=node-0 \
 //       ./build/examples/tasks_anywhere/tasks_anywhere 4
 // (see the README's shared-pool section for the head and the agents).
+//
+// With a third argument `nested`, it then passes refs inside an argument (a vector of them: one
+// put by the driver, one a task's result still being computed) to a task, which reads them
+// wherever it runs; a worker imports them from the driver.
 #include <unistd.h>
 
 #include <chrono>
@@ -29,6 +33,22 @@ std::string HoldGpu(gpupool::TaskContext& ctx, double seconds) {
 }
 GPUPOOL_REMOTE(HoldGpu);
 
+int SlowTwo() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return 2;
+}
+GPUPOOL_REMOTE(SlowTwo);
+
+// Reads refs nested in its argument, where it runs: "sum S on node/GPU i pid=P".
+std::string SumNested(gpupool::TaskContext& ctx, std::vector<gpupool::ObjectRef<int>> refs) {
+  int sum = 0;
+  for (auto& r : refs) sum += *gpupool::Get(r);
+  const gpupool::SlotInfo& slot = ctx.slots().front();
+  return "sum " + std::to_string(sum) + " on " + slot.node + "/GPU " + std::to_string(slot.gpu_index) +
+         " pid=" + std::to_string(getpid());
+}
+GPUPOOL_REMOTE(SumNested);
+
 int main(int argc, char** argv) {
   gpupool::Runtime rt = gpupool::Init(argc, argv);  // in a worker, Init serves the driver and never returns
   int tasks = argc > 1 ? std::atoi(argv[1]) : 4;
@@ -47,5 +67,9 @@ int main(int argc, char** argv) {
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   std::printf("driver pid=%d on node %s: %d tasks of %.1f s on %zu nodes in %zu processes took %.2f s\n",
               static_cast<int>(getpid()), rt.node().c_str(), tasks, seconds, nodes.size(), pids.size(), took.count());
+  if (argc > 3 && std::string(argv[3]) == "nested") {
+    std::vector<gpupool::ObjectRef<int>> refs = {gpupool::Put(40), gpupool::Task(SlowTwo).Submit()};
+    std::printf("nested: %s\n", gpupool::Get(gpupool::Task(SumNested).Gpus(1).Submit(refs))->c_str());
+  }
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "runtime/tasks/status_to_error.h"
 #include "runtime/bootstrap/pool_join.h"
 #include "runtime/bootstrap/worker_join.h"
+#include "runtime/sync/mutex.h"
 #include "runtime/tasks/worker_host.h"
 #include "runtime/tasks/job_runtime.h"
 
@@ -38,8 +39,19 @@ std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
 // task's arguments would be looked up here and could name an unrelated object of the worker's.
 std::atomic<bool> serving_as_worker{false};
 constexpr ObjectId kWorkerObjectIdBase = ObjectId{1} << 47;
-// In a worker process, while it serves its driver (ServeAsWorker): what imports the driver's objects.
-std::atomic<runtime::WorkerHost*> current_worker_host{nullptr};
+// In a worker process, while it serves its driver (ServeAsWorker): the host that imports the
+// driver's objects, and how many imports are under way. The runtime's CPU task threads outlive
+// Serve, so the host is taken away under the lock and not destroyed until its imports ended.
+struct WorkerHostSlot {
+  runtime::Mutex mu;
+  runtime::CondVar idle;
+  runtime::WorkerHost* host ABSL_GUARDED_BY(mu) = nullptr;
+  int imports ABSL_GUARDED_BY(mu) = 0;
+};
+WorkerHostSlot& CurrentWorkerHost() {
+  static auto* slot = new WorkerHostSlot;  // never destroyed: a worker ends with _exit
+  return *slot;
+}
 
 runtime::JobRuntime& Current() {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
@@ -144,9 +156,16 @@ const std::string& Runtime::node() const { return impl_->node(); }
   absl::Status served;
   {
     runtime::WorkerHost host(**rt, *join->driver, join->linger);
-    current_worker_host.store(&host, std::memory_order_release);
+    WorkerHostSlot& slot = CurrentWorkerHost();
+    {
+      runtime::MutexLock lock(&slot.mu);
+      slot.host = &host;
+    }
     served = host.Serve();
-    current_worker_host.store(nullptr, std::memory_order_release);
+    host.StopImports();
+    runtime::MutexLock lock(&slot.mu);
+    slot.host = nullptr;
+    while (slot.imports > 0) slot.idle.Wait(&slot.mu);
   }
   current_runtime.store(nullptr, std::memory_order_release);
   rt->reset();
@@ -247,13 +266,26 @@ void CancelObject(ObjectHeader* object) {
 }
 
 ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
-  runtime::WorkerHost* host = current_worker_host.load(std::memory_order_acquire);
-  if (host == nullptr) {
-    throw Error(ErrorCode::kFailedPrecondition, "only a worker process imports objects from its driver");
-  }
   if (id >= kWorkerObjectIdBase) return LookupObject(id);  // this worker's own
-  absl::StatusOr<ObjectHeader*> object =
-      host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::minutes(2));
+  WorkerHostSlot& slot = CurrentWorkerHost();
+  runtime::WorkerHost* host;
+  {
+    runtime::MutexLock lock(&slot.mu);
+    host = slot.host;
+    if (host == nullptr) {
+      throw Error(serving_as_worker.load(std::memory_order_acquire) ? ErrorCode::kCancelled : ErrorCode::kFailedPrecondition,
+                  serving_as_worker.load(std::memory_order_acquire)
+                      ? "the worker is stopping: it imports no more objects from its driver"
+                      : "only a worker process imports objects from its driver");
+    }
+    ++slot.imports;
+  }
+  // As long as a task at the driver computes it (Ray waits as long): the worker's stop ends it.
+  absl::StatusOr<ObjectHeader*> object = host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24));
+  {
+    runtime::MutexLock lock(&slot.mu);
+    if (--slot.imports == 0) slot.idle.NotifyAll();
+  }
   if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
   return *object;
 }

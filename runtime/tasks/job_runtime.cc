@@ -166,19 +166,22 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
     pool_->Checkpointed(note.lease_id, CheckpointNote{note.task_key, note.version, note.step, note.path});
   };
   // A worker's import of one of this job's objects: answered from the store at once (not ready
-  // yet: kUnavailable, and the worker asks again), so the connection's reader never waits.
+  // yet: pending, and the worker asks again), so the connection's reader never waits.
   wo.on_fetch = [this](WorkerConnection& from, const wire::Fetch& ask) {
     wire::Fetched answer{.request = ask.request};
     ObjectEntry* entry = store_->Lookup(ask.object);
     if (entry == nullptr) {
       answer.code = static_cast<int64_t>(ErrorCode::kNotFound);
       answer.message = "it was freed, or never existed";
+    } else if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+      answer.pending = true;  // a task still computes it (a failure's own code is never mistaken for this)
+      detail::Release(entry);
     } else {
       try {
         detail::AwaitValue(entry, std::chrono::steady_clock::now()).EncodeTo(answer.value);
       } catch (const Error& e) {
-        answer.code = static_cast<int64_t>(e.code() == ErrorCode::kDeadlineExceeded ? ErrorCode::kUnavailable : e.code());
-        answer.message = e.code() == ErrorCode::kDeadlineExceeded ? std::string("not ready yet") : std::string(e.what());
+        answer.code = static_cast<int64_t>(e.code());
+        answer.message = e.what();
         answer.value.clear();
       }
       detail::Release(entry);

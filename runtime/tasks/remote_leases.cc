@@ -172,6 +172,11 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
 
 void RemoteLeases::Drain(LeaseState& state) {
   bool told_lost = state.run->lost.load();
+  // The job is shutting down: its worker was told to stop at a safe point, and is stopped for
+  // good (its process group killed) once this returns. A task that reaches no safe point is
+  // not waited for past this grace (a thread in this process would have to be, not a worker).
+  const bool shutting_down = state.run->stop.load() && !state.run->lost.load() && !state.run->revoked.load();
+  const auto give_up_at = std::chrono::steady_clock::now() + kShutdownGrace;
   while (true) {
     {
       MutexLock lock(&mu_);
@@ -179,6 +184,10 @@ void RemoteLeases::Drain(LeaseState& state) {
       if (state.in_flight == 0) return;
       cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
       if (state.in_flight == 0) return;
+    }
+    if (shutting_down && std::chrono::steady_clock::now() >= give_up_at) {
+      Abandon(state);
+      continue;  // counted down: returns at the top
     }
     if (!told_lost && state.run->lost.load()) {  // the revocation's deadline passed meanwhile
       told_lost = true;
@@ -229,6 +238,32 @@ void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome>
     // Before in_flight drops: the lease thread releases (with this busy time) only once it is 0.
     f.lease->run->busy_gpu_micros.fetch_add(outcome.busy_gpu_micros, std::memory_order_relaxed);
     executor_.Settle(f.task, std::move(outcome));
+    MutexLock lock(&mu_);
+    --f.lease->in_flight;
+    cv_.NotifyAll();
+  }
+}
+
+void RemoteLeases::Abandon(LeaseState& state) {
+  std::vector<InFlight> abandoned;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (it->second.lease == &state) {
+        abandoned.push_back(it->second);
+        it = in_flight_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (InFlight& f : abandoned) {
+    RunOutcome outcome;
+    outcome.lease_id = f.lease->run->lease.id;
+    outcome.location = f.lease->run->location;
+    outcome.kind = RunOutcome::Kind::kCancelled;
+    outcome.message = "the job shut down while its worker ran it";
+    executor_.Settle(f.task, std::move(outcome));  // its worker's late outcome finds nothing in flight
     MutexLock lock(&mu_);
     --f.lease->in_flight;
     cv_.NotifyAll();

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -70,8 +71,12 @@ class RemoteLeases {
   bool Describe(Task* task, const std::string& options, wire::TaskToRun& out);
   // The outcome the worker sent, as the executor settles it.
   RunOutcome Outcome(Task* task, wire::Outcome&& o);
-  // Waits until the lease has nothing in flight, passing on a loss that happens meanwhile.
+  // Waits until the lease has nothing in flight, passing on a loss that happens meanwhile; when
+  // the job shuts down, for kShutdownGrace at most.
   void Drain(LeaseState& state) ABSL_LOCKS_EXCLUDED(mu_);
+  // Settles the lease's tasks still in flight as cancelled (the job shut down).
+  void Abandon(LeaseState& state) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr std::chrono::seconds kShutdownGrace{2};
 
   Executor& executor_;
   const RuntimeEvents& events_;

@@ -48,11 +48,6 @@ WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::mi
     : rt_(runtime), driver_(driver), linger_(linger), worker_name_(absl::StrCat(" (worker pid ", getpid(), ")")) {}
 
 WorkerHost::~WorkerHost() {
-  {
-    MutexLock lock(&fetch_mu_);
-    serving_ = false;
-  }
-  fetch_cv_.NotifyAll();
   StopAll();
   MutexLock lock(&fetch_mu_);
   for (auto& [id, h] : imported_) detail::Release(h);
@@ -96,10 +91,13 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
       }
       answer = *std::move(got);
     }
-    const auto code = static_cast<ErrorCode>(answer.code);
-    if (code == ErrorCode::kUnavailable && std::chrono::steady_clock::now() + backoff < deadline) {
-      std::this_thread::sleep_for(backoff);  // not ready at the driver yet (a task still computing it)
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    if (answer.pending) {  // a task at the driver still computes it: ask again, until stopped
+      if (std::chrono::steady_clock::now() + backoff >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("object ", object, " of the driver was not ready in time"));
+      }
+      MutexLock lock(&fetch_mu_);
+      fetch_cv_.WaitUntil(&fetch_mu_, std::chrono::steady_clock::now() + backoff);  // StopImports wakes it
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
       continue;
     }
     if (answer.code != 0) {
@@ -388,7 +386,16 @@ void WorkerHost::ReapFinished() {
   }
 }
 
+void WorkerHost::StopImports() {
+  {
+    MutexLock lock(&fetch_mu_);
+    serving_ = false;
+  }
+  fetch_cv_.NotifyAll();
+}
+
 void WorkerHost::StopAll() {
+  StopImports();  // a task waiting on an import would hold up the stop
   for (auto& [id, lease] : leases_) {
     {
       MutexLock lock(&lease->mu);

@@ -73,11 +73,15 @@ class WorkerHost {
 
   // An object of the driver's (by its id there), imported into this worker's store once and kept
   // for the worker's life: a ref nested in a task's arguments, a function's export. Any thread
-  // (a task's); waits for the driver's answer, retrying while the object is not ready there, until
-  // `deadline`. `decode` turns the bytes into the value. Errors name the object and why.
+  // (a task's); waits for the driver's answer, asking again while a task there still computes the
+  // object, until `deadline` or StopImports (kCancelled). `decode` turns the bytes into the value.
+  // Errors name the object and why.
   absl::StatusOr<detail::ObjectHeader*> ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
                                                          std::chrono::steady_clock::time_point deadline)
       ABSL_LOCKS_EXCLUDED(fetch_mu_);
+  // Ends every import under way and refuses new ones: the worker is stopping (Serve's exits do
+  // this; the answers would never be read).
+  void StopImports() ABSL_LOCKS_EXCLUDED(fetch_mu_);
 
  private:
   struct Lease {

@@ -45,7 +45,7 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Fetch>) {
     f(m.request), f(m.object);
   } else if constexpr (std::is_same_v<T, Fetched>) {
-    f(m.request), f(m.code), f(m.message), f(m.value);
+    f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   }
 }
 

@@ -125,13 +125,15 @@ struct Checkpointed {
 };
 
 // A worker asks its driver for an object of the driver's by id (a ref nested in a task's
-// arguments, a function's export); the driver answers when the value is there, or with why not.
+// arguments, a function's export); the driver answers at once: the value, `pending` (a task
+// still computes it: the worker asks again), or why not.
 struct Fetch {
   uint64_t request = 0;  // the worker's, to match the answer
   uint64_t object = 0;   // the driver's object id
 };
 struct Fetched {
   uint64_t request = 0;
+  bool pending = false;  // not ready at the driver yet; `code` and `value` say nothing
   int64_t code = 0;      // ErrorCode; 0 (kOk): `value` is the object's value, encoded
   std::string message;
   std::string value;

@@ -22,4 +22,13 @@ job=$(echo "$out" | grep -Eo '^\(job-[^ ]+' | head -1 | tr -d '(')
 # The driver has gone: within 2 s so has every worker of its job.
 for _ in $(seq 20); do pgrep -f -- "--gpupool-worker-job=$job" > /dev/null || break; sleep 0.1; done
 if pgrep -af -- "--gpupool-worker-job=$job"; then echo "FAIL: a worker of $job outlived its driver"; exit 1; fi
+# A driver on no node of the pool runs every GPU task in workers: refs nested in a task's argument
+# (a value the driver put, a task's result still being computed) are imported by the worker.
+out=$(GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team_token GPUPOOL_NODE=elsewhere \
+      timeout 60 "$driver" 2 0.1 nested 2>&1) || { echo "$out"; cat "$dir"/*.log; exit 1; }
+echo "$out" | grep -E '^nested: '
+echo "$out" | grep -Eq '^nested: sum 42 on node-[01]/GPU [01] pid=[0-9]+$' \
+  || { echo "FAIL: a worker did not read the refs nested in its task's argument: $out"; exit 1; }
+driver_pid=$(echo "$out" | grep -Eo '^driver pid=[0-9]+' | cut -d= -f2)
+echo "$out" | grep -q "^nested: .* pid=$driver_pid$" && { echo "FAIL: the task ran in the driver"; exit 1; }
 echo "PASS"

@@ -126,6 +126,43 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
     assert "nested [40, 2]" in text, text
 
 
+def test_a_worker_waiting_on_a_drivers_object_stops_with_the_driver(two_node_pool):
+    # A task in node-1's worker has a ref nested in its argument whose value a 60-s task (in the
+    # same worker) computes: unpickling its arguments, the worker keeps asking the driver for it.
+    # The driver shuts down meanwhile: it waits for neither (a worker's task that reaches no safe
+    # point is given up after a short grace, the worker's import ends with the worker), and the
+    # whole job is gone within seconds, not a minute.
+    start = time.monotonic()
+    out = run_driver(two_node_pool, """
+        import os, time
+        INIT()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def very_slow():
+            print("slow task in", os.getpid(), flush=True)
+            time.sleep(60)
+            return 1
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def reads_nested(refs):
+            return [gpupool.get(r) for r in refs]
+
+        pending = reads_nested.submit([very_slow.submit()])
+        time.sleep(2)
+        gpupool.shutdown()
+        print("shut down", flush=True)
+    """, timeout=60)
+    took = time.monotonic() - start
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "slow task in" in out.stdout and "shut down" in out.stdout, out.stdout + out.stderr
+    assert took < 30, f"the driver took {took:.1f} s to shut down with a worker waiting on its object"
+    job = next(l for l in out.stdout.splitlines() if l.startswith("(job-")).split()[0].lstrip("(")
+    deadline = time.monotonic() + 5
+    while workers_of(job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers_of(job) == [], f"a worker of {job} outlived its driver"
+
+
 def test_a_worker_killed_mid_task_runs_it_again_in_a_fresh_worker(two_node_pool, tmp_path):
     out = run_driver(two_node_pool, f"""
         import os, signal, time
