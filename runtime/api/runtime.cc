@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/runtime.h"
@@ -266,7 +267,9 @@ void CancelObject(ObjectHeader* object) {
 }
 
 ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
-  if (id >= kWorkerObjectIdBase) return LookupObject(id);  // this worker's own
+  if (serving_as_worker.load(std::memory_order_acquire) && id >= kWorkerObjectIdBase) {
+    return LookupObject(id);  // this worker's own
+  }
   WorkerHostSlot& slot = CurrentWorkerHost();
   runtime::WorkerHost* host;
   {
@@ -280,12 +283,14 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
     }
     ++slot.imports;
   }
-  // As long as a task at the driver computes it (Ray waits as long): the worker's stop ends it.
-  absl::StatusOr<ObjectHeader*> object = host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24));
-  {
+  // Counted out however the import ends (ServeAsWorker waits for the count to drop to 0).
+  absl::Cleanup done = [&slot] {
     runtime::MutexLock lock(&slot.mu);
     if (--slot.imports == 0) slot.idle.NotifyAll();
-  }
+  };
+  // As long as a task at the driver computes it (Ray waits as long), until the worker stops or
+  // the importing task's lease is stopped.
+  absl::StatusOr<ObjectHeader*> object = host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24));
   if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
   return *object;
 }

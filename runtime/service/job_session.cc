@@ -334,6 +334,16 @@ absl::Status JobSession::CheckLaunch(const WorkerLaunch& launch) {
   return absl::OkStatus();
 }
 
+bool JobSession::HoldsLeaseOn(const std::string& node) const {
+  for (const pool::Lease& l : deps_.pool.Leases()) {  // rare (a worker's start): a scan is fine
+    if (!leases_.contains(l.id)) continue;
+    for (const pool::GpuRef& g : l.gpus) {
+      if (g.node == node) return true;
+    }
+  }
+  return false;
+}
+
 void JobSession::StopWorkers() {
   if (worker_job_.empty()) return;
   for (const std::string& node : deps_.workers.Release(worker_job_, this)) deps_.agents.StopJob(node, worker_job_);
@@ -346,6 +356,12 @@ kj::Promise<void> JobSession::startWorker(StartWorkerContext context) {
   if (st.ok()) st = CheckLaunch(*launch);
   absl::StatusOr<rpc::AgentControl::Client> control =
       st.ok() ? deps_.agents.ControlOf(launch->node) : absl::StatusOr<rpc::AgentControl::Client>(st);
+  if (control.ok() && !HoldsLeaseOn(launch->node)) {
+    // The head asks an agent for a worker only where the job's tasks are placed: a team's token
+    // cannot start processes on a node where its session holds no lease.
+    control = absl::FailedPreconditionError(absl::StrCat(
+        "this job holds no lease on node '", launch->node, "': a worker starts only where its job's tasks are placed"));
+  }
   if (!control.ok()) {
     rpc::EncodeStatus(control.status(), context.getResults().initStatus());
     return kj::READY_NOW;

@@ -115,6 +115,8 @@ class JobSession final : public rpc::Session::Server {
   // Why the head will not forward `launch` (a field missing, an unknown node, another job's id),
   // or OK; binds the session to the launch's job on its first call.
   absl::Status CheckLaunch(const WorkerLaunch& launch);
+  // Whether this session holds a lease with a GPU on `node` (where its workers may start).
+  bool HoldsLeaseOn(const std::string& node) const;
   // Tells the agents that started this session's workers to stop them (once).
   void StopWorkers();
 

@@ -136,17 +136,19 @@ absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::option
 
 void PoolService::InterruptDiagnostics() {
   if (diagnostics_.holds().empty()) return;
-  std::map<std::string, std::string> why;  // by GPU
-  for (DiagnosticHolds::Hold& hold : diagnostics_.TakeIf([&](const pool::GpuRef& gpu) {
-         const pool::HealthState state = liveness_->Applied(gpu);
-         if (!DiagnosableIn(state)) {
-           why[GpuName(gpu)] = absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state));
-           return true;
-         }
-         if (scheduler_->GpuIdle(gpu)) return false;
-         why[GpuName(gpu)] = absl::StrCat("work was placed on GPU ", GpuName(gpu));
-         return true;
-       })) {
+  std::map<std::string, std::string> why;  // by GPU: those whose test ends now
+  for (const auto& [id, hold] : diagnostics_.holds()) {
+    const pool::GpuRef& gpu = hold.lease.gpus.front();
+    const pool::HealthState state = liveness_->Applied(gpu);
+    if (!DiagnosableIn(state)) {
+      why[GpuName(gpu)] = absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state));
+    } else if (!scheduler_->GpuIdle(gpu)) {
+      why[GpuName(gpu)] = absl::StrCat("work was placed on GPU ", GpuName(gpu));
+    }
+  }
+  if (why.empty()) return;
+  for (DiagnosticHolds::Hold& hold :
+       diagnostics_.TakeIf([&](const pool::GpuRef& gpu) { return why.contains(GpuName(gpu)); })) {
     outbox_.Lost(hold.listener, hold.lease.id, why[GpuName(hold.lease.gpus.front())]);
     leases_.Close(hold.lease.id, Now());
     metrics_.Closed(hold.lease.id, Now(), /*lost=*/false);

@@ -134,7 +134,8 @@ void JobRuntime::StartEngine() {
       .clock_speed = options_.clock_speed,
       .lease_linger_ms = options_.lease_linger_ms});
   remote_ = std::make_unique<RemoteLeases>(RemoteLeases::Deps{
-      .executor = executor_.get(), .events = &events_, .job_id = job_id_, .lease_linger_ms = options_.lease_linger_ms});
+      .executor = executor_.get(), .events = &events_, .job_id = job_id_, .lease_linger_ms = options_.lease_linger_ms,
+      .stopping = &stopping_});
   int workers = options_.cpu_workers > 0 ? options_.cpu_workers
                                          : std::max(1u, std::thread::hardware_concurrency());
   executor_->StartCpuWorkers(workers);
@@ -182,6 +183,10 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
       } catch (const Error& e) {
         answer.code = static_cast<int64_t>(e.code());
         answer.message = e.what();
+        answer.value.clear();
+      } catch (const std::exception& e) {  // a user's codec: never out of the connection's reader
+        answer.code = static_cast<int64_t>(ErrorCode::kInternal);
+        answer.message = absl::StrCat("its value could not be encoded: ", e.what());
         answer.value.clear();
       }
       detail::Release(entry);

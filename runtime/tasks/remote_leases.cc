@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +30,8 @@ RemoteLeases::RemoteLeases(Deps deps)
     : executor_(*deps.executor),
       events_(*deps.events),
       job_id_(std::move(deps.job_id)),
-      lease_linger_ms_(deps.lease_linger_ms) {}
+      lease_linger_ms_(deps.lease_linger_ms),
+      stopping_(deps.stopping) {}
 
 bool RemoteLeases::Describe(Task* task, const std::string& options, wire::TaskToRun& out) {
   out.id = task->id;
@@ -172,12 +174,14 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
 
 void RemoteLeases::Drain(LeaseState& state) {
   bool told_lost = state.run->lost.load();
-  // The job is shutting down: its worker was told to stop at a safe point, and is stopped for
-  // good (its process group killed) once this returns. A task that reaches no safe point is
-  // not waited for past this grace (a thread in this process would have to be, not a worker).
-  const bool shutting_down = state.run->stop.load() && !state.run->lost.load() && !state.run->revoked.load();
-  const auto give_up_at = std::chrono::steady_clock::now() + kShutdownGrace;
+  // Once the job shuts down, its workers are told to stop and are stopped for good (their
+  // process groups killed) after this returns: a task that reaches no safe point is not waited
+  // for past this grace from then (a thread in this process would have to be, not a worker).
+  std::optional<std::chrono::steady_clock::time_point> give_up_at;
   while (true) {
+    if (!give_up_at.has_value() && stopping_ != nullptr && stopping_->load()) {
+      give_up_at = std::chrono::steady_clock::now() + kShutdownGrace;
+    }
     {
       MutexLock lock(&mu_);
       // Not on worker_gone alone: OnLost still settles (and counts down) what it took, using the state.
@@ -185,7 +189,7 @@ void RemoteLeases::Drain(LeaseState& state) {
       cv_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
       if (state.in_flight == 0) return;
     }
-    if (shutting_down && std::chrono::steady_clock::now() >= give_up_at) {
+    if (give_up_at.has_value() && std::chrono::steady_clock::now() >= *give_up_at) {
       Abandon(state);
       continue;  // counted down: returns at the top
     }

@@ -42,6 +42,7 @@ class RemoteLeases {
     const RuntimeEvents* events = nullptr;
     std::string job_id;               // names the tasks' checkpoint keys
     int64_t lease_linger_ms = 0;      // as for local leases
+    const std::atomic<bool>* stopping = nullptr;  // JobRuntime's: set once, when it shuts down
   };
   explicit RemoteLeases(Deps deps);
 
@@ -83,6 +84,7 @@ class RemoteLeases {
   const std::string job_id_;
   const int64_t lease_linger_ms_;
   WorkerPool* workers_ = nullptr;
+  const std::atomic<bool>* stopping_;  // may be null (tests): never
 
   Mutex mu_;
   CondVar cv_;

@@ -108,11 +108,20 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
     try {
       Reader r(answer.value);
       value = decode(r);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // Error, or whatever a user's codec throws
       return absl::DataLossError(absl::StrCat("object ", object, " of the driver arrived unreadable: ", e.what()));
     }
     detail::ObjectHeader* local = rt_.Put(std::move(value));
     MutexLock lock(&fetch_mu_);
+    // Imports nothing but this cache holds any more (their tasks ran) are let go, so a busy
+    // worker does not keep every value it ever imported; one asked for again is imported again.
+    if (imported_.size() >= kImportsKeptIdle) {
+      std::erase_if(imported_, [](const auto& entry) {
+        if (entry.second->refs.load(std::memory_order_acquire) != 1) return false;
+        detail::Release(entry.second);
+        return true;
+      });
+    }
     auto [it, fresh] = imported_.emplace(object, local);
     if (!fresh) detail::Release(local);  // another thread imported it meanwhile
     detail::Retain(it->second);

@@ -119,6 +119,7 @@ class WorkerHost {
   uint64_t next_fetch_ ABSL_GUARDED_BY(fetch_mu_) = 1;
   std::map<uint64_t, std::optional<wire::Fetched>> fetches_ ABSL_GUARDED_BY(fetch_mu_);  // by request
   std::map<uint64_t, detail::ObjectHeader*> imported_ ABSL_GUARDED_BY(fetch_mu_);         // by driver id, retained
+  static constexpr size_t kImportsKeptIdle = 64;  // past this many, idle imports are let go
   bool serving_ ABSL_GUARDED_BY(fetch_mu_) = true;
 };
 

@@ -33,6 +33,7 @@
 #include "runtime/rpc/rpc_connection.h"
 #include "runtime/service/pool_server.h"
 #include "runtime/service/pool_service.h"
+#include "tests/runtime/lease_recorder.h"
 #include "tests/runtime/test_head.h"
 
 extern char** environ;
@@ -136,10 +137,25 @@ class WorkerLaunches : public ::testing::Test {
     EXPECT_TRUE(agent.ok()) << agent.status();
     return agent.ok() ? *std::move(agent) : nullptr;
   }
-  std::unique_ptr<RemotePool> Job(const std::string& team = "default", const std::string& token = "team-token") {
+  // A job's session; unless `lease_on_n0` is false, holding a lease on node n0 (the head starts
+  // a job's workers only where it holds one).
+  std::unique_ptr<RemotePool> Job(const std::string& team = "default", const std::string& token = "team-token",
+                                  bool lease_on_n0 = true) {
     auto c = RemotePool::Connect({.port = server_->port(), .team = team, .token = token});
     EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? *std::move(c) : nullptr;
+    if (!c.ok()) return nullptr;
+    if (lease_on_n0) {
+      pool::LeaseRequest r;
+      r.id = absl::StrCat("hold-", ++requests_);
+      r.team = team;
+      r.slot = pool::SlotShape::Fraction(/*memory_mib=*/1024, /*compute_milli=*/100);
+      r.required_labels = {{"node", "n0"}};
+      auto& recorder = recorders_.emplace_back(std::make_unique<Recorder>());
+      absl::Status st = (*c)->Request(r, recorder.get());
+      EXPECT_TRUE(st.ok()) << st;
+      EXPECT_TRUE(recorder->WaitFor("granted")) << "no lease on n0 for the job";
+    }
+    return *std::move(c);
   }
   // A probe on `node` for `job`, reporting to <dir>/<name>.
   WorkerLaunch Probe(const std::string& node, const std::string& name, const std::string& job = "job-1") {
@@ -149,6 +165,8 @@ class WorkerLaunches : public ::testing::Test {
   }
   std::string Report(const std::string& name) const { return (dir_ / name).string(); }
 
+  std::vector<std::unique_ptr<Recorder>> recorders_;  // outlive the jobs (declared first)
+  int requests_ = 0;
   std::unique_ptr<PoolServer> server_;
   std::filesystem::path dir_;
 };
@@ -242,6 +260,17 @@ TEST_F(WorkerLaunches, ANodeWithoutAnAgentIsNamed) {
   pid = job->StartWorker(no_secret);
   EXPECT_EQ(pid.status().code(), absl::StatusCode::kInvalidArgument) << pid.status();
   EXPECT_THAT(pid.status().message(), HasSubstr("no secret"));
+}
+
+TEST_F(WorkerLaunches, AJobGetsWorkersOnlyOnNodesWhereItHoldsALease) {
+  auto agent = Agent("n0");
+  ASSERT_NE(agent, nullptr);
+  auto job = Job("default", "team-token", /*lease_on_n0=*/false);
+  ASSERT_NE(job, nullptr);
+  absl::StatusOr<int> pid = job->StartWorker(Probe("n0", "never"));
+  EXPECT_EQ(pid.status().code(), absl::StatusCode::kFailedPrecondition) << pid.status();
+  EXPECT_THAT(pid.status().message(), HasSubstr("this job holds no lease on node 'n0'"));
+  EXPECT_TRUE(agent->workers().WorkersOf("job-1").empty());
 }
 
 TEST_F(WorkerLaunches, ARootAgentRefusesRootWorkersUnlessAllowed) {
