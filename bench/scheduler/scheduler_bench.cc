@@ -247,10 +247,14 @@ int main(int argc, char** argv) {
   const Figures& baseline = figures.back();
   const char* baseline_name = large ? "packing" : "first-fit";
   if (gpupool::pool::print_digest) {
-    std::fprintf(stderr, "decision digest: default %016llx, packing %016llx, first-fit %016llx\n",
-                 static_cast<unsigned long long>(ours.digest),
-                 static_cast<unsigned long long>(figures[1].digest),
-                 static_cast<unsigned long long>(baseline.digest));
+    std::fprintf(stderr, "decision digest:");
+    for (size_t i = 0; i < settings.size(); ++i) {
+      std::fprintf(stderr, "%s %s %016llx", i == 0 ? "" : ",", settings[i].placement_policy == std::string("gpupool")
+                                                                    ? "default"
+                                                                    : settings[i].first_fit ? "first-fit" : "packing",
+                   static_cast<unsigned long long>(figures[i].digest));
+    }
+    std::fprintf(stderr, "\n");
   }
   if (json) {
     auto line = [&](const char* metric, double value, const char* unit, double ref) {

@@ -764,7 +764,10 @@ std::optional<std::vector<int>> Scheduler::PlaceOnMoveHold(const PendingRequest&
     RefreshGpus({h.gpu});
     std::optional<std::vector<int>> gpus = PlaceLive(p, group, options);
     if (gpus) {
+      const int held = h.gpu;
       move_holds_.erase(move_holds_.begin() + static_cast<std::ptrdiff_t>(i));
+      // Placed elsewhere: the held room stays free, which memoised failures must hear of.
+      if (std::find(gpus->begin(), gpus->end(), held) == gpus->end()) CapacityGrew();
     } else {
       state_.Take(h.gpu, h.slot);
       RefreshGpus({h.gpu});

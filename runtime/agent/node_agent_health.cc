@@ -95,8 +95,9 @@ void NodeAgent::DiagnosticsLoop() {
       const bool concluded = !absl::IsUnavailable(result) && !stopped;
       absl::Status st = head_leases ? EndDiagnostic(lease_id, concluded, result, took)
                                     : concluded ? ReportDiagnostic(index, result, took) : absl::OkStatus();
-      // The head dropped the outcome: its lease was interrupted, though the test ran to its end.
-      if (concluded && absl::IsAborted(st)) {
+      // The head did not apply the outcome (its lease was interrupted though the test ran to its
+      // end, or the call failed): it counts as a test that did not run to its end.
+      if (concluded && !st.ok()) {
         stopped = true;
         interrupted = std::string(st.message());
       }

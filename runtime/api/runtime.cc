@@ -288,8 +288,9 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
     runtime::MutexLock lock(&slot.mu);
     if (--slot.imports == 0) slot.idle.NotifyAll();
   };
-  // As long as a task at the driver computes it (Ray waits as long), until the worker stops or
-  // the importing task's lease is stopped.
+  // As long as a task at the driver computes it, until the worker stops. (The driver sends a task
+  // only once its nested refs are ready, Executor::WaitForNestedRefs, so this waits only for one
+  // the driver lost and computes again.)
   absl::StatusOr<ObjectHeader*> object = host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24));
   if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
   return *object;

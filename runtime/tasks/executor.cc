@@ -51,17 +51,29 @@ void Executor::Admit(Task* t) {
     FailTask(t, static_cast<ErrorCode>(why.code()), "submit", std::string(why.message()));
     return;
   }
-  t->unresolved.store(static_cast<int>(t->deps.size()) + 1, std::memory_order_relaxed);
-  if (!t->deps.empty()) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
+  t->unresolved.store(static_cast<int>(Waits(t)) + 1, std::memory_order_relaxed);
+  if (Waits(t) > 0) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
   for (detail::ObjectHeader* h : t->deps) {
     auto* dep = static_cast<ObjectEntry*>(h);
     if (!store_.AddDependent(dep, t)) DependencyResolved(t, dep);
   }
+  if (wait_for_nested_.load(std::memory_order_relaxed)) {
+    for (detail::ObjectHeader* h : t->nested) {
+      auto* ref = static_cast<ObjectEntry*>(h);
+      if (!store_.AddDependent(ref, t)) DependencyResolved(t, ref);
+    }
+  }
   if (t->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(t);
 }
 
+size_t Executor::Waits(const Task* t) const {
+  return t->deps.size() + (wait_for_nested_.load(std::memory_order_relaxed) ? t->nested.size() : 0);
+}
+
 void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
-  if (dependency->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+  // A nested ref is waited for, not read: its failure is the task's to find when it reads it.
+  const bool read = std::find(task->deps.begin(), task->deps.end(), dependency) != task->deps.end();
+  if (read && dependency->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
     bool expected = false;
     if (task->dependency_failed.compare_exchange_strong(expected, true)) {
       task->dependency_failure = dependency->failure;
@@ -71,7 +83,7 @@ void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
 }
 
 void Executor::MakeRunnable(Task* task) {
-  if (!task->deps.empty()) waiting_for_dependencies_.fetch_sub(1, std::memory_order_relaxed);
+  if (Waits(task) > 0) waiting_for_dependencies_.fetch_sub(1, std::memory_order_relaxed);
   if (task->dependency_failed.load(std::memory_order_acquire)) {
     std::string why = "a dependency failed";
     std::string cause;  // the original exception travels on, as Ray's dependants re-raise it

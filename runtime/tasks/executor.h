@@ -68,12 +68,20 @@ class Executor {
 
   // Starts `workers` CPU worker threads; called once, by JobRuntime::Start.
   void StartCpuWorkers(int workers);
+  // From now on a task also waits for the refs nested in its arguments to be ready (not their
+  // success: a failed one is the task's to read) before it runs. Set once, before the first
+  // task, when tasks may run in workers: a worker imports nested refs before the task starts,
+  // and one whose producer queued behind it on the same lease would wait for ever.
+  void WaitForNestedRefs() { wait_for_nested_.store(true, std::memory_order_relaxed); }
 
   // Takes over a task Submit made (its result entry and shape set): it fails at once when the
   // runtime is stopping or its shape was refused, else runs once its dependencies resolve.
   void Admit(Task* task);
   // One of the task's dependencies resolved (completed or failed); may make it runnable.
   void DependencyResolved(Task* task, ObjectEntry* dependency);
+  // How many objects `t` waits for before it runs: its dependencies, and its nested refs when
+  // WaitForNestedRefs was called.
+  size_t Waits(const Task* t) const;
   // Resolves the task's result with the error (counted as a failure unless kCancelled).
   void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
                 const std::string& cause = {});
@@ -116,6 +124,7 @@ class Executor {
   LeaseManager& leases_;
   CheckpointCoordinator& checkpoints_;
   const RuntimeEvents& events_;
+  std::atomic<bool> wait_for_nested_{false};  // see WaitForNestedRefs
   const std::atomic<bool>& stopping_;
   const double clock_speed_;
   const int64_t lease_linger_ms_;

@@ -210,6 +210,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   if (!pool.ok()) return pool.status();
   workers_ = *std::move(pool);
   remote_->set_workers(workers_.get());
+  executor_->WaitForNestedRefs();  // a worker imports them before its task starts (executor.h)
   return absl::OkStatus();
 }
 

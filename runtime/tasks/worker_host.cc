@@ -95,8 +95,10 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
       if (std::chrono::steady_clock::now() + backoff >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat("object ", object, " of the driver was not ready in time"));
       }
+      // Until the retry's time, whatever other answers wake the condition; StopImports ends it.
+      const auto retry_at = std::chrono::steady_clock::now() + backoff;
       MutexLock lock(&fetch_mu_);
-      fetch_cv_.WaitUntil(&fetch_mu_, std::chrono::steady_clock::now() + backoff);  // StopImports wakes it
+      while (serving_ && std::chrono::steady_clock::now() < retry_at) fetch_cv_.WaitUntil(&fetch_mu_, retry_at);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
       continue;
     }
