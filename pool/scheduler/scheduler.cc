@@ -856,10 +856,14 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
         return c.second.fits && c.second.borrowing == checks.front().second.borrowing;
       });
   // A shape that found no room across the groups since capacity last grew finds none again.
+  // Requests that may backfill the same gang reservations (BackfillKey) can use the same GPUs, so
+  // they share the memo whatever their runtime estimates: keyed on the raw estimate, a workload
+  // whose estimates all differ searched the whole pool for every one of them.
   bool beside_any_reserve = false;
   for (const auto& [group, unused] : e.candidates) beside_any_reserve |= RestrictedBy(p, group) != nullptr;
+  const std::string backfill = BackfillKey(p.request, now_s);
   const std::string across_key =
-      groups_alike ? absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1), "#*",
+      groups_alike ? absl::StrCat(p.shape_key, "#", backfill, "#*",
                                   checks.front().second.borrowing, beside_any_reserve ? "#r" : "")
                    : std::string();
   if (groups_alike && !(failed_.contains(across_key) && failed_.at(across_key).growth_epoch == growth_epoch_)) {
@@ -905,11 +909,11 @@ bool Scheduler::TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result) 
     // A request shaped like one that failed since capacity last grew fails too: skip the search.
     // Its wait reason is the remembered one while nothing at all changed since; after a grant, a
     // reservation or a health change it is diagnosed again (fragmented may have become no free
-    // capacity, a reservation may now be what blocks it). Keyed on the raw runtime estimate,
-    // which backfill past gang reservations depends on.
+    // capacity, a reservation may now be what blocks it). Keyed on the gang reservations the
+    // request may backfill, through which alone its runtime estimate matters to placement.
     std::string key = p.victims_pending
                           ? ""
-                          : absl::StrCat(p.shape_key, "#", p.request.runtime_estimate_s.value_or(-1),
+                          : absl::StrCat(p.shape_key, "#", backfill,
                                          "#", *group, check.borrowing,
                                          RestrictedBy(p, *group) != nullptr ? "#r" : "");
     auto known = key.empty() ? failed_.end() : failed_.find(key);

@@ -324,8 +324,8 @@ class Scheduler {
   // Reserves, for a blocked gang, the GPUs where it can start soonest.
   void ReserveForGang(PendingRequest& p, int64_t now_s);
   // A key under which requests of the same shape fail alike while capacity only shrinks (combined
-  // with the quota group, and the runtime estimate or BackfillKey, when used). Leaves the runtime
-  // estimate out: placement sees it only through the gang reservations it lets a request backfill.
+  // with the quota group and BackfillKey, when used). Leaves the runtime estimate out: placement
+  // sees it only through the gang reservations it lets a request backfill.
   static std::string ShapeKey(const LeaseRequest& r);
   // The gang reservations `r` may backfill at `now_s`, named by their expected start times:
   // requests with equal keys may use the same reserved GPUs. Empty when none.
