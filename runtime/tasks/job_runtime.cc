@@ -216,6 +216,8 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
 
 JobRuntime::~JobRuntime() {
   stopping_.store(true);
+  // A lease thread waiting for a worker to start (up to its start timeout) gives up now.
+  if (workers_ != nullptr) workers_->StopStarting();
   // Requests not granted yet are withdrawn; then the pool stops, so no callback runs after this.
   if (leases_ != nullptr) leases_->StopAll();
   if (shapes_ != nullptr) shapes_->WakeAll();

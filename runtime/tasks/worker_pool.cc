@@ -45,6 +45,12 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(WorkerPoolOptions 
   return pool;
 }
 
+void WorkerPool::StopStarting() {
+  MutexLock lock(&mu_);
+  stopping_ = true;
+  cv_.NotifyAll();
+}
+
 WorkerPool::~WorkerPool() {
   std::vector<std::shared_ptr<WorkerConnection>> all;
   {

@@ -82,6 +82,9 @@ class WorkerPool {
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(WorkerPoolOptions options);
   // Tells every worker to stop, then waits for their connections to end (at most ~2 s).
   ~WorkerPool();
+  // The job is shutting down: a start under way gives up at once (kCancelled), no new one begins
+  // and no late worker is admitted; connected workers serve on until the pool is destroyed.
+  void StopStarting() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job's worker on `node`, started (and waited for) when it has none. Concurrent callers
   // for one node share one start. Errors name the node and why (the agent's refusal, a worker

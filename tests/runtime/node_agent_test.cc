@@ -206,5 +206,32 @@ TEST_F(NodeAgents, AJobJoinedByAddressWithLocalOnlyRunsItsTasksOnItsNode) {
   }
 }
 
+TEST_F(NodeAgents, AShutdownDoesNotWaitForAWorkerThatNeverConnects) {
+  StartHead();
+  auto n0 = Agent(SimulatedNode("n0"));
+  // This machine's tests run as root: the agent must be allowed root workers.
+  auto n1 = NodeAgent::Start(NodeAgentOptions{.port = server_->port(), .token = "agent-token",
+                                              .node = SimulatedNode("n1"),
+                                              .heartbeat_interval = std::chrono::milliseconds(100),
+                                              .allow_root_workers = true});
+  ASSERT_TRUE(n0.ok() && n1.ok());
+  RuntimeOptions o;
+  o.pool_address = "127.0.0.1:" + std::to_string(server_->port());
+  o.pool_token = "team-token";
+  o.node_name = "n0";
+  // A worker that starts but never says hello (a node that cannot reach the driver, say): the
+  // driver would wait its whole start timeout (30 s) for it.
+  o.worker_binary = "/bin/sh";
+  o.worker_args = {"-c", "sleep 60", "never-connects"};
+  const auto start = std::chrono::steady_clock::now();
+  {
+    gpupool::Runtime rt = gpupool::Init(o);
+    auto on_n1 = gpupool::Task(NodeOfTask).Gpus(1).Label("node", "n1").Submit();
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // its lease granted, the worker starting
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 10) << "the shutdown waited for a worker's start";
+}
+
 }  // namespace
 }  // namespace gpupool::runtime
