@@ -104,12 +104,11 @@ void NodeAgent::DiagnosticsLoop() {
       // Only an outcome the head applied counts towards the plan's backoff.
       if (stopped) {
         plan.Skipped(index, UnixNow());
+        Log(absl::StrCat("diagnostic on GPU ", index, " interrupted: ", interrupted.empty() ? result.message() : interrupted));
       } else {
         plan.Ran(index, result.ok(), UnixNow());
       }
-      if (stopped) {
-        Log(absl::StrCat("diagnostic on GPU ", index, " interrupted: ", interrupted.empty() ? result.message() : interrupted));
-      } else if (concluded) {
+      if (!stopped && concluded) {
         Log(absl::StrCat("diagnostic on GPU ", index, ": ", result.ok() ? "passed" : result.message(),
                          st.ok() ? "" : absl::StrCat(" (not applied: ", st.message(), ")")));
       }
@@ -142,6 +141,21 @@ absl::StatusOr<std::string> NodeAgent::BeginDiagnostic(int index) {
   return lease_id;
 }
 
+namespace {
+
+// A test's outcome as both reports carry it (endDiagnostic and an older head's reportDiagnostic).
+template <typename Request>
+void SetOutcome(Request& req, const absl::Status& result, double took_s) {
+  req.setPassed(result.ok());
+  req.setDetail(result.ok() ? std::string("memory pattern test passed") : std::string(result.message()));
+  req.setDurationS(took_s);
+}
+
+// The head's answer to either.
+constexpr auto kAnswer = [](auto&& resp) { return rpc::DecodeStatus(resp.getStatus()); };
+
+}  // namespace
+
 absl::Status NodeAgent::EndDiagnostic(const std::string& lease_id, bool concluded, const absl::Status& result,
                                       double took_s) {
   return connection_->Call([this, &lease_id, concluded, &result, took_s]() -> kj::Promise<absl::Status> {
@@ -149,12 +163,8 @@ absl::Status NodeAgent::EndDiagnostic(const std::string& lease_id, bool conclude
     auto req = caps_->session->endDiagnosticRequest();
     req.setLeaseId(lease_id);
     req.setConcluded(concluded);
-    req.setPassed(result.ok());
-    req.setDetail(result.ok() ? std::string("memory pattern test passed") : std::string(result.message()));
-    req.setDurationS(took_s);
-    return req.send().then([](capnp::Response<rpc::AgentSession::EndDiagnosticResults>&& resp) {
-      return rpc::DecodeStatus(resp.getStatus());
-    });
+    SetOutcome(req, result, took_s);
+    return req.send().then(kAnswer);
   });
 }
 
@@ -163,12 +173,8 @@ absl::Status NodeAgent::ReportDiagnostic(int index, const absl::Status& result, 
     loop_.AssertOnThread();
     auto req = caps_->session->reportDiagnosticRequest();
     req.setGpuIndex(index);
-    req.setPassed(result.ok());
-    req.setDetail(result.ok() ? std::string("memory pattern test passed") : std::string(result.message()));
-    req.setDurationS(took_s);
-    return req.send().then([](capnp::Response<rpc::AgentSession::ReportDiagnosticResults>&& resp) {
-      return rpc::DecodeStatus(resp.getStatus());
-    });
+    SetOutcome(req, result, took_s);
+    return req.send().then(kAnswer);
   });
 }
 

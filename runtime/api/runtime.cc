@@ -276,10 +276,10 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
     runtime::MutexLock lock(&slot.mu);
     host = slot.host;
     if (host == nullptr) {
-      throw Error(serving_as_worker.load(std::memory_order_acquire) ? ErrorCode::kCancelled : ErrorCode::kFailedPrecondition,
-                  serving_as_worker.load(std::memory_order_acquire)
-                      ? "the worker is stopping: it imports no more objects from its driver"
-                      : "only a worker process imports objects from its driver");
+      const bool worker = serving_as_worker.load(std::memory_order_acquire);
+      throw Error(worker ? ErrorCode::kCancelled : ErrorCode::kFailedPrecondition,
+                  worker ? "the worker is stopping: it imports no more objects from its driver"
+                         : "only a worker process imports objects from its driver");
     }
     ++slot.imports;
   }

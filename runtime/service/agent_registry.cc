@@ -141,7 +141,7 @@ absl::StatusOr<std::string> AgentRegistry::BeginDiagnostic(const std::string& no
   absl::StatusOr<pool::Lease> lease = pool_.BeginDiagnostic(pool::GpuRef{node, gpu}, &pool_listener_);
   if (!lease.ok()) return lease.status();
   durable_.JournalLease(*lease, kPoolTeam);
-  Diagnostic d{node, gpu, agent, std::nullopt};
+  Diagnostic d{gpu, agent, std::nullopt};
   if (current->second.control.has_value()) d.control = rpc::AgentControl::Client(*current->second.control);
   diagnostics_[lease->id] = std::move(d);
   return lease->id;

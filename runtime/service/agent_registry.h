@@ -4,9 +4,11 @@
 // speaks for each node, and whether it still heartbeats. A node is up in the pool while its
 // agent's connection is open and heartbeats arrive; when the connection closes (AgentSession's
 // destructor) or heartbeats stop for the heartbeat timeout, the node goes down, and the pool
-// tells the holders of its leases. Internal to the service's RPC server.
+// tells the holders of its leases. It also holds the leases of the diagnostics agents run
+// (BeginDiagnostic, EndDiagnostic, DiagnosticLost; runtime/service/diagnostic_holds.h), journaled
+// for chargeback. Internal to the service's RPC server.
 //
-//   AgentRegistry agents(pool, options.heartbeat_timeout);
+//   AgentRegistry agents(pool, pump, durable, options.heartbeat_timeout);
 //   auto agent = kj::heap<AgentSession>(agents);
 //   absl::StatusOr<std::string> node = agents.Register(inventory, agent.get(), control);
 //   if (node.ok()) agent->set_node(*node);           // the agent's connection holds it now
@@ -132,8 +134,7 @@ class AgentRegistry {
   const std::chrono::milliseconds heartbeat_timeout_;
   std::map<std::string, Agent> agents_;  // the live agent of each node
   struct Diagnostic {
-    std::string node;
-    int gpu = 0;
+    int gpu = 0;  // on the node of `agent`
     AgentSession* agent = nullptr;
     std::optional<rpc::AgentControl::Client> control;  // the testing agent's: told to stop
   };

@@ -42,19 +42,6 @@ std::optional<DiagnosticHolds::Hold> DiagnosticHolds::End(const std::string& lea
   return hold;
 }
 
-std::vector<DiagnosticHolds::Hold> DiagnosticHolds::TakeIf(const std::function<bool(const pool::GpuRef&)>& interrupts) {
-  std::vector<Hold> taken;
-  for (auto it = holds_.begin(); it != holds_.end();) {
-    if (interrupts(it->second.lease.gpus.front())) {
-      taken.push_back(std::move(it->second));
-      it = holds_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return taken;
-}
-
 bool DiagnosticHolds::Holds(const pool::GpuRef& gpu) const {
   for (const auto& [id, hold] : holds_) {
     if (hold.lease.gpus.front() == gpu) return true;

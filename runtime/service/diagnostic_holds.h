@@ -20,19 +20,17 @@
 //
 //   DiagnosticHolds holds;
 //   const pool::Lease& lease = holds.Begin(gpu, group, listener, pool_now);  // the caller checked the GPU
-//   for (DiagnosticHolds::Hold& h : holds.TakeIf(not_idle)) h.listener->OnLost(...);
 //   std::optional<DiagnosticHolds::Hold> ended = holds.End(lease.id);       // nullopt: interrupted
+//                                                                           // (work took its GPU)
 //
 // Not thread-safe: PoolService's lock guards it.
 #ifndef GPUPOOL_RUNTIME_SERVICE_DIAGNOSTIC_HOLDS_H_
 #define GPUPOOL_RUNTIME_SERVICE_DIAGNOSTIC_HOLDS_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "pool/inventory.h"
 #include "pool/scheduler/scheduler.h"
@@ -63,8 +61,6 @@ class DiagnosticHolds {
                            int64_t now_s);
   // The hold, ended; nullopt when `lease_id` is not held (interrupted meanwhile, or never).
   std::optional<Hold> End(const std::string& lease_id);
-  // Ends and returns the holds whose GPU `interrupts` says is wanted elsewhere.
-  std::vector<Hold> TakeIf(const std::function<bool(const pool::GpuRef&)>& interrupts);
   // Whether a diagnostic holds `gpu` now.
   bool Holds(const pool::GpuRef& gpu) const;
   const std::map<std::string, Hold>& holds() const { return holds_; }

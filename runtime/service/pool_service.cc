@@ -83,12 +83,9 @@ absl::StatusOr<std::unique_ptr<PoolService>> PoolService::Start(const PoolServic
   p->health_interval_ = options.health_interval;
   p->start_ = std::chrono::steady_clock::now();
   {
-    MutexLock lock(&p->mu_);
-    p->diagnostics_ = DiagnosticHolds(static_cast<uint64_t>(WallSeconds()));  // ids unique across head runs
-  }
-  {
     // No other thread sees the service yet; the lock is for the analysis (the fields are guarded).
     MutexLock lock(&p->mu_);
+    p->diagnostics_ = DiagnosticHolds(static_cast<uint64_t>(WallSeconds()));  // ids unique across head runs
     p->scheduler_ = std::make_unique<pool::Scheduler>(p->inventory_, p->config_.scheduling,
                                                       pool::SchedulerOptions{.placement_policy = options.placement_policy});
     p->liveness_ = std::make_unique<NodeLiveness>(p->inventory_, /*remote=*/p->driver_ == nullptr);
@@ -159,8 +156,7 @@ absl::Status PoolService::Release(const std::string& lease_id) {
     }
     absl::Status s = scheduler_->Release(lease_id, NowSeconds());
     if (!s.ok()) return s;
-    leases_.Close(lease_id, Now());
-    metrics_.Closed(lease_id, Now(), /*lost=*/false);
+    CloseLease(lease_id, /*lost=*/false);
     dirty_ = true;
   }
   WakeForCycle();
@@ -218,6 +214,11 @@ void PoolService::OpenLease(const pool::Lease& lease, LeaseListener* listener) {
                                           .started_s = Now()});
   const pool::InventoryGpu* gpu = lease.gpus.empty() ? nullptr : inventory_.Find(lease.gpus[0]);
   metrics_.Granted(lease, gpu == nullptr ? std::string() : gpu->device.model, Now());
+}
+
+void PoolService::CloseLease(const std::string& lease_id, bool lost) {
+  leases_.Close(lease_id, Now());
+  metrics_.Closed(lease_id, Now(), lost);
 }
 
 pool::CycleResult PoolService::TimedSchedule() {
@@ -292,8 +293,7 @@ void PoolService::Absorb(const pool::CycleResult& result, const std::string& los
     const LeaseBook::Lease* held = leases_.Find(lease_id);
     if (held == nullptr) continue;
     outbox_.Lost(held->listener, lease_id, lost_why);
-    leases_.Close(lease_id, Now());
-    metrics_.Closed(lease_id, Now(), /*lost=*/true);
+    CloseLease(lease_id, /*lost=*/true);
   }
   InterruptDiagnostics();
 }

@@ -215,6 +215,8 @@ class PoolService final : public PoolClient {
   absl::Status Queue(pool::LeaseRequest request, double waited_s, LeaseListener* listener);
   // `lease` (the scheduler's) is open from now, and `listener` hears of it. Holds mu_.
   void OpenLease(const pool::Lease& lease, LeaseListener* listener) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `lease_id` ended now: its time goes to the ledger and the metrics (`lost`: taken back).
+  void CloseLease(const std::string& lease_id, bool lost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies a cycle's outcome to the ledger and queues the listener calls; a lease lost in it is
   // lost for `lost_why`. Holds mu_.
   void Absorb(const pool::CycleResult& result, const std::string& lost_why = kLeaseLost)

@@ -1,6 +1,7 @@
 // PoolService's health: each GPU's state machine (GpuHealthBook) fed by agents' readings and
 // diagnostics, operators' words and "its leases are gone", and what each transition does to the
-// scheduler. The rest of PoolService is in pool_service.cc.
+// scheduler; and diagnostics' leases (BeginDiagnostic, EndDiagnostic, InterruptDiagnostics over
+// DiagnosticHolds). The rest of PoolService is in pool_service.cc.
 #include <map>
 #include <optional>
 #include <set>
@@ -85,8 +86,7 @@ namespace {
 
 // States a diagnostic may run in: in service (while nothing is placed on the GPU) or quarantined.
 bool DiagnosableIn(pool::HealthState state) {
-  return state == pool::HealthState::kHealthy || state == pool::HealthState::kDegraded ||
-         state == pool::HealthState::kQuarantined;
+  return pool::Schedulable(state) || state == pool::HealthState::kQuarantined;
 }
 
 std::string GpuName(const pool::GpuRef& gpu) { return absl::StrCat(gpu.node, "/", gpu.index); }
@@ -125,8 +125,7 @@ absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::option
                                              "' is not held (work placed on its GPU interrupted it, or the GPU "
                                              "left service): its outcome is not applied"));
     }
-    leases_.Close(lease_id, Now());
-    metrics_.Closed(lease_id, Now(), /*lost=*/false);
+    CloseLease(lease_id, /*lost=*/false);
     if (!passed.has_value()) return absl::OkStatus();
     const pool::GpuRef& gpu = hold->lease.gpus.front();
     Transitioned(gpu, health_book_->Find(gpu)->OnDiagnostic(*passed, detail, WallSeconds()));
@@ -136,22 +135,20 @@ absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::option
 
 void PoolService::InterruptDiagnostics() {
   if (diagnostics_.holds().empty()) return;
-  std::map<std::string, std::string> why;  // by GPU: those whose test ends now
+  std::vector<std::pair<std::string, std::string>> ended;  // lease id, why: the tests that end now
   for (const auto& [id, hold] : diagnostics_.holds()) {
     const pool::GpuRef& gpu = hold.lease.gpus.front();
     const pool::HealthState state = liveness_->Applied(gpu);
     if (!DiagnosableIn(state)) {
-      why[GpuName(gpu)] = absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state));
+      ended.emplace_back(id, absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state)));
     } else if (!scheduler_->GpuIdle(gpu)) {
-      why[GpuName(gpu)] = absl::StrCat("work was placed on GPU ", GpuName(gpu));
+      ended.emplace_back(id, absl::StrCat("work was placed on GPU ", GpuName(gpu)));
     }
   }
-  if (why.empty()) return;
-  for (DiagnosticHolds::Hold& hold :
-       diagnostics_.TakeIf([&](const pool::GpuRef& gpu) { return why.contains(GpuName(gpu)); })) {
-    outbox_.Lost(hold.listener, hold.lease.id, why[GpuName(hold.lease.gpus.front())]);
-    leases_.Close(hold.lease.id, Now());
-    metrics_.Closed(hold.lease.id, Now(), /*lost=*/false);
+  for (const auto& [id, why] : ended) {
+    std::optional<DiagnosticHolds::Hold> hold = diagnostics_.End(id);
+    outbox_.Lost(hold->listener, id, why);
+    CloseLease(id, /*lost=*/false);
   }
 }
 

@@ -72,8 +72,8 @@ size_t Executor::Waits(const Task* t) const {
 
 void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
   // A nested ref is waited for, not read: its failure is the task's to find when it reads it.
-  const bool read = std::find(task->deps.begin(), task->deps.end(), dependency) != task->deps.end();
-  if (read && dependency->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+  if (dependency->state.load(std::memory_order_acquire) == detail::kObjectFailed &&
+      std::find(task->deps.begin(), task->deps.end(), dependency) != task->deps.end()) {
     bool expected = false;
     if (task->dependency_failed.compare_exchange_strong(expected, true)) {
       task->dependency_failure = dependency->failure;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -227,6 +228,26 @@ RunOutcome RemoteLeases::Outcome(Task* task, wire::Outcome&& o) {
   return out;
 }
 
+std::vector<RemoteLeases::InFlight> RemoteLeases::TakeInFlight(const std::function<bool(const InFlight&)>& which) {
+  std::vector<InFlight> taken;
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (which(it->second)) {
+      taken.push_back(it->second);
+      it = in_flight_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+void RemoteLeases::SettleInFlight(const InFlight& f, RunOutcome outcome) {
+  executor_.Settle(f.task, std::move(outcome));
+  MutexLock lock(&mu_);
+  --f.lease->in_flight;
+  cv_.NotifyAll();
+}
+
 void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome> outcomes) {
   for (wire::Outcome& o : outcomes) {
     InFlight f{};
@@ -241,10 +262,7 @@ void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome>
     if (outcome.lease_id.empty()) outcome.lease_id = f.lease->run->lease.id;
     // Before in_flight drops: the lease thread releases (with this busy time) only once it is 0.
     f.lease->run->busy_gpu_micros.fetch_add(outcome.busy_gpu_micros, std::memory_order_relaxed);
-    executor_.Settle(f.task, std::move(outcome));
-    MutexLock lock(&mu_);
-    --f.lease->in_flight;
-    cv_.NotifyAll();
+    SettleInFlight(f, std::move(outcome));
   }
 }
 
@@ -252,25 +270,15 @@ void RemoteLeases::Abandon(LeaseState& state) {
   std::vector<InFlight> abandoned;
   {
     MutexLock lock(&mu_);
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (it->second.lease == &state) {
-        abandoned.push_back(it->second);
-        it = in_flight_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    abandoned = TakeInFlight([&](const InFlight& f) { return f.lease == &state; });
   }
-  for (InFlight& f : abandoned) {
+  for (const InFlight& f : abandoned) {
     RunOutcome outcome;
     outcome.lease_id = f.lease->run->lease.id;
     outcome.location = f.lease->run->location;
     outcome.kind = RunOutcome::Kind::kCancelled;
     outcome.message = "the job shut down while its worker ran it";
-    executor_.Settle(f.task, std::move(outcome));  // its worker's late outcome finds nothing in flight
-    MutexLock lock(&mu_);
-    --f.lease->in_flight;
-    cv_.NotifyAll();
+    SettleInFlight(f, std::move(outcome));  // its worker's late outcome finds nothing in flight
   }
 }
 
@@ -281,18 +289,11 @@ void RemoteLeases::OnLost(WorkerConnection& gone, const absl::Status& why, bool 
     for (LeaseState* l : leases_) {
       if (l->worker == &gone) l->worker_gone = true;
     }
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (it->second.lease->worker == &gone) {
-        lost.push_back(it->second);
-        it = in_flight_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    lost = TakeInFlight([&](const InFlight& f) { return f.lease->worker == &gone; });
     cv_.NotifyAll();
   }
   if (!bye) events_.Emit("worker-lost", "", "", std::string(why.message()));
-  for (InFlight& f : lost) {
+  for (const InFlight& f : lost) {
     RunOutcome outcome;
     outcome.lease_id = f.lease->run->lease.id;
     outcome.location = absl::StrCat(f.lease->run->location, " (worker pid ", gone.pid(), ")");
@@ -303,10 +304,7 @@ void RemoteLeases::OnLost(WorkerConnection& gone, const absl::Status& why, bool 
       outcome.system_failure = true;
       outcome.resume_note = absl::StrCat("its worker died (", why.message(), "); runs again");
     }
-    executor_.Settle(f.task, std::move(outcome));
-    MutexLock lock(&mu_);
-    --f.lease->in_flight;
-    cv_.NotifyAll();
+    SettleInFlight(f, std::move(outcome));
   }
 }
 

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -77,6 +78,11 @@ class RemoteLeases {
   void Drain(LeaseState& state) ABSL_LOCKS_EXCLUDED(mu_);
   // Settles the lease's tasks still in flight as cancelled (the job shut down).
   void Abandon(LeaseState& state) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes out of in_flight_ the entries `which` picks, for the caller to settle.
+  std::vector<InFlight> TakeInFlight(const std::function<bool(const InFlight&)>& which)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Settles a task taken out of in_flight_ and counts it down on its lease.
+  void SettleInFlight(const InFlight& f, RunOutcome outcome) ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr std::chrono::seconds kShutdownGrace{2};
 
   Executor& executor_;

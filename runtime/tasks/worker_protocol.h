@@ -5,13 +5,13 @@
 // kind, then the message. Decoding treats the bytes as untrusted (gpupool::Error kDataLoss, turned
 // into a status here).
 //
-//   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Bye
-//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Stop
+//   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Bye
+//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetched (answer to Fetch), Stop
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
 // encoded); the worker sends back each task's outcome (the result encoded, or why it failed or
-// stopped).
+// stopped), and imports the driver's objects that arguments name inside them (Fetch).
 #ifndef GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
 #define GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
 

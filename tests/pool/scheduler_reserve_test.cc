@@ -42,6 +42,15 @@ constexpr const char* kPolicies[] = {"gpupool", "packing"};
 
 int SpareNow(Pool& pool) { return pool.s().Reserves().at(0).spare_gpus; }
 
+// Both teams at their nominal 3 with experiments, granted at time 0: the reserve's 2 GPUs spare.
+void FillBothTeamsWithExperiments(Pool& pool) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment").ok());
+    ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
+  }
+  ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(6));
+}
+
 int GrantedFor(const CycleResult& r, Pool& pool, const std::string& request) {
   int n = 0;
   for (const std::string& id : r.granted) n += pool.s().leases().at(id).request.id == request;
@@ -147,11 +156,7 @@ TEST(SpareReserve, WorkWithinNominalQuotaIsNeverPreemptedToRefillIt) {
   for (const char* policy : kPolicies) {
     SCOPED_TRACE(policy);
     Pool pool(ReservedPool(), {.placement_policy = policy});
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment").ok());
-      ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
-    }
-    ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(6));
+    ASSERT_NO_FATAL_FAILURE(FillBothTeamsWithExperiments(pool));
     // Both teams at nominal: urgent work beyond it borrows the reserve (its class may borrow).
     ASSERT_TRUE(pool.Submit("fix-a", "a", 1, "urgent", 5).ok());
     CycleResult r = pool.s().Schedule(5);
@@ -191,11 +196,7 @@ TEST(SpareReserve, APreemptionBesideAShortReserveRevokesOnlyWhatTheRequestNeeds)
     // The reserve all in use by urgent work; a at its nominal 3 with experiments. a's training
     // (borrowing) preempts one of its own experiments for its one GPU, not three.
     Pool pool(ReservedPool(), {.placement_policy = policy});
-    for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE(pool.Submit(absl::StrCat("a", i), "a", 1, "experiment").ok());
-      ASSERT_TRUE(pool.Submit(absl::StrCat("b", i), "b", 1, "experiment").ok());
-    }
-    ASSERT_THAT(pool.s().Schedule(0).granted, SizeIs(6));
+    ASSERT_NO_FATAL_FAILURE(FillBothTeamsWithExperiments(pool));
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(pool.Submit(absl::StrCat("bu", i), "b", 1, "urgent", 1).ok());
     ASSERT_THAT(pool.s().Schedule(1).granted, SizeIs(2));
     ASSERT_EQ(SpareNow(pool), 0);
