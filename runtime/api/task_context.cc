@@ -1,11 +1,14 @@
 // TaskContext and DeviceBuffer: what a running task reads and allocates, over the job runtime's
 // lease bookkeeping and the per-GPU memory pools.
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "gpupool/task_context.h"
 #include "runtime/tasks/status_to_error.h"
 #include "runtime/gpu/device_copy.h"
+#include "runtime/gpu/nccl_communicator.h"
 #include "runtime/group/job_group.h"
 #include "runtime/tasks/job_runtime.h"
 #include "runtime/tasks/lease_run.h"
@@ -43,26 +46,49 @@ const std::vector<SlotInfo>& TaskContext::slots() const {
   return state_->lease != nullptr ? state_->lease->slots : NoSlots();
 }
 int TaskContext::cuda_device() const {
-  return state_->lease != nullptr && state_->lease->memory != nullptr ? state_->lease->memory->cuda_device() : -1;
+  const runtime::SlotMemory* m = state_->lease != nullptr ? state_->lease->first_memory() : nullptr;
+  return m != nullptr ? m->pool->cuda_device() : -1;
 }
-void* TaskContext::stream() const {
-  if (state_->lease == nullptr || state_->lease->memory == nullptr) return nullptr;
-  return state_->lease->stream != nullptr ? state_->lease->stream : state_->lease->memory->stream();
+void* TaskContext::stream() const { return state_->lease != nullptr && !state_->lease->memory.empty() ? slot_stream(0) : nullptr; }
+void* TaskContext::slot_stream(size_t slot) const {
+  if (state_->lease == nullptr || slot >= state_->lease->memory.size()) return nullptr;
+  const runtime::SlotMemory& m = state_->lease->memory[slot];
+  if (m.pool == nullptr) return nullptr;
+  return m.stream != nullptr ? m.stream : m.pool->stream();
 }
 uint64_t TaskContext::memory_budget_bytes() const {
-  return state_->lease != nullptr && state_->lease->budget ? state_->lease->budget->limit_bytes : 0;
+  const runtime::SlotMemory* m = state_->lease != nullptr ? state_->lease->first_memory() : nullptr;
+  return m != nullptr ? m->budget->limit_bytes : 0;
 }
 uint64_t TaskContext::memory_used_bytes() const {
-  return state_->lease != nullptr && state_->lease->budget ? state_->lease->budget->used_bytes.load() : 0;
+  const runtime::SlotMemory* m = state_->lease != nullptr ? state_->lease->first_memory() : nullptr;
+  return m != nullptr ? m->budget->used_bytes.load() : 0;
 }
 
 DeviceBuffer TaskContext::Allocate(uint64_t bytes) {
-  runtime::LeaseRun* lease = state_->lease;
-  if (lease == nullptr || lease->memory == nullptr) {
+  if (state_->lease == nullptr || state_->lease->memory.empty()) {
     throw Error(ErrorCode::kFailedPrecondition,
                 "task '" + task_name() + "' has no GPU: give it Gpus(...) to allocate device memory");
   }
-  return DeviceBuffer(runtime::ValueOrThrow(lease->memory->Allocate(lease->budget, bytes)));
+  return Allocate(bytes, 0);
+}
+
+DeviceBuffer TaskContext::Allocate(uint64_t bytes, size_t slot) {
+  runtime::LeaseRun* lease = state_->lease;
+  if (lease == nullptr || lease->memory.empty()) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                "task '" + task_name() + "' has no GPU: give it Gpus(...) to allocate device memory");
+  }
+  if (slot >= lease->memory.size()) {
+    throw Error(ErrorCode::kOutOfRange, "task '" + task_name() + "': slot " + std::to_string(slot) +
+                                            " of a lease of " + std::to_string(lease->memory.size()));
+  }
+  runtime::SlotMemory& m = lease->memory[slot];
+  if (m.pool == nullptr) {
+    throw Error(ErrorCode::kFailedPrecondition, "task '" + task_name() + "': slot " + std::to_string(slot) +
+                                                    "'s GPU is not this process's");
+  }
+  return DeviceBuffer(runtime::ValueOrThrow(m.pool->Allocate(m.budget, bytes)));
 }
 
 bool TaskContext::cancelled() const {
@@ -105,16 +131,70 @@ void TaskContext::SleepPoolTime(double seconds) {
 int TaskContext::rank() const { return state_->runtime->group().rank(); }
 int TaskContext::ranks() const { return state_->runtime->group().size(); }
 
+namespace {
+
+// What a device collective of this task waits for: revocation, cancellation, the job's timeout.
+runtime::NcclWait WaitFor(const TaskContext& ctx, runtime::JobRuntime& rt) {
+  return runtime::NcclWait{.deadline = absl::Now() + rt.device_comm().timeout(),
+                           .stop = [&ctx] { return ctx.cancelled(); }};
+}
+
+template <typename T>
+void CombineInto(T* into, const T* from, size_t n, ReduceOp op) {
+  for (size_t i = 0; i < n; ++i) {
+    switch (op) {
+      case ReduceOp::kSum: into[i] += from[i]; break;
+      case ReduceOp::kMax: into[i] = std::max(into[i], from[i]); break;
+      case ReduceOp::kMin: into[i] = std::min(into[i], from[i]); break;
+    }
+  }
+}
+
+void Combine(std::byte* into, const std::byte* from, size_t count, runtime::ElementType type, ReduceOp op) {
+  switch (type) {
+    case runtime::ElementType::kFloat:
+      return CombineInto(reinterpret_cast<float*>(into), reinterpret_cast<const float*>(from), count, op);
+    case runtime::ElementType::kDouble:
+      return CombineInto(reinterpret_cast<double*>(into), reinterpret_cast<const double*>(from), count, op);
+    case runtime::ElementType::kInt32:
+      return CombineInto(reinterpret_cast<int32_t*>(into), reinterpret_cast<const int32_t*>(from), count, op);
+    case runtime::ElementType::kInt64:
+      return CombineInto(reinterpret_cast<int64_t*>(into), reinterpret_cast<const int64_t*>(from), count, op);
+  }
+}
+
+}  // namespace
+
+runtime::NcclCommunicator* TaskContext::RankComm(bool agree) {
+  runtime::JobRuntime& rt = *state_->runtime;
+  runtime::RankGpu mine;
+  if (state_->lease != nullptr && state_->lease->first_memory() != nullptr) {
+    const SlotInfo& slot = state_->lease->slots.front();
+    mine.cuda_device = cuda_device();
+    mine.identity = slot.node + "/GPU " + std::to_string(slot.gpu_index);
+    mine.mig = slot.kind == "mig";
+  }
+  if (!agree) return rt.device_comm().Current(mine);
+  return runtime::ValueOrThrow(rt.device_comm().For(mine, WaitFor(*this, rt)));
+}
+
 void TaskContext::Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device) {
   if (count == 0) return;
   if (data == nullptr) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': AllReduce of no memory");
-  runtime::JobGroup& group = state_->runtime->group();
+  runtime::JobRuntime& rt = *state_->runtime;
+  runtime::JobGroup& group = rt.group();
   const auto type = static_cast<runtime::ElementType>(element_code);
   if (cuda_device < 0) {
     runtime::ThrowIfError(group.AllReduce(data, count, type, op));
     return;
   }
-  // Device memory: staged through pinned host memory, reduced there, copied back.
+  // Device memory on this task's GPU: NCCL when every rank can take it.
+  runtime::NcclCommunicator* comm = cuda_device == this->cuda_device() ? RankComm() : nullptr;
+  if (comm != nullptr) {
+    runtime::ThrowIfError(comm->AllReduce({{data, stream()}}, count, element_code, op, WaitFor(*this, rt)));
+    return;
+  }
+  // Otherwise staged through pinned host memory, reduced there, copied back.
   const uint64_t bytes = count * runtime::ElementSize(type);
   runtime::PinnedHostBuffer staging(bytes);
   runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device));
@@ -122,9 +202,113 @@ void TaskContext::Reduce(void* data, size_t count, int element_code, ReduceOp op
   runtime::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device));
 }
 
+void TaskContext::ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op) {
+  runtime::LeaseRun* lease = state_->lease;
+  const std::string who = "task '" + task_name() + "': AllReduceAcrossSlots";
+  if (lease == nullptr || lease->memory.empty()) throw Error(ErrorCode::kFailedPrecondition, who + " needs a GPU lease");
+  if (buffers.size() != lease->memory.size()) {
+    throw Error(ErrorCode::kInvalidArgument, who + " of " + std::to_string(buffers.size()) + " buffers on a lease of " +
+                                                 std::to_string(lease->memory.size()) + " slots (one buffer per slot)");
+  }
+  const auto type = static_cast<runtime::ElementType>(element_code);
+  const uint64_t bytes = buffers.front().size();
+  const size_t count = bytes / runtime::ElementSize(type);
+  bool nccl = true;
+  std::set<std::string> gpus;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const runtime::SlotMemory& m = lease->memory[i];
+    if (buffers[i].empty() || buffers[i].size() != bytes) {
+      throw Error(ErrorCode::kInvalidArgument, who + ": buffer " + std::to_string(i) + " holds " +
+                                                   std::to_string(buffers[i].size()) + " bytes, buffer 0 " +
+                                                   std::to_string(bytes) + " (all one size)");
+    }
+    if (m.pool == nullptr || buffers[i].cuda_device() != m.pool->cuda_device() ||
+        buffers[i].block_->pool != m.pool) {
+      throw Error(ErrorCode::kInvalidArgument, who + ": buffer " + std::to_string(i) + " is not on slot " +
+                                                   std::to_string(i) + "'s GPU (use Allocate(bytes, " +
+                                                   std::to_string(i) + "))");
+    }
+    const SlotInfo& slot = lease->slots[i];
+    if (m.pool->cuda_device() < 0 || slot.kind == "mig" ||
+        !gpus.insert(slot.node + "/" + std::to_string(slot.gpu_index)).second) {
+      nccl = false;
+    }
+  }
+  if (count == 0) return;
+  runtime::JobRuntime& rt = *state_->runtime;
+  if (nccl) {
+    if (lease->slots_comm == nullptr || lease->slots_comm->broken()) {
+      std::vector<int> devices;
+      for (const runtime::SlotMemory& m : lease->memory) devices.push_back(m.pool->cuda_device());
+      lease->slots_comm = runtime::ValueOrThrow(runtime::NcclCommunicator::OverDevices(devices));
+    }
+    std::vector<runtime::NcclBuffer> on;
+    for (size_t i = 0; i < buffers.size(); ++i) on.push_back({buffers[i].data(), slot_stream(i)});
+    runtime::ThrowIfError(lease->slots_comm->AllReduce(on, count, element_code, op, WaitFor(*this, rt)));
+    return;
+  }
+  // Staged: every buffer to host, combined in slot order (the same bits on every slot), copied back.
+  const uint64_t used = count * runtime::ElementSize(type);
+  runtime::PinnedHostBuffer sum(used), part(used);
+  runtime::ThrowIfError(runtime::CopyDeviceToHost(sum.data(), buffers[0].data(), used, buffers[0].cuda_device()));
+  for (size_t i = 1; i < buffers.size(); ++i) {
+    runtime::ThrowIfError(runtime::CopyDeviceToHost(part.data(), buffers[i].data(), used, buffers[i].cuda_device()));
+    Combine(sum.data(), part.data(), count, type, op);
+  }
+  for (DeviceBuffer& b : buffers) runtime::ThrowIfError(runtime::CopyHostToDevice(b.data(), sum.data(), used, b.cuda_device()));
+}
+
 void TaskContext::Broadcast(int root, void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast of no memory");
   runtime::ThrowIfError(state_->runtime->group().Broadcast(root, data, bytes));
+}
+
+void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
+  if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast of an empty DeviceBuffer");
+  if (buffer.cuda_device() < 0) return Broadcast(root, buffer.data(), buffer.size());
+  runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() ? RankComm() : nullptr;
+  if (comm != nullptr) {
+    runtime::ThrowIfError(comm->Broadcast({{buffer.data(), stream()}}, buffer.size(), root, WaitFor(*this, *state_->runtime)));
+    return;
+  }
+  runtime::PinnedHostBuffer staging(buffer.size());
+  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device()));
+  Broadcast(root, staging.data(), buffer.size());
+  runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device()));
+}
+
+void TaskContext::Send(int dst, uint64_t tag, const DeviceBuffer& buffer) {
+  if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Send of an empty DeviceBuffer");
+  if (buffer.cuda_device() < 0) return Send(dst, tag, buffer.data(), buffer.size());
+  // NCCL needs the receiver in the communicator; a rank sending to itself stays on the host path.
+  runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() && ranks() > 1 ? RankComm(/*agree=*/false) : nullptr;
+  if (comm != nullptr && dst != rank()) {
+    runtime::ThrowIfError(comm->Send({buffer.data(), stream()}, buffer.size(), dst, WaitFor(*this, *state_->runtime)));
+    return;
+  }
+  runtime::PinnedHostBuffer staging(buffer.size());
+  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device()));
+  Send(dst, tag, staging.data(), buffer.size());
+}
+
+void TaskContext::Recv(int src, uint64_t tag, DeviceBuffer& buffer) {
+  if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Recv into an empty DeviceBuffer");
+  if (buffer.cuda_device() < 0) {
+    if (Recv(src, tag, buffer.data(), buffer.size()) != buffer.size()) {
+      throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': Recv into a DeviceBuffer got fewer bytes than it holds");
+    }
+    return;
+  }
+  runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() && ranks() > 1 ? RankComm(/*agree=*/false) : nullptr;
+  if (comm != nullptr && src != rank()) {
+    runtime::ThrowIfError(comm->Recv({buffer.data(), stream()}, buffer.size(), src, WaitFor(*this, *state_->runtime)));
+    return;
+  }
+  runtime::PinnedHostBuffer staging(buffer.size());
+  if (Recv(src, tag, staging.data(), buffer.size()) != buffer.size()) {
+    throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': Recv into a DeviceBuffer got fewer bytes than it holds");
+  }
+  runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device()));
 }
 
 void TaskContext::Send(int dst, uint64_t tag, const void* data, size_t bytes) {

@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->hosted_ = std::move(joined.hosted);
   rt->before_stop_ = std::move(joined.before_stop);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
+  rt->device_comm_ = std::make_unique<RankDeviceComm>(*rt->group_, absl::Seconds(rt->options_.collective_timeout_s));
   // Host and pid: unique among the processes that may share a checkpoint directory.
   rt->job_id_ = absl::StrCat("job-", pool::HostName(), "-", getpid());
   // Ids name their rank, so refs can cross ranks (runtime/objects/object_exchange.h).

@@ -49,6 +49,7 @@
 #include "runtime/tasks/joined_pool.h"
 #include "runtime/tasks/lease_manager.h"
 #include "runtime/tasks/lease_run.h"
+#include "runtime/tasks/rank_device_comm.h"
 #include "runtime/tasks/local_gpus.h"
 #include "runtime/tasks/remote_leases.h"
 #include "runtime/tasks/worker_pool.h"
@@ -84,6 +85,8 @@ class JobRuntime final {
   int ranks() const { return ranks_; }
   // The job's ranks connected for TaskContext's collectives (a group of one outside mpirun).
   JobGroup& group() { return *group_; }
+  // The ranks' NCCL communicator for device-buffer collectives (over group()).
+  RankDeviceComm& device_comm() { return *device_comm_; }
   ObjectExchange& exchange() { return *exchange_; }
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }
@@ -124,6 +127,7 @@ class JobRuntime final {
   std::function<void()> before_stop_;              // see JoinedPool
   RuntimeEvents events_;                           // reads options_.on_event and pool_
   std::unique_ptr<JobGroup> group_;
+  std::unique_ptr<RankDeviceComm> device_comm_;  // over group_; goes before it
   std::unique_ptr<ObjectExchange> exchange_;  // refs crossing ranks; before group_ goes
   std::unique_ptr<ObjectStore> store_;        // orphaned, not destroyed, at shutdown
   std::unique_ptr<LocalGpus> gpus_;           // the GPUs this process runs tasks on

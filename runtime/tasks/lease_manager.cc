@@ -155,7 +155,7 @@ void LeaseManager::LeaseThread(LeaseRun* run) {
   // was returned.
   events_.Emit(lost ? "lease-ended" : "lease-returned", run->lease.request.team, run->lease.id,
                run->revoked.load() ? "after revocation" : (lost ? "lost" : "idle"));
-  if (run->memory != nullptr) run->memory->ReleaseStream(run->stream);
+  run->ReleaseStreams();
   if (!lost) (void)pool_.ReleaseUsed(run->lease.id, static_cast<double>(run->busy_gpu_micros.load()) / 1e6);
   {
     MutexLock lock(&leases_mu_);

@@ -17,20 +17,29 @@
 #include "pool/scheduler/scheduler.h"
 #include "runtime/gpu/device_copy.h"
 #include "runtime/gpu/memory_pool.h"
+#include "runtime/gpu/nccl_communicator.h"
 #include "runtime/tasks/task.h"
 
 namespace gpupool::runtime {
 
 class JobRuntime;
 
+// One slot's GPU memory as a lease uses it.
+struct SlotMemory {
+  GpuMemoryPool* pool = nullptr;         // null where the GPU is not this process's
+  std::shared_ptr<MemoryBudget> budget;  // shared with the blocks allocated under it
+  void* stream = nullptr;                // this lease's stream on the slot's GPU
+};
+
 struct LeaseRun {
   pool::Lease lease;
   TaskShape* shape = nullptr;
   std::vector<SlotInfo> slots;
   std::string location;                   // "node-0/GPU 3"
-  GpuMemoryPool* memory = nullptr;        // the first slot's GPU
-  std::shared_ptr<MemoryBudget> budget;   // shared with the blocks allocated under it
-  void* stream = nullptr;                 // this lease's stream on the first slot's GPU
+  std::vector<SlotMemory> memory;         // by slot; empty for a CPU task
+  // NCCL over the slots' GPUs, for TaskContext::AllReduceAcrossSlots: made on first use, aborted
+  // when an operation is given up (revocation), then made anew. Used by the lease's task thread.
+  std::unique_ptr<NcclCommunicator> slots_comm;
   double gpus = 0;                        // compute share in GPUs, for busy-time accounting
   // Pool microseconds x GPUs its tasks ran (every run's RunOutcome::busy_gpu_micros), told to the
   // pool with the release (PoolClient::ReleaseUsed): the ledger's busy time.
@@ -42,6 +51,19 @@ struct LeaseRun {
   std::atomic<bool> lost{false};
   std::atomic<bool> finished{false};      // lease given back; the thread may still be winding down (join it, never under leases_mu_)
   std::thread thread;
+
+  // The first slot's memory (Allocate(bytes), stream(), the budget figures); null for a CPU task
+  // or a GPU that is not this process's.
+  const SlotMemory* first_memory() const {
+    return !memory.empty() && memory.front().pool != nullptr ? &memory.front() : nullptr;
+  }
+  // Gives every slot's stream back to its pool (once the lease's tasks are done).
+  void ReleaseStreams() {
+    for (SlotMemory& m : memory) {
+      if (m.pool != nullptr && m.stream != nullptr) m.pool->ReleaseStream(m.stream);
+      m.stream = nullptr;
+    }
+  }
 };
 
 }  // namespace gpupool::runtime

@@ -75,18 +75,20 @@ void LocalGpus::Describe(const pool::Lease& lease, LeaseRun& run) const {
   }
   run.location = absl::StrJoin(places, "+");
   run.gpus = static_cast<double>(lease.milli) / 1000.0;
-  if (!lease.gpus.empty()) {
-    run.memory = MemoryPoolFor(lease.gpus.front());
-    run.budget = std::make_shared<MemoryBudget>();
-    run.budget->team = lease.request.team;
-    run.budget->lease = lease.id;
-    run.budget->limit_bytes = run.slots.front().memory_budget_bytes;
-    if (run.memory != nullptr) {
-      absl::StatusOr<void*> stream = run.memory->AcquireStream();
+  for (size_t i = 0; i < lease.gpus.size(); ++i) {
+    SlotMemory m;
+    m.pool = MemoryPoolFor(lease.gpus[i]);
+    m.budget = std::make_shared<MemoryBudget>();
+    m.budget->team = lease.request.team;
+    m.budget->lease = lease.id;
+    m.budget->limit_bytes = run.slots[i].memory_budget_bytes;
+    if (m.pool != nullptr) {
+      absl::StatusOr<void*> stream = m.pool->AcquireStream();
       // Without a stream of its own the lease shares the pool's: slower, never wrong.
-      run.stream = stream.ok() ? *stream : nullptr;
-      run.budget->stream = run.stream;
+      m.stream = stream.ok() ? *stream : nullptr;
+      m.budget->stream = m.stream;
     }
+    run.memory.push_back(std::move(m));
   }
 }
 

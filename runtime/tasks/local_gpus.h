@@ -37,8 +37,8 @@ class LocalGpus {
   bool Holds(const pool::Lease& lease) const;
   // Null for a GPU that is not this process's.
   GpuMemoryPool* MemoryPoolFor(const pool::GpuRef& gpu) const;
-  // Fills in what a run of `lease` needs from its GPUs: slots, location, compute share, and the
-  // first GPU's memory pool, a budget and a stream of its own (shared when none is free).
+  // Fills in what a run of `lease` needs from its GPUs: slots, location, compute share, and for
+  // each slot its GPU's memory pool, a budget and a stream of its own (shared when none is free).
   void Describe(const pool::Lease& lease, LeaseRun& run) const;
   uint64_t scrubbed_bytes() const;
 

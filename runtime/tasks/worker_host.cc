@@ -389,7 +389,7 @@ void WorkerHost::ReapFinished() {
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->second->finished.load()) {
       it->second->thread.join();
-      if (it->second->run.memory != nullptr) it->second->run.memory->ReleaseStream(it->second->run.stream);
+      it->second->run.ReleaseStreams();
       it = leases_.erase(it);
     } else {
       ++it;
@@ -417,7 +417,7 @@ void WorkerHost::StopAll() {
   }
   for (auto& [id, lease] : leases_) {
     if (lease->thread.joinable()) lease->thread.join();
-    if (lease->run.memory != nullptr) lease->run.memory->ReleaseStream(lease->run.stream);
+    lease->run.ReleaseStreams();
   }
   leases_.clear();
 }

@@ -50,6 +50,7 @@ struct TaskState;
 namespace runtime {
 struct MemoryBlock;
 class Executor;
+class NcclCommunicator;
 }  // namespace runtime
 
 // One slot of the task's lease.
@@ -131,6 +132,32 @@ class GPUPOOL_API TaskContext {
   uint64_t memory_used_bytes() const;
   // Allocates on the first slot's GPU; throws kResourceExhausted beyond the budget.
   DeviceBuffer Allocate(uint64_t bytes);
+  // Allocates on slot `slot`'s GPU, from that slot's budget (each GPU of a gang lease has its
+  // own); kOutOfRange for a slot the lease does not have.
+  DeviceBuffer Allocate(uint64_t bytes, size_t slot);
+
+  // Reduces one buffer per slot of this task's lease across the lease's GPUs, element by element,
+  // in place: `buffers[i]` lives on slot i's GPU (Allocate(bytes, i)), all of one size, and every
+  // one ends up holding the result. A gang lease on several whole GPUs of one node (Gpus(4)):
+  //
+  //   std::vector<gpupool::DeviceBuffer> grads;
+  //   for (size_t i = 0; i < ctx.slots().size(); ++i) grads.push_back(ctx.Allocate(bytes, i));
+  //   ... one kernel per GPU writes its gradient ...
+  //   ctx.AllReduceAcrossSlots<float>(grads);   // NCCL over the lease's GPUs
+  //
+  // Where every slot is a distinct real GPU (not a MIG instance) this is NCCL: a communicator
+  // over the slots' GPUs (ncclCommInitAll) made on first use and kept for the lease, one launch
+  // per GPU on the lease's streams. Elsewhere (simulated GPUs, slots sharing a GPU, MIG) the
+  // buffers are staged through host memory and reduced there. If the lease is revoked or the
+  // task cancelled while the reduction waits, the communicator is aborted (ncclCommAbort) and
+  // this throws kAborted, and the next call makes a new one. Kernels that wrote the buffers must
+  // have been queued on the slots' lease streams (slot_stream(i)) or completed.
+  template <typename T>  // T: float, double, int32_t, int64_t
+  void AllReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, ReduceOp op = ReduceOp::kSum) {
+    ReduceAcrossSlots(buffers, detail::ElementCode<T>::value, op);
+  }
+  // Slot `slot`'s stream of this lease (a cudaStream_t; nullptr when simulated).
+  void* slot_stream(size_t slot) const;
 
   // Cancel() was called on the task's result, the lease was revoked, or the runtime is stopping.
   bool cancelled() const;
@@ -169,7 +196,14 @@ class GPUPOOL_API TaskContext {
   // its task resumes from its snapshot (up to RuntimeOptions::collective_timeout_s). A rank that
   // died makes every later collective throw gpupool::Error(kUnavailable) naming it; one that never
   // arrives, kDeadlineExceeded. Bad arguments throw kInvalidArgument. Host memory is reduced over
-  // UCX; a DeviceBuffer is staged through pinned host memory (NCCL is not wired in yet).
+  // UCX. DeviceBuffers go over NCCL when every rank's task is on a real GPU of its own (not a MIG
+  // instance): a communicator over the ranks, made at the first device collective (rank 0's id
+  // travels over the job's control channel) and kept while no rank's GPU changes; with one rank
+  // it is a communicator of one, run for real. Otherwise they are staged through pinned host
+  // memory. A device collective is ordered on the lease's stream (stream()) after the kernels
+  // queued there, and has completed when the call returns. A rank whose lease is revoked while
+  // it waits in one aborts the communicator (kAborted); its peers' collective fails by
+  // collective_timeout_s (kDeadlineExceeded, or kUnavailable when NCCL notices the loss first).
   int rank() const;   // this task's rank in the job (its process's)
   int ranks() const;  // the job's ranks
   template <typename T>  // T: float, double, int32_t, int64_t
@@ -187,6 +221,7 @@ class GPUPOOL_API TaskContext {
   }
   // `bytes` at `data` on rank `root` are copied to every rank's `data` (same size everywhere).
   void Broadcast(int root, void* data, size_t bytes);
+  void Broadcast(int root, DeviceBuffer& buffer);  // NCCL, or staged through host memory
   template <typename T>
   void Broadcast(int root, std::vector<T>& data) {
     static_assert(std::is_trivially_copyable_v<T>, "gpupool: broadcast trivially copyable values");
@@ -198,6 +233,13 @@ class GPUPOOL_API TaskContext {
   // is larger than `capacity`.
   void Send(int dst, uint64_t tag, const void* data, size_t bytes);
   size_t Recv(int src, uint64_t tag, void* data, size_t capacity);
+  // A DeviceBuffer to another rank, into a DeviceBuffer of the same size there. Over NCCL once a
+  // device collective (AllReduce, Broadcast) has set up the ranks' communicator (two ranks alone
+  // cannot agree on one), else staged through host memory. NCCL has no tags: a pair of ranks'
+  // device messages match in the order they are sent, whatever the tag; staged, by tag as above.
+  // Use one order (or one tag) per pair.
+  void Send(int dst, uint64_t tag, const DeviceBuffer& buffer);
+  void Recv(int src, uint64_t tag, DeviceBuffer& buffer);
 
   // Values of any encodable type (gpupool/codec.h), of any size. ObjectRefs inside them cross
   // ranks: the receiver gets a ref to the sender's object, fetched from it over UCX at once
@@ -263,6 +305,10 @@ class GPUPOOL_API TaskContext {
   };
 
   void Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device);
+  void ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op);
+  // The ranks' NCCL communicator for this task's GPU (null: stage through host memory). With
+  // `agree` every rank calls it (collectives); without, the one a collective set up, if any.
+  runtime::NcclCommunicator* RankComm(bool agree = true);
   void SendBytes(int dst, uint64_t tag, const std::string& bytes);
   std::string RecvBytes(int src, uint64_t tag);
   void BroadcastBytes(int root, std::string& bytes);

@@ -1,0 +1,291 @@
+// NCCL communicators (nccl_communicator.h). Rank communicators are created nonblocking
+// (ncclConfig_t::blocking = 0) so that a rank that never joins turns into a deadline, not a hang;
+// device communicators (ncclCommInitAll) are all in this process and cannot wait on anyone.
+#include "runtime/gpu/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpupool::runtime {
+namespace {
+
+absl::Status NcclError(ncclResult_t r, const std::string& what, ncclComm_t comm = nullptr) {
+  std::string detail = ncclGetErrorString(r);
+  const char* last = comm != nullptr ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
+  if (last != nullptr && *last != '\0') absl::StrAppend(&detail, " (", last, ")");
+  return absl::UnavailableError(absl::StrCat(what, ": NCCL ", detail));
+}
+
+absl::Status CudaError(cudaError_t e, const std::string& what) {
+  return absl::UnavailableError(absl::StrCat(what, ": CUDA ", cudaGetErrorString(e)));
+}
+
+absl::StatusOr<ncclDataType_t> NcclType(int element_code) {
+  switch (element_code) {
+    case detail::ElementCode<float>::value: return ncclFloat32;
+    case detail::ElementCode<double>::value: return ncclFloat64;
+    case detail::ElementCode<int32_t>::value: return ncclInt32;
+    case detail::ElementCode<int64_t>::value: return ncclInt64;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("no NCCL type for element code ", element_code));
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kSum: break;
+  }
+  return ncclSum;
+}
+
+size_t TypeSize(ncclDataType_t t) { return t == ncclFloat64 || t == ncclInt64 ? 8 : 4; }
+
+}  // namespace
+
+struct NcclCommunicator::Member {
+  ncclComm_t comm = nullptr;
+  int device = -1;
+};
+
+NcclCommunicator::NcclCommunicator() = default;
+
+NcclCommunicator::~NcclCommunicator() {
+  for (const std::unique_ptr<Member>& m : members_) {
+    if (m->comm == nullptr) continue;
+    cudaSetDevice(m->device);
+    // A communicator whose operation failed may have kernels waiting on peers: abort, which ends
+    // them; a healthy one is destroyed (its operations have all completed: Await waited).
+    if (broken_.ok()) {
+      ncclCommDestroy(m->comm);
+    } else {
+      ncclCommAbort(m->comm);
+    }
+  }
+}
+
+absl::StatusOr<std::string> NcclCommunicator::Version() {
+  int v = 0;
+  ncclResult_t r = ncclGetVersion(&v);
+  if (r != ncclSuccess) return NcclError(r, "ncclGetVersion");
+  // NCCL_VERSION_CODE since 2.9: major*10000 + minor*100 + patch.
+  return absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+}
+
+absl::StatusOr<std::string> NcclCommunicator::UniqueId() {
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) return NcclError(r, "ncclGetUniqueId");
+  return std::string(id.internal, sizeof id.internal);
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::OverDevices(
+    const std::vector<int>& cuda_devices) {
+  if (cuda_devices.empty()) return absl::InvalidArgumentError("an NCCL communicator over no GPUs");
+  std::set<int> distinct(cuda_devices.begin(), cuda_devices.end());
+  if (distinct.size() != cuda_devices.size() || *distinct.begin() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL needs distinct real GPUs, got CUDA devices [",
+                                                   absl::StrJoin(cuda_devices, ", "), "]"));
+  }
+  std::vector<ncclComm_t> comms(cuda_devices.size());
+  ncclResult_t r = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), cuda_devices.data());
+  if (r != ncclSuccess) {
+    return NcclError(r, absl::StrCat("ncclCommInitAll over CUDA devices [", absl::StrJoin(cuda_devices, ", "), "]"));
+  }
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  c->devices_ = cuda_devices;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    auto m = std::make_unique<Member>();
+    m->comm = comms[i];
+    m->device = cuda_devices[i];
+    c->members_.push_back(std::move(m));
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::OverRanks(const std::string& unique_id,
+                                                                               int ranks, int rank,
+                                                                               int cuda_device,
+                                                                               const NcclWait& wait) {
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof id.internal) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an NCCL unique id is ", sizeof id.internal, " bytes, got ", unique_id.size()));
+  }
+  if (ranks < 1 || rank < 0 || rank >= ranks || cuda_device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NCCL rank ", rank, " of ", ranks, " on CUDA device ", cuda_device));
+  }
+  std::memcpy(id.internal, unique_id.data(), sizeof id.internal);
+  cudaError_t e = cudaSetDevice(cuda_device);
+  if (e != cudaSuccess) return CudaError(e, absl::StrCat("cudaSetDevice(", cuda_device, ")"));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  c->devices_ = {cuda_device};
+  auto m = std::make_unique<Member>();
+  m->device = cuda_device;
+  ncclResult_t r = ncclCommInitRankConfig(&m->comm, ranks, id, rank, &config);
+  c->members_.push_back(std::move(m));
+  const std::string what = absl::StrCat("ncclCommInitRank (rank ", rank, " of ", ranks, ")");
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclError(r, what, c->members_[0]->comm);
+    c->Abort(s);
+    return s;
+  }
+  absl::Status s = c->Await({}, wait, what.c_str());
+  if (!s.ok()) return s;
+  return c;
+}
+
+absl::Status NcclCommunicator::CheckBuffers(const std::vector<NcclBuffer>& buffers, const char* what) const {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(), absl::StrCat(what, ": the communicator is broken: ", broken_.message()));
+  }
+  if (buffers.size() != members_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", buffers.size(), " buffers for ", members_.size(), " GPUs"));
+  }
+  for (const NcclBuffer& b : buffers) {
+    if (b.data == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": a buffer has no memory"));
+  }
+  return absl::OkStatus();
+}
+
+void NcclCommunicator::Abort(absl::Status why) {
+  if (broken_.ok()) broken_ = std::move(why);
+  for (const std::unique_ptr<Member>& m : members_) {
+    if (m->comm == nullptr) continue;
+    cudaSetDevice(m->device);
+    ncclCommAbort(m->comm);
+    m->comm = nullptr;
+  }
+}
+
+absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
+                                     const char* what) {
+  // Spin first (a small collective completes in microseconds, and a sleep would double it), then
+  // poll every 50 us so a long wait does not burn a core.
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+  for (;;) {
+    bool done = true;
+    for (const std::unique_ptr<Member>& m : members_) {
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(m->comm, &state);
+      if (r != ncclSuccess) state = r;
+      if (state == ncclInProgress) {
+        done = false;
+      } else if (state != ncclSuccess) {
+        absl::Status s = NcclError(state, what, m->comm);
+        Abort(s);
+        return s;
+      }
+    }
+    for (size_t i = 0; done && i < buffers.size(); ++i) {
+      cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(buffers[i].stream));
+      if (e == cudaErrorNotReady) {
+        done = false;
+      } else if (e != cudaSuccess) {
+        absl::Status s = CudaError(e, what);
+        Abort(s);
+        return s;
+      }
+    }
+    if (done) return absl::OkStatus();
+    if (wait.stop && wait.stop()) {
+      absl::Status s = absl::AbortedError(absl::StrCat(what, ": given up (lease revoked or task cancelled); "
+                                                       "the communicator was aborted"));
+      Abort(s);
+      return s;
+    }
+    if (absl::Now() >= wait.deadline) {
+      absl::Status s = absl::DeadlineExceededError(
+          absl::StrCat(what, ": not complete by its deadline (a member never arrived?); the communicator was aborted"));
+      Abort(s);
+      return s;
+    }
+    if (std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+absl::Status NcclCommunicator::AllReduce(const std::vector<NcclBuffer>& buffers, size_t count, int element_code,
+                                         ReduceOp op, const NcclWait& wait) {
+  if (absl::Status s = CheckBuffers(buffers, "NCCL allreduce"); !s.ok()) return s;
+  absl::StatusOr<ncclDataType_t> type = NcclType(element_code);
+  if (!type.ok()) return type.status();
+  ncclGroupStart();
+  ncclResult_t r = ncclSuccess;
+  for (size_t i = 0; i < members_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) {
+    r = ncclAllReduce(buffers[i].data, buffers[i].data, count, *type, NcclOp(op), members_[i]->comm,
+                      static_cast<cudaStream_t>(buffers[i].stream));
+  }
+  ncclResult_t end = ncclGroupEnd();
+  if (r == ncclSuccess || r == ncclInProgress) r = end;
+  const std::string what = absl::StrCat("NCCL allreduce of ", count * TypeSize(*type), " bytes");
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclError(r, what, members_[0]->comm);
+    Abort(s);
+    return s;
+  }
+  return Await(buffers, wait, what.c_str());
+}
+
+absl::Status NcclCommunicator::Broadcast(const std::vector<NcclBuffer>& buffers, size_t bytes, int root,
+                                         const NcclWait& wait) {
+  if (absl::Status s = CheckBuffers(buffers, "NCCL broadcast"); !s.ok()) return s;
+  ncclGroupStart();
+  ncclResult_t r = ncclSuccess;
+  for (size_t i = 0; i < members_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) {
+    r = ncclBroadcast(buffers[i].data, buffers[i].data, bytes, ncclUint8, root, members_[i]->comm,
+                      static_cast<cudaStream_t>(buffers[i].stream));
+  }
+  ncclResult_t end = ncclGroupEnd();
+  if (r == ncclSuccess || r == ncclInProgress) r = end;
+  const std::string what = absl::StrCat("NCCL broadcast of ", bytes, " bytes from ", root);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclError(r, what, members_[0]->comm);
+    Abort(s);
+    return s;
+  }
+  return Await(buffers, wait, what.c_str());
+}
+
+absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
+  if (absl::Status s = CheckBuffers({buffer}, "NCCL send"); !s.ok()) return s;
+  ncclResult_t r = ncclSend(buffer.data, bytes, ncclUint8, peer, members_[0]->comm,
+                            static_cast<cudaStream_t>(buffer.stream));
+  const std::string what = absl::StrCat("NCCL send of ", bytes, " bytes to rank ", peer);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclError(r, what, members_[0]->comm);
+    Abort(s);
+    return s;
+  }
+  return Await({buffer}, wait, what.c_str());
+}
+
+absl::Status NcclCommunicator::Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
+  if (absl::Status s = CheckBuffers({buffer}, "NCCL recv"); !s.ok()) return s;
+  ncclResult_t r = ncclRecv(buffer.data, bytes, ncclUint8, peer, members_[0]->comm,
+                            static_cast<cudaStream_t>(buffer.stream));
+  const std::string what = absl::StrCat("NCCL recv of ", bytes, " bytes from rank ", peer);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclError(r, what, members_[0]->comm);
+    Abort(s);
+    return s;
+  }
+  return Await({buffer}, wait, what.c_str());
+}
+
+}  // namespace gpupool::runtime
