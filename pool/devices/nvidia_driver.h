@@ -82,6 +82,9 @@ class NvidiaDriver final : public DeviceDriver {
   ~NvidiaDriver() override;
 
   absl::string_view name() const override { return "nvidia"; }
+  // Whether NVML took the registration for XID critical-error events on some GPU (false: the
+  // driver does not offer them here, and health readings carry counters only).
+  bool xid_events_registered() const { return loaded_.xid_events != nullptr; }
   const std::string& node_name() const { return node_name_; }
 
   absl::StatusOr<std::vector<DiscoveredNode>> Discover() override;

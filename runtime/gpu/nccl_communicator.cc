@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::OverRanks(co
     c->Abort(s);
     return s;
   }
-  absl::Status s = c->Await({}, wait, what.c_str());
+  absl::Status s = c->Await({}, wait, [&] { return what; });
   if (!s.ok()) return s;
   return c;
 }
@@ -171,7 +171,7 @@ void NcclCommunicator::Abort(absl::Status why) {
 }
 
 absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
-                                     const char* what) {
+                                     absl::FunctionRef<std::string()> what) {
   // Spin first (a small collective completes in microseconds, and a sleep would double it), then
   // poll every 50 us so a long wait does not burn a core.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
@@ -184,7 +184,7 @@ absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, con
       if (state == ncclInProgress) {
         done = false;
       } else if (state != ncclSuccess) {
-        absl::Status s = NcclError(state, what, m->comm);
+        absl::Status s = NcclError(state, what(), m->comm);
         Abort(s);
         return s;
       }
@@ -194,21 +194,21 @@ absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, con
       if (e == cudaErrorNotReady) {
         done = false;
       } else if (e != cudaSuccess) {
-        absl::Status s = CudaError(e, what);
+        absl::Status s = CudaError(e, what());
         Abort(s);
         return s;
       }
     }
     if (done) return absl::OkStatus();
     if (wait.stop && wait.stop()) {
-      absl::Status s = absl::AbortedError(absl::StrCat(what, ": given up (lease revoked or task cancelled); "
+      absl::Status s = absl::AbortedError(absl::StrCat(what(), ": given up (lease revoked or task cancelled); "
                                                        "the communicator was aborted"));
       Abort(s);
       return s;
     }
     if (absl::Now() >= wait.deadline) {
       absl::Status s = absl::DeadlineExceededError(
-          absl::StrCat(what, ": not complete by its deadline (a member never arrived?); the communicator was aborted"));
+          absl::StrCat(what(), ": not complete by its deadline (a member never arrived?); the communicator was aborted"));
       Abort(s);
       return s;
     }
@@ -220,72 +220,70 @@ absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, con
   }
 }
 
+// Launches one call per member: in an NCCL group when there are several (one thread drives them
+// all), directly when there is one (a group adds its own bookkeeping to every call).
+template <typename Call>
+int NcclCommunicator::Launch(Call call) {
+  const bool group = members_.size() > 1;
+  if (group) ncclGroupStart();
+  ncclResult_t r = ncclSuccess;
+  for (size_t i = 0; i < members_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) r = call(i, members_[i]->comm);
+  if (group) {
+    ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress) r = end;
+  }
+  return r;
+}
+
+absl::Status NcclCommunicator::Finish(int launched_code, const std::vector<NcclBuffer>& buffers,
+                                      const NcclWait& wait, absl::FunctionRef<std::string()> what) {
+  const auto launched = static_cast<ncclResult_t>(launched_code);
+  if (launched != ncclSuccess && launched != ncclInProgress) {
+    absl::Status s = NcclError(launched, what(), members_[0]->comm);
+    Abort(s);
+    return s;
+  }
+  return Await(buffers, wait, what);
+}
+
 absl::Status NcclCommunicator::AllReduce(const std::vector<NcclBuffer>& buffers, size_t count, int element_code,
                                          ReduceOp op, const NcclWait& wait) {
   if (absl::Status s = CheckBuffers(buffers, "NCCL allreduce"); !s.ok()) return s;
   absl::StatusOr<ncclDataType_t> type = NcclType(element_code);
   if (!type.ok()) return type.status();
-  ncclGroupStart();
-  ncclResult_t r = ncclSuccess;
-  for (size_t i = 0; i < members_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) {
-    r = ncclAllReduce(buffers[i].data, buffers[i].data, count, *type, NcclOp(op), members_[i]->comm,
-                      static_cast<cudaStream_t>(buffers[i].stream));
-  }
-  ncclResult_t end = ncclGroupEnd();
-  if (r == ncclSuccess || r == ncclInProgress) r = end;
-  const std::string what = absl::StrCat("NCCL allreduce of ", count * TypeSize(*type), " bytes");
-  if (r != ncclSuccess && r != ncclInProgress) {
-    absl::Status s = NcclError(r, what, members_[0]->comm);
-    Abort(s);
-    return s;
-  }
-  return Await(buffers, wait, what.c_str());
+  int r = Launch([&](size_t i, ncclComm_t comm) {
+    return ncclAllReduce(buffers[i].data, buffers[i].data, count, *type, NcclOp(op), comm,
+                         static_cast<cudaStream_t>(buffers[i].stream));
+  });
+  return Finish(r, buffers, wait, [&] { return absl::StrCat("NCCL allreduce of ", count * TypeSize(*type), " bytes"); });
 }
 
 absl::Status NcclCommunicator::Broadcast(const std::vector<NcclBuffer>& buffers, size_t bytes, int root,
                                          const NcclWait& wait) {
   if (absl::Status s = CheckBuffers(buffers, "NCCL broadcast"); !s.ok()) return s;
-  ncclGroupStart();
-  ncclResult_t r = ncclSuccess;
-  for (size_t i = 0; i < members_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) {
-    r = ncclBroadcast(buffers[i].data, buffers[i].data, bytes, ncclUint8, root, members_[i]->comm,
-                      static_cast<cudaStream_t>(buffers[i].stream));
-  }
-  ncclResult_t end = ncclGroupEnd();
-  if (r == ncclSuccess || r == ncclInProgress) r = end;
-  const std::string what = absl::StrCat("NCCL broadcast of ", bytes, " bytes from ", root);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    absl::Status s = NcclError(r, what, members_[0]->comm);
-    Abort(s);
-    return s;
-  }
-  return Await(buffers, wait, what.c_str());
+  int r = Launch([&](size_t i, ncclComm_t comm) {
+    return ncclBroadcast(buffers[i].data, buffers[i].data, bytes, ncclUint8, root, comm,
+                         static_cast<cudaStream_t>(buffers[i].stream));
+  });
+  return Finish(r, buffers, wait, [&] { return absl::StrCat("NCCL broadcast of ", bytes, " bytes from ", root); });
 }
 
 absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
-  if (absl::Status s = CheckBuffers({buffer}, "NCCL send"); !s.ok()) return s;
-  ncclResult_t r = ncclSend(buffer.data, bytes, ncclUint8, peer, members_[0]->comm,
-                            static_cast<cudaStream_t>(buffer.stream));
-  const std::string what = absl::StrCat("NCCL send of ", bytes, " bytes to rank ", peer);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    absl::Status s = NcclError(r, what, members_[0]->comm);
-    Abort(s);
-    return s;
-  }
-  return Await({buffer}, wait, what.c_str());
+  std::vector<NcclBuffer> one = {buffer};
+  if (absl::Status s = CheckBuffers(one, "NCCL send"); !s.ok()) return s;
+  int r = Launch([&](size_t, ncclComm_t comm) {
+    return ncclSend(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
+  });
+  return Finish(r, one, wait, [&] { return absl::StrCat("NCCL send of ", bytes, " bytes to rank ", peer); });
 }
 
 absl::Status NcclCommunicator::Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
-  if (absl::Status s = CheckBuffers({buffer}, "NCCL recv"); !s.ok()) return s;
-  ncclResult_t r = ncclRecv(buffer.data, bytes, ncclUint8, peer, members_[0]->comm,
-                            static_cast<cudaStream_t>(buffer.stream));
-  const std::string what = absl::StrCat("NCCL recv of ", bytes, " bytes from rank ", peer);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    absl::Status s = NcclError(r, what, members_[0]->comm);
-    Abort(s);
-    return s;
-  }
-  return Await({buffer}, wait, what.c_str());
+  std::vector<NcclBuffer> one = {buffer};
+  if (absl::Status s = CheckBuffers(one, "NCCL recv"); !s.ok()) return s;
+  int r = Launch([&](size_t, ncclComm_t comm) {
+    return ncclRecv(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
+  });
+  return Finish(r, one, wait, [&] { return absl::StrCat("NCCL recv of ", bytes, " bytes from rank ", peer); });
 }
 
 }  // namespace gpupool::runtime

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -90,8 +91,16 @@ class NcclCommunicator {
   struct Member;
   NcclCommunicator();
   absl::Status CheckBuffers(const std::vector<NcclBuffer>& buffers, const char* what) const;
-  // Waits for the members' streams (and, for a nonblocking init, the members' readiness).
-  absl::Status Await(const std::vector<NcclBuffer>& buffers, const NcclWait& wait, const char* what);
+  // Waits for the members' streams (and, for a nonblocking init, the members' readiness). `what`
+  // names the operation in errors (made only when one happens: the fast path builds no string).
+  absl::Status Await(const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
+                     absl::FunctionRef<std::string()> what);
+  // One NCCL call per member (`call(i, comm)`), grouped when there are several.
+  template <typename Call>
+  int Launch(Call call);
+  // After Launch: aborts on a launch error, else waits.
+  absl::Status Finish(int launched, const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
+                      absl::FunctionRef<std::string()> what);
 
   std::vector<int> devices_;
   std::vector<std::unique_ptr<Member>> members_;

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
+#include "pool/devices/nvidia_driver.h"
 #include "runtime/gpu/nccl_communicator.h"
 
 namespace {
@@ -193,6 +194,55 @@ int DeviceCount() {
   int n = 0;
   cudaGetDeviceCount(&n);
   return n;
+}
+
+// The NVIDIA driver on the real GPU: what it discovers, its health and telemetry readings, and
+// whether NVML took the XID event registration. Printed for the comparison with nvidia-smi -q.
+TEST(RealGpu, NvidiaDriverDiscoversAndReadsEveryGpu) {
+  SKIP_WITHOUT_GPU();
+  auto driver = gpupool::pool::NvidiaDriver::Open();
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  std::printf("XID critical-error events: %s\n",
+              (*driver)->xid_events_registered() ? "registered" : "not offered by this driver (counters only)");
+  auto nodes = (*driver)->Discover();
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 1u);
+  const gpupool::pool::DiscoveredNode& node = nodes->front();
+  for (const auto& [k, v] : node.labels) std::printf("node label %s=%s\n", k.c_str(), v.c_str());
+  EXPECT_EQ(static_cast<int>(node.gpus.size()), DeviceCount());
+  for (const gpupool::pool::DiscoveredGpu& g : node.gpus) {
+    std::printf("GPU %d: %s (catalogue %s) %s %llu MiB cc %d.%d SMs %d MIG %d bus %s NUMA %d NVLink peers %zu island %s\n",
+                g.index, g.name.c_str(), g.model.empty() ? "-" : g.model.c_str(), g.uuid.c_str(),
+                static_cast<unsigned long long>(g.memory_mib), g.compute_capability_major, g.compute_capability_minor,
+                g.sm_count, static_cast<int>(g.mig_mode), g.pci_bus_id.c_str(), g.numa_node, g.nvlink_peers.size(),
+                g.nvlink_island.c_str());
+    EXPECT_FALSE(g.model.empty()) << g.name << " is not in the catalogue";
+    EXPECT_GT(g.memory_mib, 0u);
+    EXPECT_GT(g.sm_count, 0);
+    cudaDeviceProp p{};
+    ASSERT_EQ(cudaGetDeviceProperties(&p, g.index), cudaSuccess);  // CUDA_DEVICE_ORDER=PCI_BUS_ID
+    EXPECT_EQ(g.sm_count, p.multiProcessorCount);
+    EXPECT_EQ(g.compute_capability_major, p.major);
+    gpupool::pool::GpuRef ref{node.name, g.index};
+    auto health = (*driver)->ReadHealth(ref);
+    ASSERT_TRUE(health.ok()) << health.status();
+    std::printf("  health: reachable %d ecc %lld/%lld retired %lld remapped %lld/%lld pending %d failed %d xids %zu "
+                "throttle 0x%llx temp %d recovery %d\n",
+                health->reachable, static_cast<long long>(health->ecc_correctable),
+                static_cast<long long>(health->ecc_uncorrectable), static_cast<long long>(health->retired_pages),
+                static_cast<long long>(health->remapped_rows_correctable),
+                static_cast<long long>(health->remapped_rows_uncorrectable), health->remap_pending, health->remap_failed,
+                health->xids.size(), static_cast<unsigned long long>(health->throttle_reasons), health->temperature_c,
+                health->recovery_action);
+    EXPECT_TRUE(health->reachable);
+    auto t = (*driver)->ReadTelemetry(ref);
+    ASSERT_TRUE(t.ok()) << t.status();
+    std::printf("  telemetry: util %d%% fb used %lld free %lld MiB temp %d C power %.1f W last xid %d\n",
+                t->utilization_percent, static_cast<long long>(t->fb_used_mib), static_cast<long long>(t->fb_free_mib),
+                t->temperature_c, t->power_watts, t->last_xid);
+    EXPECT_GT(t->fb_free_mib, 0);
+    EXPECT_GT(t->power_watts, 0);
+  }
 }
 
 TEST(RealGpu, NcclCommunicatorsRunOnEveryDevice) {
