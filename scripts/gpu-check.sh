@@ -78,7 +78,7 @@ kill "$agent_pid" "$head_pid" 2>/dev/null; wait "$agent_pid" "$head_pid" 2>/dev/
 { echo "----- head.log"; tail -n 60 "$tmp/head.log"; echo "----- agent.log"; tail -n 80 "$tmp/agent.log"; } >> "$LOG"
 
 # 3. The real-GPU tests and the device-memory tests.
-step real-gpu-tests 150 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$B/bin/real_gpu_test"
+step real-gpu-tests 90 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$B/bin/real_gpu_test"
 step device-memory-tests 60 "$B/bin/runtime_test" --gtest_filter='*DeviceMemory*:*MemoryPool*'
 
 # 4. The bench (bench/run gpu).

@@ -124,6 +124,12 @@ void BenchAllReduce(uint64_t max_mib) {
     const std::string tag = absl::StrCat("allreduce_", static_cast<uint64_t>(mib), "MiB");
     Row(tag + "_us", t[2 * i + 1] * 1e6, "us", "nccl_direct_us", t[2 * i] * 1e6);
     Row(tag + "_algbw_GBps", sizes[i] / t[2 * i + 1] / 1e9, "GB/s", "nccl_direct_algbw_GBps", sizes[i] / t[2 * i] / 1e9);
+    // What TaskContext adds per call (agreement check, wait by polling so revocation can abort).
+    Row(tag + "_overhead_us", (t[2 * i + 1] - t[2 * i]) * 1e6, "us", "nccl_direct_us", t[2 * i] * 1e6);
+  }
+  if (!g_json) {
+    std::printf("  (one rank: NCCL's in-place allreduce moves no data, so these times are NCCL's call path and\n"
+                "   the runtime's overhead on it, not a transfer; the algbw column only restates them)\n");
   }
 }
 
@@ -183,7 +189,8 @@ void BenchStaging(uint64_t max_mib) {
 
 // --- allocation and scrubbing ----------------------------------------------------------------
 void BenchAlloc() {
-  Heading("device memory pool: Allocate+Free vs cudaMallocAsync+cudaFreeAsync; scrub between teams vs cudaMemset");
+  Heading("device memory pool: Allocate (cached after the first) vs cudaMallocAsync with and without a stream sync\n"
+          "(the pool syncs a fresh block so any stream may use it); scrub between teams vs cudaMemset");
   size_t free_b = 0, total_b = 0;
   Check(cudaSetDevice(0), "cudaSetDevice");
   Check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -200,7 +207,7 @@ void BenchAlloc() {
   Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{64} << 20}) {
     const int reps = 2000;
-    std::vector<double> ours, base;
+    std::vector<double> ours, base, base_nosync;
     for (int i = 0; i < reps; ++i) {
       auto t0 = Clock::now();
       absl::StatusOr<gpupool::runtime::MemoryBlock*> b = pool.Allocate(budget_a, bytes);
@@ -213,12 +220,22 @@ void BenchAlloc() {
       Check(cudaStreamSynchronize(s), "sync");  // as the pool's fresh allocation does: usable on any stream
       auto t3 = Clock::now();
       Check(cudaFreeAsync(p, s), "cudaFreeAsync");
+      auto t4 = Clock::now();
+      Check(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync");  // usable on stream s only, at once
+      auto t5 = Clock::now();
+      Check(cudaFreeAsync(p, s), "cudaFreeAsync");
+      Check(cudaStreamSynchronize(s), "sync");
       ours.push_back(Seconds(t0, t1));
       base.push_back(Seconds(t2, t3));
+      base_nosync.push_back(Seconds(t4, t5));
     }
     const std::string mib = absl::StrCat(bytes >> 20, "MiB");
     Row(absl::StrCat("alloc_", mib, "_p50_us"), Percentile(ours, 0.5) * 1e6, "us", "cudaMallocAsync_p50_us", Percentile(base, 0.5) * 1e6);
     Row(absl::StrCat("alloc_", mib, "_p99_us"), Percentile(ours, 0.99) * 1e6, "us", "cudaMallocAsync_p99_us", Percentile(base, 0.99) * 1e6);
+    Row(absl::StrCat("alloc_", mib, "_p50_us"), Percentile(ours, 0.5) * 1e6, "us", "cudaMallocAsync_nosync_p50_us",
+        Percentile(base_nosync, 0.5) * 1e6);
+    Row(absl::StrCat("alloc_", mib, "_p99_us"), Percentile(ours, 0.99) * 1e6, "us", "cudaMallocAsync_nosync_p99_us",
+        Percentile(base_nosync, 0.99) * 1e6);
   }
   // Scrub: a block last held by team a, handed to team b, is zeroed first.
   for (uint64_t bytes : {uint64_t{64} << 20, uint64_t{1} << 30}) {
@@ -271,8 +288,15 @@ void BenchDiagnostic() {
   const double whole = Seconds(t0, Clock::now());
   std::printf("  diagnostic outcome: %s\n", s.ok() ? "passed" : std::string(s.message()).c_str());
   Row("diagnostic_duration_s", whole, "s", "none", 0);
+  auto tm = Clock::now();
   absl::StatusOr<gpupool::gpu::MatmulTestResult> m = gpupool::gpu::RunKnownAnswerMatmul(0, 2048);
-  if (m.ok()) Row("diagnostic_matmul_TFLOPs", m->gflops / 1e3, "TFLOP/s", "nominal_fp32_TFLOPs", nominal.fp32_tflops);
+  const double matmul_s = Seconds(tm, Clock::now());
+  if (m.ok()) {
+    Row("diagnostic_matmul_TFLOPs", m->gflops / 1e3, "TFLOP/s", "nominal_fp32_TFLOPs", nominal.fp32_tflops);
+    Row("diagnostic_matmul_s", matmul_s, "s", "matmul_kernel_s", m->kernel_seconds);
+    std::printf("  matmul: %llu of %llu checked elements wrong\n", static_cast<unsigned long long>(m->mismatches),
+                static_cast<unsigned long long>(m->elements));
+  }
   absl::StatusOr<size_t> free_b = gpupool::gpu::FreeDeviceMemory(0);
   if (free_b.ok()) {
     const size_t bytes = static_cast<size_t>(*free_b * 0.8);

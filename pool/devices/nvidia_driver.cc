@@ -139,7 +139,7 @@ int NumaNode(const NvmlApi& api, nvmlDevice_t device, const std::string& pci_bus
   if (Call(api.nvmlDeviceGetNumaNodeId, device, &node) == NVML_SUCCESS) {
     return static_cast<int>(node);
   }
-  return -1;
+  return nvidia_internal::OnlyNumaNode().value_or(-1);
 }
 
 std::vector<NvLinkPeer> ReadNvLinkPeers(const NvmlApi& api, nvmlDevice_t device) {
@@ -220,6 +220,15 @@ std::optional<int> ReadSysfsNumaNode(absl::string_view pci_bus_id,
   std::string text;
   int node = 0;
   if (!(in >> text) || !absl::SimpleAtoi(text, &node)) return std::nullopt;
+  return node;
+}
+
+std::optional<int> OnlyNumaNode(const std::string& nodes_dir) {
+  std::ifstream in(nodes_dir + "/online");
+  std::string text;
+  int node = 0;
+  // A range ("0-1") or a list ("0,2") means several nodes; SimpleAtoi refuses both.
+  if (!(in >> text) || !absl::SimpleAtoi(text, &node) || node < 0) return std::nullopt;
   return node;
 }
 

@@ -174,6 +174,12 @@ std::string CanonicalPciBusId(absl::string_view bus_id);
 std::optional<int> ReadSysfsNumaNode(absl::string_view pci_bus_id,
                                      const std::string& pci_devices_dir = "/sys/bus/pci/devices");
 
+// The host's only NUMA node when it has exactly one (<nodes_dir>/online reads "0"): then every
+// device is on it, whatever its own numa_node says (a virtual machine's PCI devices often say
+// -1, as the lent H200 machine's did, where nvidia-smi topo -m shows NUMA affinity 0).
+// std::nullopt with several nodes or when the file cannot be read.
+std::optional<int> OnlyNumaNode(const std::string& nodes_dir = "/sys/devices/system/node");
+
 // Sets nvlink_island on every GPU: GPUs connected by NVLink, directly or through shared endpoints
 // such as NVSwitches, transitively, share an island "nvl<k>" (k counts islands in the order of
 // their first GPU in `gpus`). A link counts when either end reports it, so a GPU whose own link

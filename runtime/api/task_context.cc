@@ -171,7 +171,8 @@ runtime::NcclCommunicator* TaskContext::RankComm(bool agree) {
   if (state_->lease != nullptr && state_->lease->first_memory() != nullptr) {
     const SlotInfo& slot = state_->lease->slots.front();
     mine.cuda_device = cuda_device();
-    mine.identity = slot.node + "/GPU " + std::to_string(slot.gpu_index);
+    mine.node = slot.node;
+    mine.gpu_index = slot.gpu_index;
     mine.mig = slot.kind == "mig";
   }
   if (!agree) return rt.device_comm().Current(mine);
@@ -191,7 +192,7 @@ void TaskContext::Reduce(void* data, size_t count, int element_code, ReduceOp op
   // Device memory on this task's GPU: NCCL when every rank can take it.
   runtime::NcclCommunicator* comm = cuda_device == this->cuda_device() ? RankComm() : nullptr;
   if (comm != nullptr) {
-    runtime::ThrowIfError(comm->AllReduce({{data, stream()}}, count, element_code, op, WaitFor(*this, rt)));
+    runtime::ThrowIfError(comm->AllReduce({runtime::NcclBuffer{data, stream()}}, count, element_code, op, WaitFor(*this, rt)));
     return;
   }
   // Otherwise staged through pinned host memory, reduced there, copied back.
@@ -268,7 +269,7 @@ void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
   if (buffer.cuda_device() < 0) return Broadcast(root, buffer.data(), buffer.size());
   runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() ? RankComm() : nullptr;
   if (comm != nullptr) {
-    runtime::ThrowIfError(comm->Broadcast({{buffer.data(), stream()}}, buffer.size(), root, WaitFor(*this, *state_->runtime)));
+    runtime::ThrowIfError(comm->Broadcast({runtime::NcclBuffer{buffer.data(), stream()}}, buffer.size(), root, WaitFor(*this, *state_->runtime)));
     return;
   }
   runtime::PinnedHostBuffer staging(buffer.size());

@@ -3,7 +3,8 @@
 // A known-answer test of a GPU's arithmetic (the compute half of DCGM's r1-class diagnostic): a
 // matrix product of fixed-seed matrices of small integers, computed on the GPU in float and
 // checked element by element against the product computed on the host in exact integer
-// arithmetic. Small integers keep every partial sum exact in float (|sum| <= n * 16 < 2^24 for
+// arithmetic, on one row of every tile row (so every block of the kernel has a row checked; see
+// the .cu for why not all of them). Small integers keep every partial sum exact in float (|sum| <= n * 16 < 2^24 for
 // n <= 4096), so any difference is the GPU's fault, not rounding. Also reports the FLOP rate it
 // saw (of a plain tiled kernel: a floor, not the device's peak).
 //
@@ -23,7 +24,7 @@
 namespace gpupool::gpu {
 
 struct MatmulTestResult {
-  uint64_t elements = 0;
+  uint64_t elements = 0;  // checked
   uint64_t mismatches = 0;
   double kernel_seconds = 0;
   double gflops = 0;  // 2 n^3 / kernel_seconds / 1e9

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -141,12 +142,12 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::OverRanks(co
     c->Abort(s);
     return s;
   }
-  absl::Status s = c->Await({}, wait, [&] { return what; });
+  absl::Status s = c->Await({}, /*pending=*/true, wait, [&] { return what; });
   if (!s.ok()) return s;
   return c;
 }
 
-absl::Status NcclCommunicator::CheckBuffers(const std::vector<NcclBuffer>& buffers, const char* what) const {
+absl::Status NcclCommunicator::CheckBuffers(absl::Span<const NcclBuffer> buffers, const char* what) const {
   if (!broken_.ok()) {
     return absl::Status(broken_.code(), absl::StrCat(what, ": the communicator is broken: ", broken_.message()));
   }
@@ -170,36 +171,50 @@ void NcclCommunicator::Abort(absl::Status why) {
   }
 }
 
-absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
+absl::Status NcclCommunicator::Await(absl::Span<const NcclBuffer> buffers, bool pending, const NcclWait& wait,
                                      absl::FunctionRef<std::string()> what) {
-  // Spin first (a small collective completes in microseconds, and a sleep would double it), then
-  // poll every 50 us so a long wait does not burn a core.
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-  for (;;) {
-    bool done = true;
+  // Fails with the members' asynchronous error, if one has one; `ready` says whether all are.
+  auto members_state = [&](bool& ready) -> absl::Status {
+    ready = true;
     for (const std::unique_ptr<Member>& m : members_) {
       ncclResult_t state = ncclSuccess;
       ncclResult_t r = ncclCommGetAsyncError(m->comm, &state);
       if (r != ncclSuccess) state = r;
       if (state == ncclInProgress) {
-        done = false;
+        ready = false;
       } else if (state != ncclSuccess) {
         absl::Status s = NcclError(state, what(), m->comm);
         Abort(s);
         return s;
       }
     }
-    for (size_t i = 0; done && i < buffers.size(); ++i) {
-      cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(buffers[i].stream));
-      if (e == cudaErrorNotReady) {
-        done = false;
-      } else if (e != cudaSuccess) {
-        absl::Status s = CudaError(e, what());
-        Abort(s);
-        return s;
-      }
+    return absl::OkStatus();
+  };
+  // Spin first (a small collective completes in microseconds, and a sleep would double it), then
+  // poll every 50 us so a long wait does not burn a core. The clock is read only once waiting.
+  std::optional<std::chrono::steady_clock::time_point> spin_until;
+  for (;;) {
+    bool ready = true;
+    if (pending) {
+      if (absl::Status s = members_state(ready); !s.ok()) return s;
+      pending = !ready;
     }
-    if (done) return absl::OkStatus();
+    if (!pending) {
+      bool done = true;
+      for (size_t i = 0; done && i < buffers.size(); ++i) {
+        cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(buffers[i].stream));
+        if (e == cudaErrorNotReady) {
+          done = false;
+        } else if (e != cudaSuccess) {
+          absl::Status s = CudaError(e, what());
+          Abort(s);
+          return s;
+        }
+      }
+      if (done) return absl::OkStatus();
+      // Still running: a member's asynchronous error (a lost peer, NCCL's own timeout) ends it.
+      if (absl::Status s = members_state(ready); !s.ok()) return s;
+    }
     if (wait.stop && wait.stop()) {
       absl::Status s = absl::AbortedError(absl::StrCat(what(), ": given up (lease revoked or task cancelled); "
                                                        "the communicator was aborted"));
@@ -212,7 +227,9 @@ absl::Status NcclCommunicator::Await(const std::vector<NcclBuffer>& buffers, con
       Abort(s);
       return s;
     }
-    if (std::chrono::steady_clock::now() < spin_until) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!spin_until) spin_until = now + std::chrono::milliseconds(2);
+    if (now < *spin_until) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -235,7 +252,7 @@ int NcclCommunicator::Launch(Call call) {
   return r;
 }
 
-absl::Status NcclCommunicator::Finish(int launched_code, const std::vector<NcclBuffer>& buffers,
+absl::Status NcclCommunicator::Finish(int launched_code, absl::Span<const NcclBuffer> buffers,
                                       const NcclWait& wait, absl::FunctionRef<std::string()> what) {
   const auto launched = static_cast<ncclResult_t>(launched_code);
   if (launched != ncclSuccess && launched != ncclInProgress) {
@@ -243,10 +260,10 @@ absl::Status NcclCommunicator::Finish(int launched_code, const std::vector<NcclB
     Abort(s);
     return s;
   }
-  return Await(buffers, wait, what);
+  return Await(buffers, launched == ncclInProgress, wait, what);
 }
 
-absl::Status NcclCommunicator::AllReduce(const std::vector<NcclBuffer>& buffers, size_t count, int element_code,
+absl::Status NcclCommunicator::AllReduce(absl::Span<const NcclBuffer> buffers, size_t count, int element_code,
                                          ReduceOp op, const NcclWait& wait) {
   if (absl::Status s = CheckBuffers(buffers, "NCCL allreduce"); !s.ok()) return s;
   absl::StatusOr<ncclDataType_t> type = NcclType(element_code);
@@ -258,7 +275,7 @@ absl::Status NcclCommunicator::AllReduce(const std::vector<NcclBuffer>& buffers,
   return Finish(r, buffers, wait, [&] { return absl::StrCat("NCCL allreduce of ", count * TypeSize(*type), " bytes"); });
 }
 
-absl::Status NcclCommunicator::Broadcast(const std::vector<NcclBuffer>& buffers, size_t bytes, int root,
+absl::Status NcclCommunicator::Broadcast(absl::Span<const NcclBuffer> buffers, size_t bytes, int root,
                                          const NcclWait& wait) {
   if (absl::Status s = CheckBuffers(buffers, "NCCL broadcast"); !s.ok()) return s;
   int r = Launch([&](size_t i, ncclComm_t comm) {
@@ -269,7 +286,7 @@ absl::Status NcclCommunicator::Broadcast(const std::vector<NcclBuffer>& buffers,
 }
 
 absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
-  std::vector<NcclBuffer> one = {buffer};
+  absl::Span<const NcclBuffer> one(&buffer, 1);
   if (absl::Status s = CheckBuffers(one, "NCCL send"); !s.ok()) return s;
   int r = Launch([&](size_t, ncclComm_t comm) {
     return ncclSend(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
@@ -278,7 +295,7 @@ absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int 
 }
 
 absl::Status NcclCommunicator::Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
-  std::vector<NcclBuffer> one = {buffer};
+  absl::Span<const NcclBuffer> one(&buffer, 1);
   if (absl::Status s = CheckBuffers(one, "NCCL recv"); !s.ok()) return s;
   int r = Launch([&](size_t, ncclComm_t comm) {
     return ncclRecv(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));

@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "gpupool/task_context.h"  // ReduceOp; element codes (gpupool/internal/reduce_element.h)
 
 namespace gpupool::runtime {
@@ -76,10 +77,10 @@ class NcclCommunicator {
 
   // `buffers` holds one buffer per member of this process, in member order; `count` elements of
   // `element_code` (detail::ElementCode) each. In place.
-  absl::Status AllReduce(const std::vector<NcclBuffer>& buffers, size_t count, int element_code, ReduceOp op,
+  absl::Status AllReduce(absl::Span<const NcclBuffer> buffers, size_t count, int element_code, ReduceOp op,
                          const NcclWait& wait);
   // `root` is a rank of the communicator (a member index for OverDevices).
-  absl::Status Broadcast(const std::vector<NcclBuffer>& buffers, size_t bytes, int root, const NcclWait& wait);
+  absl::Status Broadcast(absl::Span<const NcclBuffer> buffers, size_t bytes, int root, const NcclWait& wait);
   // Point to point, between ranks of an OverRanks communicator (one member here).
   absl::Status Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait);
   absl::Status Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait);
@@ -90,16 +91,17 @@ class NcclCommunicator {
  private:
   struct Member;
   NcclCommunicator();
-  absl::Status CheckBuffers(const std::vector<NcclBuffer>& buffers, const char* what) const;
-  // Waits for the members' streams (and, for a nonblocking init, the members' readiness). `what`
-  // names the operation in errors (made only when one happens: the fast path builds no string).
-  absl::Status Await(const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
+  absl::Status CheckBuffers(absl::Span<const NcclBuffer> buffers, const char* what) const;
+  // Waits for the members to be ready (a nonblocking call that answered ncclInProgress, or a
+  // nonblocking init: `pending`), then for the buffers' streams. `what` names the operation in
+  // errors (made only when one happens: the fast path builds no string).
+  absl::Status Await(absl::Span<const NcclBuffer> buffers, bool pending, const NcclWait& wait,
                      absl::FunctionRef<std::string()> what);
   // One NCCL call per member (`call(i, comm)`), grouped when there are several.
   template <typename Call>
   int Launch(Call call);
   // After Launch: aborts on a launch error, else waits.
-  absl::Status Finish(int launched, const std::vector<NcclBuffer>& buffers, const NcclWait& wait,
+  absl::Status Finish(int launched, absl::Span<const NcclBuffer> buffers, const NcclWait& wait,
                       absl::FunctionRef<std::string()> what);
 
   std::vector<int> devices_;

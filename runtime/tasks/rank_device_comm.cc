@@ -20,13 +20,12 @@ absl::Status BroadcastString(JobGroup& group, int root, std::string& s) {
 
 }  // namespace
 
-std::string RankDeviceComm::KeyOf(const RankGpu& mine) {
-  return mine.cuda_device >= 0 && !mine.mig ? absl::StrCat(mine.identity, "#", mine.cuda_device) : "";
+bool RankDeviceComm::Unchanged(const RankGpu& mine) const {
+  return decided_ && mine == built_for_ && (comm_ == nullptr || !comm_->broken());
 }
 
 NcclCommunicator* RankDeviceComm::Current(const RankGpu& mine) const {
-  if (!decided_ || comm_ == nullptr || comm_->broken() || KeyOf(mine) != built_for_) return nullptr;
-  return comm_.get();
+  return Unchanged(mine) ? comm_.get() : nullptr;
 }
 
 absl::StatusOr<bool> RankDeviceComm::AgreeUnchanged(bool unchanged) {
@@ -36,8 +35,7 @@ absl::StatusOr<bool> RankDeviceComm::AgreeUnchanged(bool unchanged) {
 }
 
 absl::StatusOr<NcclCommunicator*> RankDeviceComm::For(const RankGpu& mine, const NcclWait& wait) {
-  const std::string key = KeyOf(mine);
-  const bool unchanged = decided_ && key == built_for_ && (comm_ == nullptr || !comm_->broken());
+  const bool unchanged = Unchanged(mine);
   if (group_.size() == 1) {
     if (unchanged) return comm_.get();
   } else {
@@ -47,13 +45,15 @@ absl::StatusOr<NcclCommunicator*> RankDeviceComm::For(const RankGpu& mine, const
   }
   comm_.reset();
   decided_ = false;
-  // Every rank's GPU, from every rank: the same list everywhere, so the same decision.
+  // Every rank's GPU ("node/GPU index", or "" where NCCL cannot serve), from every rank: the same
+  // list everywhere, so the same decision.
+  const std::string key = mine.nccl_capable() ? absl::StrCat(std::string(mine.node), "/GPU ", mine.gpu_index) : "";
   std::set<std::string> distinct;
   bool nccl = true;
   for (int r = 0; r < group_.size(); ++r) {
     std::string theirs = r == group_.rank() ? key : "";
     if (absl::Status s = BroadcastString(group_, r, theirs); !s.ok()) return s;
-    if (theirs.empty() || !distinct.insert(theirs.substr(0, theirs.rfind('#'))).second) nccl = false;
+    if (theirs.empty() || !distinct.insert(theirs).second) nccl = false;
   }
   if (nccl) {
     absl::StatusOr<std::unique_ptr<NcclCommunicator>> built = Build(mine, wait);
@@ -61,7 +61,9 @@ absl::StatusOr<NcclCommunicator*> RankDeviceComm::For(const RankGpu& mine, const
     comm_ = *std::move(built);
   }
   decided_ = true;
-  built_for_ = key;
+  built_node_ = std::string(mine.node);
+  built_for_ = mine;
+  built_for_.node = built_node_;
   return comm_.get();
 }
 

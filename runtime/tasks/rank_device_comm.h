@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -28,9 +29,15 @@ namespace gpupool::runtime {
 
 // Where this rank's task runs, for the agreement.
 struct RankGpu {
-  int cuda_device = -1;  // -1: simulated, or no GPU
-  std::string identity;  // "node/GPU index": two ranks with the same one share a GPU
+  int cuda_device = -1;   // -1: simulated, or no GPU
+  std::string_view node;  // with gpu_index, the GPU's identity: two ranks with the same share it
+  int gpu_index = -1;
   bool mig = false;
+
+  bool nccl_capable() const { return cuda_device >= 0 && !mig; }
+  friend bool operator==(const RankGpu& a, const RankGpu& b) {
+    return a.cuda_device == b.cuda_device && a.node == b.node && a.gpu_index == b.gpu_index && a.mig == b.mig;
+  }
 };
 
 class RankDeviceComm {
@@ -50,14 +57,17 @@ class RankDeviceComm {
   absl::Duration timeout() const { return timeout_; }
 
  private:
-  static std::string KeyOf(const RankGpu& mine);  // "" when NCCL cannot serve it
+  // Whether a decision stands for `mine` (checked before every device collective: no strings).
+  bool Unchanged(const RankGpu& mine) const;
   absl::StatusOr<bool> AgreeUnchanged(bool unchanged);
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> Build(const RankGpu& mine, const NcclWait& wait);
 
   JobGroup& group_;
   const absl::Duration timeout_;
   bool decided_ = false;   // a decision stands (until some rank's GPU changes)
-  std::string built_for_;  // this rank's identity and device when decided
+  // This rank's GPU when decided (the node's name copied: the view in RankGpu is the caller's).
+  std::string built_node_;
+  RankGpu built_for_;
   std::unique_ptr<NcclCommunicator> comm_;  // null after deciding on the host path
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
@@ -257,6 +258,52 @@ TEST(RealGpu, NcclCommunicatorsRunOnEveryDevice) {
   auto twice = gpupool::runtime::NcclCommunicator::OverDevices({0, 0});
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
   std::printf("NCCL %s over %zu GPU(s)\n", version->c_str(), devices.size());
+}
+
+// An operation that can never complete (a send to this rank with no receive posted) is given up
+// when its stop callback says so, or at its deadline: the communicator is aborted (its kernel
+// ends), fails every later call with the reason, and the GPU stays usable for a new one.
+TEST(RealGpu, AGivenUpOperationAbortsTheCommunicatorAndTheGpuStaysUsable) {
+  SKIP_WITHOUT_GPU();
+  using gpupool::runtime::NcclBuffer;
+  using gpupool::runtime::NcclCommunicator;
+  using gpupool::runtime::NcclWait;
+  void* dev = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dev, 1 << 20), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto fresh = [&] {
+    absl::StatusOr<std::string> id = NcclCommunicator::UniqueId();
+    EXPECT_TRUE(id.ok()) << id.status();
+    auto c = NcclCommunicator::OverRanks(*id, 1, 0, 0, NcclWait{absl::Now() + absl::Seconds(60), nullptr});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(c).value();
+  };
+  // Given up by the stop callback (a revocation).
+  std::unique_ptr<NcclCommunicator> comm = fresh();
+  const absl::Time t0 = absl::Now();
+  absl::Status s = comm->Send(NcclBuffer{dev, stream}, 1 << 20, /*peer=*/0,
+                              NcclWait{t0 + absl::Seconds(60), [&] { return absl::Now() - t0 > absl::Milliseconds(300); }});
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(20));
+  EXPECT_TRUE(comm->broken());
+  absl::Status later = comm->AllReduce({NcclBuffer{dev, stream}}, 16, 0, gpupool::ReduceOp::kSum, NcclWait{});
+  EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+  EXPECT_THAT(later.message(), HasSubstr("broken"));
+  std::printf("given up after %.0f ms: %s\n", absl::ToDoubleMilliseconds(absl::Now() - t0), std::string(s.message()).c_str());
+  // Given up at the deadline.
+  comm = fresh();
+  const absl::Time t1 = absl::Now();
+  s = comm->Send(NcclBuffer{dev, stream}, 1 << 20, 0, NcclWait{t1 + absl::Milliseconds(300), nullptr});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  // The GPU and a new communicator still work.
+  comm = fresh();
+  EXPECT_TRUE(comm->AllReduce({NcclBuffer{dev, stream}}, 1 << 18, 0, gpupool::ReduceOp::kSum,
+                              NcclWait{absl::Now() + absl::Seconds(30), nullptr}).ok());
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  cudaFree(dev);
 }
 
 TEST(RealGpu, RankAllReduceOfADeviceBufferRunsOnNccl) {

@@ -25,6 +25,7 @@ using nvidia_internal::AssignNvLinkIslands;
 using nvidia_internal::CanonicalPciBusId;
 using nvidia_internal::NvmlLibraryPath;
 using nvidia_internal::NvmlResultToStatus;
+using nvidia_internal::OnlyNumaNode;
 using nvidia_internal::ReadSysfsNumaNode;
 
 constexpr char kEnv[] = "GPUPOOL_NVML_LIBRARY";
@@ -222,6 +223,19 @@ TEST_F(SysfsNumaNodeTest, MissingOrMalformedIsUnknown) {
   EXPECT_EQ(ReadSysfsNumaNode("00000000:1B:00.0", dir()), std::nullopt);
   EXPECT_EQ(ReadSysfsNumaNode("00000000:2C:00.0", dir()), std::nullopt);
   EXPECT_EQ(ReadSysfsNumaNode("", dir()), std::nullopt);
+}
+
+TEST_F(SysfsNumaNodeTest, AHostOfOneNodeHasEveryDeviceOnIt) {
+  auto online = [this](const std::string& text) {
+    std::ofstream(dir_ / "online") << text;
+    return OnlyNumaNode(dir());
+  };
+  EXPECT_EQ(online("0\n"), 0);
+  EXPECT_EQ(online("1\n"), 1);
+  EXPECT_EQ(online("0-1\n"), std::nullopt);  // two nodes: the device's own answer is needed
+  EXPECT_EQ(online("0,2\n"), std::nullopt);
+  EXPECT_EQ(online(""), std::nullopt);
+  EXPECT_EQ(OnlyNumaNode(dir() + "/absent"), std::nullopt);
 }
 
 TEST_F(SysfsNumaNodeTest, BusIdCannotLeaveTheDirectory) {
