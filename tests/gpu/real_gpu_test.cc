@@ -260,10 +260,12 @@ TEST(RealGpu, NcclCommunicatorsRunOnEveryDevice) {
   std::printf("NCCL %s over %zu GPU(s)\n", version->c_str(), devices.size());
 }
 
-// An operation that can never complete (a send to this rank with no receive posted) is given up
-// when its stop callback says so, or at its deadline: the communicator is aborted (its kernel
-// ends), fails every later call with the reason, and the GPU stays usable for a new one.
-TEST(RealGpu, AGivenUpOperationAbortsTheCommunicatorAndTheGpuStaysUsable) {
+// A rank that never joins: the nonblocking init of a communicator of two ranks whose second never
+// comes is given up at its deadline, or when its stop callback says so (a revocation), and the
+// communicator is aborted (not left waiting in NCCL's bootstrap). A misuse NCCL detects (a send to
+// this rank with no receive) fails with NCCL's reason and breaks the communicator. The GPU stays
+// usable for a new one throughout.
+TEST(RealGpu, AGivenUpOrFailedOperationAbortsTheCommunicatorAndTheGpuStaysUsable) {
   SKIP_WITHOUT_GPU();
   using gpupool::runtime::NcclBuffer;
   using gpupool::runtime::NcclCommunicator;
@@ -273,34 +275,39 @@ TEST(RealGpu, AGivenUpOperationAbortsTheCommunicatorAndTheGpuStaysUsable) {
   ASSERT_EQ(cudaMalloc(&dev, 1 << 20), cudaSuccess);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  auto fresh = [&] {
+  auto id = [] {
     absl::StatusOr<std::string> id = NcclCommunicator::UniqueId();
     EXPECT_TRUE(id.ok()) << id.status();
-    auto c = NcclCommunicator::OverRanks(*id, 1, 0, 0, NcclWait{absl::Now() + absl::Seconds(60), nullptr});
-    EXPECT_TRUE(c.ok()) << c.status();
-    return std::move(c).value();
+    return *id;
   };
-  // Given up by the stop callback (a revocation).
-  std::unique_ptr<NcclCommunicator> comm = fresh();
-  const absl::Time t0 = absl::Now();
-  absl::Status s = comm->Send(NcclBuffer{dev, stream}, 1 << 20, /*peer=*/0,
-                              NcclWait{t0 + absl::Seconds(60), [&] { return absl::Now() - t0 > absl::Milliseconds(300); }});
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  // Rank 1 never joins: the deadline.
+  absl::Time t0 = absl::Now();
+  auto alone = NcclCommunicator::OverRanks(id(), 2, 0, 0, NcclWait{t0 + absl::Milliseconds(500), nullptr});
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kDeadlineExceeded) << alone.status();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(20));
-  EXPECT_TRUE(comm->broken());
-  absl::Status later = comm->AllReduce({NcclBuffer{dev, stream}}, 16, 0, gpupool::ReduceOp::kSum, NcclWait{});
-  EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+  std::printf("init without rank 1, deadline: %.0f ms: %s\n", absl::ToDoubleMilliseconds(absl::Now() - t0),
+              std::string(alone.status().message()).c_str());
+  // Rank 1 never joins: the stop callback.
+  t0 = absl::Now();
+  alone = NcclCommunicator::OverRanks(id(), 2, 0, 0, NcclWait{t0 + absl::Seconds(60), [&] {
+                                        return absl::Now() - t0 > absl::Milliseconds(300);
+                                      }});
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kAborted) << alone.status();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(20));
+  // A misuse NCCL detects: its reason, and the communicator is broken from then on.
+  auto comm = NcclCommunicator::OverRanks(id(), 1, 0, 0, NcclWait{absl::Now() + absl::Seconds(60), nullptr});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  absl::Status s = (*comm)->Send(NcclBuffer{dev, stream}, 1 << 20, /*peer=*/0, NcclWait{absl::Now() + absl::Seconds(60), nullptr});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("NCCL send of 1048576 bytes to rank 0"));
+  EXPECT_TRUE((*comm)->broken());
+  absl::Status later = (*comm)->AllReduce({NcclBuffer{dev, stream}}, 16, 0, gpupool::ReduceOp::kSum, NcclWait{});
   EXPECT_THAT(later.message(), HasSubstr("broken"));
-  std::printf("given up after %.0f ms: %s\n", absl::ToDoubleMilliseconds(absl::Now() - t0), std::string(s.message()).c_str());
-  // Given up at the deadline.
-  comm = fresh();
-  const absl::Time t1 = absl::Now();
-  s = comm->Send(NcclBuffer{dev, stream}, 1 << 20, 0, NcclWait{t1 + absl::Milliseconds(300), nullptr});
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   // The GPU and a new communicator still work.
-  comm = fresh();
-  EXPECT_TRUE(comm->AllReduce({NcclBuffer{dev, stream}}, 1 << 18, 0, gpupool::ReduceOp::kSum,
-                              NcclWait{absl::Now() + absl::Seconds(30), nullptr}).ok());
+  comm = NcclCommunicator::OverRanks(id(), 1, 0, 0, NcclWait{absl::Now() + absl::Seconds(60), nullptr});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE((*comm)->AllReduce({NcclBuffer{dev, stream}}, 1 << 18, 0, gpupool::ReduceOp::kSum,
+                                 NcclWait{absl::Now() + absl::Seconds(30), nullptr}).ok());
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);
   cudaFree(dev);
