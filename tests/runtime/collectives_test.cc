@@ -11,6 +11,17 @@
 
 namespace {
 
+// The code `call` throws, or 0 when it returns.
+template <typename Call>
+int CodeOf(Call&& call) {
+  try {
+    call();
+    return 0;
+  } catch (const gpupool::Error& e) {
+    return static_cast<int>(e.code());
+  }
+}
+
 std::vector<double> ReduceAlone(gpupool::TaskContext& ctx, std::vector<double> values) {
   if (ctx.rank() != 0 || ctx.ranks() != 1) throw gpupool::Error(gpupool::ErrorCode::kInternal, "not a group of one");
   ctx.AllReduce(values, gpupool::ReduceOp::kMax);
@@ -37,14 +48,7 @@ GPUPOOL_REMOTE(SendToSelf);
 // Each misuse in turn; returns the codes thrown, in order.
 std::vector<int> Misuse(gpupool::TaskContext& ctx) {
   std::vector<int> codes;
-  auto code_of = [&codes](auto&& call) {
-    try {
-      call();
-      codes.push_back(0);
-    } catch (const gpupool::Error& e) {
-      codes.push_back(static_cast<int>(e.code()));
-    }
-  };
+  auto code_of = [&codes](auto&& call) { codes.push_back(CodeOf(call)); };
   char buffer[4];
   code_of([&] { ctx.Recv(0, 1, buffer, sizeof buffer); });                 // nothing sent: never arrives
   code_of([&] { ctx.Send(1, 1, "x", 1); });                                // no rank 1
@@ -77,14 +81,7 @@ GPUPOOL_REMOTE(GangSum);
 // Misuse of the slots' reduction: the codes thrown, in order.
 std::vector<int> SlotsMisuse(gpupool::TaskContext& ctx) {
   std::vector<int> codes;
-  auto code_of = [&codes](auto&& call) {
-    try {
-      call();
-      codes.push_back(0);
-    } catch (const gpupool::Error& e) {
-      codes.push_back(static_cast<int>(e.code()));
-    }
-  };
+  auto code_of = [&codes](auto&& call) { codes.push_back(CodeOf(call)); };
   code_of([&] { ctx.Allocate(64, 2); });  // a lease of two slots has no slot 2
   code_of([&] {
     std::vector<gpupool::DeviceBuffer> one;
