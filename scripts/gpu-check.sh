@@ -23,14 +23,16 @@ LOG=$OUT/gpu-check.log
 # NCCL: the machine's own (the nvidia-nccl-cu13 wheel beside PyTorch), else any libnccl.so.2.
 nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 if [ ! -e "$nccl/libnccl.so.2" ]; then
-  nccl=$(dirname "$(find / -name 'libnccl.so.2*' -not -path '*/proc/*' 2>/dev/null | head -n 1)" 2>/dev/null)
+  found=$(find /opt /usr -path '*cu12*' -prune -o -name 'libnccl.so.2*' -print 2>/dev/null | head -n 1)
+  nccl=${found:+$(dirname "$found")}
 fi
-cudart=$(dirname "$(find /usr/local/cuda*/ -name 'libcudart.so.13*' 2>/dev/null | head -n 1)" 2>/dev/null)
-export LD_LIBRARY_PATH="$B/lib:$nccl:${LD_LIBRARY_PATH:-}:$cudart"
+[ -n "$nccl" ] || echo "no libnccl.so.2 found on this machine: the NCCL steps will fail" | tee -a "$LOG"
+export LD_LIBRARY_PATH="$B/lib${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_MODULE_DIR=$B/lib/ucx
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 G=$B/bin/gpupool
 summary=()
+failed=0
 step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs it, keeps its outcome for the summary
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
@@ -39,10 +41,11 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs it, keeps its outcome 
   local rc=$?
   echo "===== $name: exit $rc after $((SECONDS - t0)) s" >> "$LOG"
   summary+=("$(printf '%-28s exit %-3s %4s s' "$name" "$rc" "$((SECONDS - t0))")")
+  [ "$rc" = 0 ] || failed=$((failed + 1))
   return $rc
 }
 {
-  echo "host: $(uname -a)"; echo "nccl from: $nccl"; echo "cudart from: $cudart"
+  echo "host: $(uname -a)"; echo "nccl from: ${nccl:-nowhere}"
   ldd "$G" "$B/bin/real_gpu_test" "$B/bin/gpu_bench" | grep -E "not found|nccl|cudart" | sort -u
 } >> "$LOG" 2>&1
 
@@ -51,7 +54,7 @@ nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
 step nvidia-smi 30 nvidia-smi
 step nvidia-smi-topo 30 nvidia-smi topo -m
 step version 60 "$G" version
-step devices 60 bash -c "'$G' devices --driver nvidia | tee '$OUT/devices.txt'; '$G' devices --driver nvidia --json >> '$OUT/devices.txt'"
+step devices 60 bash -o pipefail -c "'$G' devices --driver nvidia | tee '$OUT/devices.txt'; '$G' devices --driver nvidia --json >> '$OUT/devices.txt'"
 model=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["nodes"][0]["gpus"][0]["model"])' \
         <(sed -n '/^{/,$p' "$OUT/devices.txt") 2>/dev/null)
 count=$(nvidia-smi -L | grep -c '^GPU')
@@ -59,6 +62,9 @@ echo "catalogue model: ${model:-unknown}, $count GPU(s)" >> "$LOG"
 
 # 2. A head and an agent on the real GPU: registration, XID events, device metrics, a diagnostic.
 tmp=$(mktemp -d)
+head_pid=; agent_pid=
+cleanup() { kill $agent_pid $head_pid 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
 printf 'agents: agent-token-0123456789\noperators: operators-token-0123456789\n' > "$tmp/tokens"
 echo agent-token-0123456789 > "$tmp/agent.token"
 "$G" head --simulate "${count}x${model:-H100-80GB}" --node-count 1 --tokens "$tmp/tokens" --listen 127.0.0.1:0 \
@@ -66,6 +72,7 @@ echo agent-token-0123456789 > "$tmp/agent.token"
 head_pid=$!
 for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 port=$(cat "$tmp/port" 2>/dev/null)
+[ -n "$port" ] || { echo "the head did not start:"; cat "$tmp/head.log"; } >> "$LOG"
 "$G" agent --head "127.0.0.1:$port" --node node-0 --token-file "$tmp/agent.token" --http-listen 127.0.0.1:0 \
   --http-port-file "$tmp/http" --diagnose-every 5 > "$tmp/agent.log" 2>&1 &
 agent_pid=$!
@@ -82,7 +89,7 @@ step real-gpu-tests 90 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$B/bin/real_g
 step device-memory-tests 60 "$B/bin/runtime_test" --gtest_filter='*DeviceMemory*:*MemoryPool*'
 
 # 4. The bench (bench/run gpu).
-step gpu-bench 150 bash -c "'$B/bin/gpu_bench' | tee '$OUT/bench.txt'"
+step gpu-bench 150 bash -o pipefail -c "'$B/bin/gpu_bench' | tee '$OUT/bench.txt'"
 
 # 5. The demo on the embedded pool over the real GPU.
 step demo 60 "$G" demo
@@ -90,3 +97,5 @@ step demo 60 "$G" demo
 echo "===== summary" >> "$LOG"
 printf '%s\n' "${summary[@]}" | tee -a "$LOG"
 grep -E "^\s+(allreduce|d2h|h2d|alloc|scrub|diagnostic)_" "$OUT/bench.txt" 2>/dev/null | head -n 40
+echo "$failed step(s) failed"
+[ "$failed" = 0 ]

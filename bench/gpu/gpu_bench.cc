@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,12 @@ void Die(const std::string& what) {
   std::fprintf(stderr, "gpu_bench: %s\n", what.c_str());
   std::exit(1);
 }
+// Throw (not exit): inside a task the runtime's threads are live, and the error reaches main.
 void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) Die(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+  if (e != cudaSuccess) throw std::runtime_error(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 void CheckNccl(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) Die(absl::StrCat(what, ": ", ncclGetErrorString(r)));
+  if (r != ncclSuccess) throw std::runtime_error(absl::StrCat(what, ": ", ncclGetErrorString(r)));
 }
 
 // One figure beside its baseline; `higher_better` says which way the ratio reads.
@@ -232,10 +234,10 @@ void BenchAlloc() {
     const std::string mib = absl::StrCat(bytes >> 20, "MiB");
     Row(absl::StrCat("alloc_", mib, "_p50_us"), Percentile(ours, 0.5) * 1e6, "us", "cudaMallocAsync_p50_us", Percentile(base, 0.5) * 1e6);
     Row(absl::StrCat("alloc_", mib, "_p99_us"), Percentile(ours, 0.99) * 1e6, "us", "cudaMallocAsync_p99_us", Percentile(base, 0.99) * 1e6);
-    Row(absl::StrCat("alloc_", mib, "_p50_us"), Percentile(ours, 0.5) * 1e6, "us", "cudaMallocAsync_nosync_p50_us",
-        Percentile(base_nosync, 0.5) * 1e6);
-    Row(absl::StrCat("alloc_", mib, "_p99_us"), Percentile(ours, 0.99) * 1e6, "us", "cudaMallocAsync_nosync_p99_us",
-        Percentile(base_nosync, 0.99) * 1e6);
+    Row(absl::StrCat("alloc_", mib, "_p50_us_vs_nosync"), Percentile(ours, 0.5) * 1e6, "us",
+        "cudaMallocAsync_nosync_p50_us", Percentile(base_nosync, 0.5) * 1e6);
+    Row(absl::StrCat("alloc_", mib, "_p99_us_vs_nosync"), Percentile(ours, 0.99) * 1e6, "us",
+        "cudaMallocAsync_nosync_p99_us", Percentile(base_nosync, 0.99) * 1e6);
   }
   // Scrub: a block last held by team a, handed to team b, is zeroed first.
   for (uint64_t bytes : {uint64_t{64} << 20, uint64_t{1} << 30}) {
@@ -318,7 +320,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json") g_json = true;
-    else if (a.rfind("--max-mib=", 0) == 0) max_mib = std::strtoull(a.c_str() + 10, nullptr, 10);
+    else if (a.rfind("--max-mib=", 0) == 0) max_mib = std::max<uint64_t>(1, std::strtoull(a.c_str() + 10, nullptr, 10));
     else if (a == "--skip-diagnostic") diagnostic = false;
     else Die("unknown flag " + a + " (--json, --max-mib=N, --skip-diagnostic)");
   }
@@ -328,14 +330,18 @@ int main(int argc, char** argv) {
     std::printf("gpu: unavailable (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "CUDA sees no GPU");
     return 0;
   }
-  cudaDeviceProp p{};
-  Check(cudaGetDeviceProperties(&p, 0), "cudaGetDeviceProperties");
-  int nccl = 0;
-  ncclGetVersion(&nccl);
-  if (!g_json) std::printf("gpu: %s, %d GPU(s), NCCL %d\n", p.name, n, nccl);
-  BenchAllReduce(max_mib);
-  BenchStaging(max_mib);
-  BenchAlloc();
-  if (diagnostic) BenchDiagnostic();
+  try {
+    cudaDeviceProp p{};
+    Check(cudaGetDeviceProperties(&p, 0), "cudaGetDeviceProperties");
+    int nccl = 0;
+    ncclGetVersion(&nccl);
+    if (!g_json) std::printf("gpu: %s, %d GPU(s), NCCL %d\n", p.name, n, nccl);
+    BenchAllReduce(max_mib);
+    BenchStaging(max_mib);
+    BenchAlloc();
+    if (diagnostic) BenchDiagnostic();
+  } catch (const std::exception& e) {
+    Die(e.what());
+  }
   return 0;
 }

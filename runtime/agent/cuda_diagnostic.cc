@@ -12,7 +12,7 @@ absl::Status CudaDiagnostic::Run(int gpu_index, const std::atomic<bool>& stop) {
   if (!matmul.ok()) return matmul.status();
   if (matmul->mismatches > 0) {
     return absl::DataLossError(absl::StrCat("known-answer matmul (n=", matmul_n_, "): ", matmul->mismatches, " of ",
-                                            matmul->elements, " elements wrong"));
+                                            matmul->elements, " checked elements wrong"));
   }
   if (stop.load()) return absl::CancelledError("interrupted after the known-answer matmul");
   absl::StatusOr<size_t> free_bytes = gpu::FreeDeviceMemory(gpu_index);

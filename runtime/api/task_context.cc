@@ -133,10 +133,22 @@ int TaskContext::ranks() const { return state_->runtime->group().size(); }
 
 namespace {
 
-// What a device collective of this task waits for: revocation, cancellation, the job's timeout.
-runtime::NcclWait WaitFor(const TaskContext& ctx, runtime::JobRuntime& rt) {
-  return runtime::NcclWait{.deadline = absl::Now() + rt.device_comm().timeout(),
-                           .stop = [&ctx] { return ctx.cancelled(); }};
+// What a device collective of this task waits for. It is given up (and its communicator aborted)
+// when the task is cancelled, its lease is lost, the runtime stops, or a revoked lease's grace
+// period has run out; not at the revocation itself, which leaves the task its grace period to
+// reach a safe point, collectives included.
+runtime::NcclWait WaitFor(detail::TaskState* state) {
+  runtime::JobRuntime& rt = *state->runtime;
+  return runtime::NcclWait{
+      .deadline = absl::Now() + rt.device_comm().timeout(),
+      .stop = [state, &rt] {
+        if (state->task->cancelled.load(std::memory_order_relaxed)) return true;
+        const runtime::LeaseRun* lease = state->lease;
+        if (lease == nullptr) return false;
+        if (lease->lost.load(std::memory_order_relaxed)) return true;
+        if (lease->revoked.load(std::memory_order_relaxed)) return rt.pool().Now() >= lease->revoke_deadline_s.load();
+        return lease->stop.load(std::memory_order_relaxed);  // the runtime is stopping
+      }};
 }
 
 template <typename T>
@@ -163,44 +175,67 @@ void Combine(std::byte* into, const std::byte* from, size_t count, runtime::Elem
   }
 }
 
+// A whole GPU (not a MIG instance, an MPS share or a fraction): what NCCL may run on. A
+// communicator's memory lies outside the lease's budget, so shares of a GPU stay on the host path.
+bool WholeGpu(const SlotInfo& slot) { return slot.kind == "whole"; }
+
 }  // namespace
 
-runtime::NcclCommunicator* TaskContext::RankComm(bool agree) {
-  runtime::JobRuntime& rt = *state_->runtime;
-  runtime::RankGpu mine;
-  if (state_->lease != nullptr && state_->lease->first_memory() != nullptr) {
-    const SlotInfo& slot = state_->lease->slots.front();
-    mine.cuda_device = cuda_device();
-    mine.node = slot.node;
-    mine.gpu_index = slot.gpu_index;
-    mine.mig = slot.kind == "mig";
-  }
-  if (!agree) return rt.device_comm().Current(mine);
-  return runtime::ValueOrThrow(rt.device_comm().For(mine, WaitFor(*this, rt)));
+void* TaskContext::StreamOf(const DeviceBuffer& buffer) {
+  return buffer.block_->stream != nullptr ? buffer.block_->stream : buffer.block_->pool->stream();
 }
 
-void TaskContext::Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device) {
+void TaskContext::WithRankComm(int cuda_device, const std::function<void(runtime::NcclCommunicator*)>& op) {
+  runtime::RankGpu mine;
+  runtime::LeaseRun* lease = state_->lease;
+  // NCCL only for a buffer on the task's own (first) GPU: the ranks' communicator is built there.
+  if (lease != nullptr && lease->first_memory() != nullptr && cuda_device >= 0 && cuda_device == this->cuda_device()) {
+    const SlotInfo& slot = lease->slots.front();
+    mine.cuda_device = cuda_device;
+    mine.node = slot.node;
+    mine.gpu_index = slot.gpu_index;
+    mine.whole_gpu = WholeGpu(slot);
+  }
+  // Every rank agrees before every device collective, whatever its own buffer (a simulated one
+  // included), so all make the same group calls.
+  absl::Status s = state_->runtime->device_comm().WithComm(mine, WaitFor(state_), [&](runtime::NcclCommunicator* comm) {
+    op(comm);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) runtime::ThrowIfError(absl::Status(s.code(), "task '" + task_name() + "': " + std::string(s.message())));
+}
+
+void TaskContext::ReduceHost(void* data, size_t count, int element_code, ReduceOp op) {
   if (count == 0) return;
   if (data == nullptr) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': AllReduce of no memory");
-  runtime::JobRuntime& rt = *state_->runtime;
-  runtime::JobGroup& group = rt.group();
+  runtime::ThrowIfError(state_->runtime->group().AllReduce(data, count, static_cast<runtime::ElementType>(element_code), op));
+}
+
+void TaskContext::ReduceDevice(DeviceBuffer& buffer, size_t count, int element_code, ReduceOp op) {
+  if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': AllReduce of an empty DeviceBuffer");
+  runtime::JobGroup& group = state_->runtime->group();
   const auto type = static_cast<runtime::ElementType>(element_code);
-  if (cuda_device < 0) {
-    runtime::ThrowIfError(group.AllReduce(data, count, type, op));
-    return;
-  }
-  // Device memory on this task's GPU: NCCL when every rank can take it.
-  runtime::NcclCommunicator* comm = cuda_device == this->cuda_device() ? RankComm() : nullptr;
-  if (comm != nullptr) {
-    runtime::ThrowIfError(comm->AllReduce({runtime::NcclBuffer{data, stream()}}, count, element_code, op, WaitFor(*this, rt)));
-    return;
-  }
-  // Otherwise staged through pinned host memory, reduced there, copied back.
-  const uint64_t bytes = count * runtime::ElementSize(type);
-  runtime::PinnedHostBuffer staging(bytes);
-  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device));
-  runtime::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
-  runtime::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device));
+  void* data = buffer.data();
+  void* stream = StreamOf(buffer);
+  const int cuda_device = buffer.cuda_device();
+  // NCCL when every rank can take it; else staged through pinned host memory after the kernels
+  // queued on the buffer's stream, reduced there, copied back (a simulated buffer is host memory).
+  WithRankComm(cuda_device, [&](runtime::NcclCommunicator* comm) {
+    if (count == 0) return;
+    if (comm != nullptr) {
+      runtime::ThrowIfError(comm->AllReduce({runtime::NcclBuffer{data, stream}}, count, element_code, op, WaitFor(state_)));
+      return;
+    }
+    if (cuda_device < 0) {
+      runtime::ThrowIfError(group.AllReduce(data, count, type, op));
+      return;
+    }
+    const uint64_t bytes = count * runtime::ElementSize(type);
+    runtime::PinnedHostBuffer staging(bytes);
+    runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device, stream));
+    runtime::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
+    runtime::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device, stream));
+  });
 }
 
 void TaskContext::ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op) {
@@ -223,40 +258,46 @@ void TaskContext::ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int elem
                                                    std::to_string(buffers[i].size()) + " bytes, buffer 0 " +
                                                    std::to_string(bytes) + " (all one size)");
     }
-    if (m.pool == nullptr || buffers[i].cuda_device() != m.pool->cuda_device() ||
-        buffers[i].block_->pool != m.pool) {
+    if (m.pool == nullptr || buffers[i].block_->pool != m.pool) {
       throw Error(ErrorCode::kInvalidArgument, who + ": buffer " + std::to_string(i) + " is not on slot " +
                                                    std::to_string(i) + "'s GPU (use Allocate(bytes, " +
                                                    std::to_string(i) + "))");
     }
     const SlotInfo& slot = lease->slots[i];
-    if (m.pool->cuda_device() < 0 || slot.kind == "mig" ||
+    if (m.pool->cuda_device() < 0 || !WholeGpu(slot) ||
         !gpus.insert(slot.node + "/" + std::to_string(slot.gpu_index)).second) {
       nccl = false;
     }
   }
-  if (count == 0) return;
-  runtime::JobRuntime& rt = *state_->runtime;
+  if (count == 0 || buffers.size() == 1) return;  // one slot: the buffer already holds the result
   if (nccl) {
     if (lease->slots_comm == nullptr || lease->slots_comm->broken()) {
       std::vector<int> devices;
       for (const runtime::SlotMemory& m : lease->memory) devices.push_back(m.pool->cuda_device());
-      lease->slots_comm = runtime::ValueOrThrow(runtime::NcclCommunicator::OverDevices(devices));
+      absl::StatusOr<std::unique_ptr<runtime::NcclCommunicator>> comm = runtime::NcclCommunicator::OverDevices(devices);
+      if (!comm.ok()) runtime::ThrowIfError(absl::Status(comm.status().code(), who + ": " + std::string(comm.status().message())));
+      lease->slots_comm = *std::move(comm);
     }
     std::vector<runtime::NcclBuffer> on;
-    for (size_t i = 0; i < buffers.size(); ++i) on.push_back({buffers[i].data(), slot_stream(i)});
-    runtime::ThrowIfError(lease->slots_comm->AllReduce(on, count, element_code, op, WaitFor(*this, rt)));
+    for (size_t i = 0; i < buffers.size(); ++i) on.push_back({buffers[i].data(), StreamOf(buffers[i])});
+    absl::Status s = lease->slots_comm->AllReduce(on, count, element_code, op, WaitFor(state_));
+    if (!s.ok()) runtime::ThrowIfError(absl::Status(s.code(), who + ": " + std::string(s.message())));
     return;
   }
-  // Staged: every buffer to host, combined in slot order (the same bits on every slot), copied back.
+  // Staged: every buffer to host after its stream's kernels, combined in slot order (the same bits
+  // on every slot), copied back.
   const uint64_t used = count * runtime::ElementSize(type);
   runtime::PinnedHostBuffer sum(used), part(used);
-  runtime::ThrowIfError(runtime::CopyDeviceToHost(sum.data(), buffers[0].data(), used, buffers[0].cuda_device()));
+  runtime::ThrowIfError(runtime::CopyDeviceToHost(sum.data(), buffers[0].data(), used, buffers[0].cuda_device(),
+                                                  StreamOf(buffers[0])));
   for (size_t i = 1; i < buffers.size(); ++i) {
-    runtime::ThrowIfError(runtime::CopyDeviceToHost(part.data(), buffers[i].data(), used, buffers[i].cuda_device()));
+    runtime::ThrowIfError(runtime::CopyDeviceToHost(part.data(), buffers[i].data(), used, buffers[i].cuda_device(),
+                                                    StreamOf(buffers[i])));
     Combine(sum.data(), part.data(), count, type, op);
   }
-  for (DeviceBuffer& b : buffers) runtime::ThrowIfError(runtime::CopyHostToDevice(b.data(), sum.data(), used, b.cuda_device()));
+  for (DeviceBuffer& b : buffers) {
+    runtime::ThrowIfError(runtime::CopyHostToDevice(b.data(), sum.data(), used, b.cuda_device(), StreamOf(b)));
+  }
 }
 
 void TaskContext::Broadcast(int root, void* data, size_t bytes) {
@@ -266,50 +307,49 @@ void TaskContext::Broadcast(int root, void* data, size_t bytes) {
 
 void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
   if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast of an empty DeviceBuffer");
-  if (buffer.cuda_device() < 0) return Broadcast(root, buffer.data(), buffer.size());
-  runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() ? RankComm() : nullptr;
-  if (comm != nullptr) {
-    runtime::ThrowIfError(comm->Broadcast({runtime::NcclBuffer{buffer.data(), stream()}}, buffer.size(), root, WaitFor(*this, *state_->runtime)));
-    return;
+  if (root < 0 || root >= ranks()) {
+    throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast from rank " + std::to_string(root) +
+                                                 " of " + std::to_string(ranks()));
   }
-  runtime::PinnedHostBuffer staging(buffer.size());
-  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device()));
-  Broadcast(root, staging.data(), buffer.size());
-  runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device()));
+  void* stream = StreamOf(buffer);
+  WithRankComm(buffer.cuda_device(), [&](runtime::NcclCommunicator* comm) {
+    if (comm != nullptr) {
+      runtime::ThrowIfError(comm->Broadcast({runtime::NcclBuffer{buffer.data(), stream}}, buffer.size(), root, WaitFor(state_)));
+      return;
+    }
+    if (buffer.cuda_device() < 0) return Broadcast(root, buffer.data(), buffer.size());
+    runtime::PinnedHostBuffer staging(buffer.size());
+    runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device(), stream));
+    Broadcast(root, staging.data(), buffer.size());
+    runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device(), stream));
+  });
 }
 
+// Device buffers point to point are staged through host memory: NCCL's send blocks until the peer
+// receives and has no tags, which would break the documented semantics (every rank may send
+// before it receives; messages match by tag).
 void TaskContext::Send(int dst, uint64_t tag, const DeviceBuffer& buffer) {
   if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Send of an empty DeviceBuffer");
   if (buffer.cuda_device() < 0) return Send(dst, tag, buffer.data(), buffer.size());
-  // NCCL needs the receiver in the communicator; a rank sending to itself stays on the host path.
-  runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() && ranks() > 1 ? RankComm(/*agree=*/false) : nullptr;
-  if (comm != nullptr && dst != rank()) {
-    runtime::ThrowIfError(comm->Send({buffer.data(), stream()}, buffer.size(), dst, WaitFor(*this, *state_->runtime)));
-    return;
-  }
   runtime::PinnedHostBuffer staging(buffer.size());
-  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device()));
+  runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device(),
+                                                  StreamOf(buffer)));
   Send(dst, tag, staging.data(), buffer.size());
 }
 
 void TaskContext::Recv(int src, uint64_t tag, DeviceBuffer& buffer) {
   if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Recv into an empty DeviceBuffer");
-  if (buffer.cuda_device() < 0) {
-    if (Recv(src, tag, buffer.data(), buffer.size()) != buffer.size()) {
-      throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': Recv into a DeviceBuffer got fewer bytes than it holds");
+  auto exactly = [&](void* into) {
+    if (Recv(src, tag, into, buffer.size()) != buffer.size()) {
+      throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': Recv into a DeviceBuffer of " +
+                                            std::to_string(buffer.size()) + " bytes got fewer bytes than it holds");
     }
-    return;
-  }
-  runtime::NcclCommunicator* comm = buffer.cuda_device() == cuda_device() && ranks() > 1 ? RankComm(/*agree=*/false) : nullptr;
-  if (comm != nullptr && src != rank()) {
-    runtime::ThrowIfError(comm->Recv({buffer.data(), stream()}, buffer.size(), src, WaitFor(*this, *state_->runtime)));
-    return;
-  }
+  };
+  if (buffer.cuda_device() < 0) return exactly(buffer.data());
   runtime::PinnedHostBuffer staging(buffer.size());
-  if (Recv(src, tag, staging.data(), buffer.size()) != buffer.size()) {
-    throw Error(ErrorCode::kDataLoss, "task '" + task_name() + "': Recv into a DeviceBuffer got fewer bytes than it holds");
-  }
-  runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device()));
+  exactly(staging.data());
+  runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device(),
+                                                  StreamOf(buffer)));
 }
 
 void TaskContext::Send(int dst, uint64_t tag, const void* data, size_t bytes) {

@@ -13,13 +13,19 @@
 namespace gpupool::runtime {
 namespace {
 
-absl::Status Copy(void* dst, const void* src, uint64_t bytes, int cuda_device, cudaMemcpyKind kind) {
+absl::Status Copy(void* dst, const void* src, uint64_t bytes, int cuda_device, cudaMemcpyKind kind, void* stream) {
   if (cuda_device < 0) {
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
   cudaError_t e = cudaSetDevice(cuda_device);
-  if (e == cudaSuccess) e = cudaMemcpy(dst, src, bytes, kind);
+  if (stream == nullptr) {
+    if (e == cudaSuccess) e = cudaMemcpy(dst, src, bytes, kind);
+  } else {
+    auto s = static_cast<cudaStream_t>(stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, kind, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  }
   if (e != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat("copying ", bytes, " bytes ",
                                                kind == cudaMemcpyDeviceToHost ? "from" : "to",
@@ -30,12 +36,12 @@ absl::Status Copy(void* dst, const void* src, uint64_t bytes, int cuda_device, c
 
 }  // namespace
 
-absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, int cuda_device) {
-  return Copy(host, device, bytes, cuda_device, cudaMemcpyDeviceToHost);
+absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, int cuda_device, void* stream) {
+  return Copy(host, device, bytes, cuda_device, cudaMemcpyDeviceToHost, stream);
 }
 
-absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device) {
-  return Copy(device, host, bytes, cuda_device, cudaMemcpyHostToDevice);
+absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device, void* stream) {
+  return Copy(device, host, bytes, cuda_device, cudaMemcpyHostToDevice, stream);
 }
 
 PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes) : size_(bytes) {

@@ -15,8 +15,13 @@
 
 namespace gpupool::runtime {
 
-absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, int cuda_device);
-absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device);
+// With a `stream` (a cudaStream_t), the copy is ordered after the work queued on it (a lease's
+// stream is non-blocking: a plain cudaMemcpy would not wait for its kernels) and has completed on
+// return.
+absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, int cuda_device,
+                              void* stream = nullptr);
+absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device,
+                              void* stream = nullptr);
 
 // Page-locked host memory for staging device state (copies at full PCIe/NVLink speed, which
 // pageable memory does not get); plain host memory when pinning is refused.

@@ -105,8 +105,8 @@ absl::StatusOr<MatmulTestResult> RunKnownAnswerMatmul(int device, int n) {
   // check took ~6 s of host time against 2 ms on the GPU). k-j order keeps it cache-friendly.
   std::vector<int64_t> expected(n);
   for (int b = 0; b * kTile < n; ++b) {
-    const int i = b * kTile + (b % kTile);
-    if (i >= n) continue;
+    const int rows = std::min(kTile, n - b * kTile);  // the last tile row may be partial
+    const int i = b * kTile + (b % rows);
     std::fill(expected.begin(), expected.end(), 0);
     for (int k = 0; k < n; ++k) {
       const int64_t aik = ai[static_cast<size_t>(i) * n + k];

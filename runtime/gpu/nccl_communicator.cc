@@ -22,8 +22,27 @@ absl::Status NcclError(ncclResult_t r, const std::string& what, ncclComm_t comm 
   std::string detail = ncclGetErrorString(r);
   const char* last = comm != nullptr ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
   if (last != nullptr && *last != '\0') absl::StrAppend(&detail, " (", last, ")");
-  return absl::UnavailableError(absl::StrCat(what, ": NCCL ", detail));
+  const std::string message = absl::StrCat(what, ": NCCL ", detail);
+  // The caller's mistake, not a failure of the GPUs or the network.
+  if (r == ncclInvalidArgument || r == ncclInvalidUsage) return absl::InvalidArgumentError(message);
+  return absl::UnavailableError(message);
 }
+
+// Restores the calling thread's current CUDA device on leaving: the communicator switches devices
+// to reach its members, and the task's own CUDA calls must not find another GPU current after.
+class CurrentDeviceGuard {
+ public:
+  CurrentDeviceGuard() { has_ = cudaGetDevice(&device_) == cudaSuccess; }
+  ~CurrentDeviceGuard() {
+    if (has_) cudaSetDevice(device_);
+  }
+  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+ private:
+  int device_ = 0;
+  bool has_ = false;
+};
 
 absl::Status CudaError(cudaError_t e, const std::string& what) {
   return absl::UnavailableError(absl::StrCat(what, ": CUDA ", cudaGetErrorString(e)));
@@ -60,6 +79,7 @@ struct NcclCommunicator::Member {
 NcclCommunicator::NcclCommunicator() = default;
 
 NcclCommunicator::~NcclCommunicator() {
+  CurrentDeviceGuard keep;
   for (const std::unique_ptr<Member>& m : members_) {
     if (m->comm == nullptr) continue;
     cudaSetDevice(m->device);
@@ -97,12 +117,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::OverDevices(
                                                    absl::StrJoin(cuda_devices, ", "), "]"));
   }
   std::vector<ncclComm_t> comms(cuda_devices.size());
+  CurrentDeviceGuard keep;
   ncclResult_t r = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), cuda_devices.data());
   if (r != ncclSuccess) {
     return NcclError(r, absl::StrCat("ncclCommInitAll over CUDA devices [", absl::StrJoin(cuda_devices, ", "), "]"));
   }
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   c->devices_ = cuda_devices;
+  c->ranks_ = static_cast<int>(cuda_devices.size());
   for (size_t i = 0; i < comms.size(); ++i) {
     auto m = std::make_unique<Member>();
     m->comm = comms[i];
@@ -126,12 +148,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::OverRanks(co
         absl::StrCat("NCCL rank ", rank, " of ", ranks, " on CUDA device ", cuda_device));
   }
   std::memcpy(id.internal, unique_id.data(), sizeof id.internal);
+  CurrentDeviceGuard keep;
   cudaError_t e = cudaSetDevice(cuda_device);
   if (e != cudaSuccess) return CudaError(e, absl::StrCat("cudaSetDevice(", cuda_device, ")"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
   c->devices_ = {cuda_device};
+  c->ranks_ = ranks;
   auto m = std::make_unique<Member>();
   m->device = cuda_device;
   ncclResult_t r = ncclCommInitRankConfig(&m->comm, ranks, id, rank, &config);
@@ -163,6 +187,7 @@ absl::Status NcclCommunicator::CheckBuffers(absl::Span<const NcclBuffer> buffers
 
 void NcclCommunicator::Abort(absl::Status why) {
   if (broken_.ok()) broken_ = std::move(why);
+  CurrentDeviceGuard keep;
   for (const std::unique_ptr<Member>& m : members_) {
     if (m->comm == nullptr) continue;
     cudaSetDevice(m->device);
@@ -242,7 +267,11 @@ absl::Status NcclCommunicator::Await(absl::Span<const NcclBuffer> buffers, bool 
 template <typename Call>
 int NcclCommunicator::Launch(Call call) {
   const bool group = members_.size() > 1;
-  if (group) ncclGroupStart();
+  std::optional<CurrentDeviceGuard> keep;  // several members: NCCL may leave another device current
+  if (group) {
+    keep.emplace();
+    ncclGroupStart();
+  }
   ncclResult_t r = ncclSuccess;
   for (size_t i = 0; i < members_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) r = call(i, members_[i]->comm);
   if (group) {
@@ -278,6 +307,9 @@ absl::Status NcclCommunicator::AllReduce(absl::Span<const NcclBuffer> buffers, s
 absl::Status NcclCommunicator::Broadcast(absl::Span<const NcclBuffer> buffers, size_t bytes, int root,
                                          const NcclWait& wait) {
   if (absl::Status s = CheckBuffers(buffers, "NCCL broadcast"); !s.ok()) return s;
+  if (root < 0 || root >= ranks_) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL broadcast from ", root, ": no such rank (", ranks_, " ranks)"));
+  }
   int r = Launch([&](size_t i, ncclComm_t comm) {
     return ncclBroadcast(buffers[i].data, buffers[i].data, bytes, ncclUint8, root, comm,
                          static_cast<cudaStream_t>(buffers[i].stream));
@@ -288,6 +320,9 @@ absl::Status NcclCommunicator::Broadcast(absl::Span<const NcclBuffer> buffers, s
 absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
   absl::Span<const NcclBuffer> one(&buffer, 1);
   if (absl::Status s = CheckBuffers(one, "NCCL send"); !s.ok()) return s;
+  if (peer < 0 || peer >= ranks_) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL send with rank ", peer, ": no such rank (", ranks_, " ranks)"));
+  }
   int r = Launch([&](size_t, ncclComm_t comm) {
     return ncclSend(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
   });
@@ -297,6 +332,9 @@ absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int 
 absl::Status NcclCommunicator::Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
   absl::Span<const NcclBuffer> one(&buffer, 1);
   if (absl::Status s = CheckBuffers(one, "NCCL recv"); !s.ok()) return s;
+  if (peer < 0 || peer >= ranks_) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL recv with rank ", peer, ": no such rank (", ranks_, " ranks)"));
+  }
   int r = Launch([&](size_t, ncclComm_t comm) {
     return ncclRecv(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
   });

@@ -14,6 +14,9 @@
 //   NcclBuffer a{ptr0, stream0}, b{ptr1, stream1};
 //   absl::Status s = (*comm)->AllReduce({a, b}, count, kFloat, ReduceOp::kSum, wait);
 //
+// Errors: kInvalidArgument for the caller's mistakes (NCCL's invalid argument or usage included),
+// kUnavailable for NCCL's other failures, with its own text.
+//
 // Waiting: an operation is enqueued on the members' streams, then waited for by polling, so it
 // can be given up: `wait.stop()` true (the lease was revoked, the task cancelled) or the deadline
 // passed aborts the communicator (ncclCommAbort), which ends the kernels instead of leaving them
@@ -81,7 +84,9 @@ class NcclCommunicator {
                          const NcclWait& wait);
   // `root` is a rank of the communicator (a member index for OverDevices).
   absl::Status Broadcast(absl::Span<const NcclBuffer> buffers, size_t bytes, int root, const NcclWait& wait);
-  // Point to point, between ranks of an OverRanks communicator (one member here).
+  // Point to point, between ranks of an OverRanks communicator (one member here). NCCL's: a send
+  // completes only once the peer receives, and messages have no tags (TaskContext's Send/Recv of
+  // DeviceBuffers therefore stage through host memory, whose semantics it documents).
   absl::Status Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait);
   absl::Status Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait);
 
@@ -105,6 +110,7 @@ class NcclCommunicator {
                       absl::FunctionRef<std::string()> what);
 
   std::vector<int> devices_;
+  int ranks_ = 0;  // of the whole communicator (members_ are this process's)
   std::vector<std::unique_ptr<Member>> members_;
   absl::Status broken_;
 };

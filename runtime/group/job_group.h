@@ -20,8 +20,8 @@
 // preempted is not dead: the others wait in their next collective while its task resumes from
 // its snapshot, up to the timeout.
 //
-// Data: host memory. Device memory is staged through pinned host memory by the caller
-// (TaskContext); NCCL for device buffers on real GPUs is not wired yet.
+// Data: host memory. Device memory goes over NCCL (runtime/tasks/rank_device_comm.h, set up over
+// this group) or is staged through pinned host memory by the caller (TaskContext).
 #ifndef GPUPOOL_RUNTIME_GROUP_JOB_GROUP_H_
 #define GPUPOOL_RUNTIME_GROUP_JOB_GROUP_H_
 

@@ -33,7 +33,9 @@ std::vector<std::span<const std::byte>> StatePieces(detail::TaskState& state) {
       continue;
     }
     if (state.mirrors[i].size() != r.bytes) state.mirrors[i] = PinnedHostBuffer(r.bytes);
-    runtime::ThrowIfError(CopyDeviceToHost(state.mirrors[i].data(), r.data, r.bytes, r.cuda_device));
+    // After the kernels queued on the lease's stream there: the snapshot is of their result.
+    void* stream = state.lease != nullptr ? state.lease->StreamOn(r.cuda_device) : nullptr;
+    runtime::ThrowIfError(CopyDeviceToHost(state.mirrors[i].data(), r.data, r.bytes, r.cuda_device, stream));
     pieces.emplace_back(state.mirrors[i].data(), r.bytes);
   }
   return pieces;
@@ -71,7 +73,8 @@ std::optional<checkpoint::SnapshotInfo> CheckpointCoordinator::RestoreState(deta
   for (size_t i = 0; i < state.regions.size(); ++i) {
     const StateRegion& r = state.regions[i];
     if (r.cuda_device >= 0) {
-      runtime::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device));
+      void* stream = state.lease != nullptr ? state.lease->StreamOn(r.cuda_device) : nullptr;
+      runtime::ThrowIfError(CopyHostToDevice(r.data, state.mirrors[i].data(), r.bytes, r.cuda_device, stream));
     }
   }
   return loaded->info;

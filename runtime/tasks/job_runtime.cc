@@ -56,6 +56,11 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   return rt;
 }
 
+void JobRuntime::EndDeviceUse(LeaseRun& run) {
+  run.slots_comm.reset();
+  for (const SlotInfo& slot : run.slots) device_comm_->Forget(slot.node, slot.gpu_index);
+}
+
 absl::Status JobRuntime::StartParts(JoinedPool& joined) {
   const RuntimeOptions& o = options_;
   // The exchange calls back only for refs this process imported, so never before Start returned:
@@ -117,6 +122,7 @@ void JobRuntime::StartEngine() {
           remote_->RunLeaseTasks(run);
         } else {
           executor_->RunLeaseTasks(run);
+          EndDeviceUse(*run);
         }
       },
       .fail_task = [this](Task* task, ErrorCode code, const std::string& location,

@@ -87,6 +87,9 @@ class JobRuntime final {
   JobGroup& group() { return *group_; }
   // The ranks' NCCL communicator for device-buffer collectives (over group()).
   RankDeviceComm& device_comm() { return *device_comm_; }
+  // A lease's tasks are done: the NCCL communicators on its GPUs go (their memory lies outside
+  // the budgets) before the GPUs go back to the pool. On the lease's thread.
+  void EndDeviceUse(LeaseRun& run);
   ObjectExchange& exchange() { return *exchange_; }
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }

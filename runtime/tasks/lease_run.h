@@ -57,6 +57,14 @@ struct LeaseRun {
   const SlotMemory* first_memory() const {
     return !memory.empty() && memory.front().pool != nullptr ? &memory.front() : nullptr;
   }
+  // The lease's stream on CUDA device `cuda_device` (the first slot there), the pool's own when the
+  // lease has none of its own; nullptr when no slot is on that device.
+  void* StreamOn(int cuda_device) const {
+    for (const SlotMemory& m : memory) {
+      if (m.pool != nullptr && m.pool->cuda_device() == cuda_device) return m.stream != nullptr ? m.stream : m.pool->stream();
+    }
+    return nullptr;
+  }
   // Gives every slot's stream back to its pool (once the lease's tasks are done).
   void ReleaseStreams() {
     for (SlotMemory& m : memory) {

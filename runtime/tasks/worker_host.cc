@@ -355,6 +355,7 @@ void WorkerHost::LeaseLoop(Lease* lease) {
     }
   }
   Send(out);
+  rt_.EndDeviceUse(lease->run);
   lease->finished.store(true);
 }
 

@@ -48,6 +48,9 @@ std::vector<float> Download(const gpupool::DeviceBuffer& b) {
 }
 void Upload(gpupool::DeviceBuffer& b, const std::vector<float>& v) {
   Check(cudaMemcpy(b.data(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  // From pageable memory cudaMemcpy may return before the DMA is done; the collectives run on
+  // other (non-blocking) streams.
+  Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 bool IsDeviceMemory(const void* p) {
   cudaPointerAttributes a{};

@@ -145,13 +145,14 @@ class GPUPOOL_API TaskContext {
   //   ... one kernel per GPU writes its gradient ...
   //   ctx.AllReduceAcrossSlots<float>(grads);   // NCCL over the lease's GPUs
   //
-  // Where every slot is a distinct real GPU (not a MIG instance) this is NCCL: a communicator
-  // over the slots' GPUs (ncclCommInitAll) made on first use and kept for the lease, one launch
-  // per GPU on the lease's streams. Elsewhere (simulated GPUs, slots sharing a GPU, MIG) the
-  // buffers are staged through host memory and reduced there. If the lease is revoked or the
-  // task cancelled while the reduction waits, the communicator is aborted (ncclCommAbort) and
-  // this throws kAborted, and the next call makes a new one. Kernels that wrote the buffers must
-  // have been queued on the slots' lease streams (slot_stream(i)) or completed.
+  // Where every slot is a distinct whole real GPU this is NCCL: a communicator over the slots'
+  // GPUs (ncclCommInitAll) made on first use and kept for the lease, one launch per GPU on the
+  // lease's streams. Elsewhere (simulated GPUs, slots sharing a GPU, MIG instances, fractions)
+  // the buffers are staged through host memory and reduced there. If the task is cancelled, its
+  // lease lost, or a revoked lease's grace period runs out while the reduction waits, the
+  // communicator is aborted (ncclCommAbort), this throws kAborted, and the next call makes a new
+  // one. Kernels that wrote the buffers must have been queued on the slots' lease streams
+  // (slot_stream(i)) or completed. One slot: the buffer is already the result.
   template <typename T>  // T: float, double, int32_t, int64_t
   void AllReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, ReduceOp op = ReduceOp::kSum) {
     ReduceAcrossSlots(buffers, detail::ElementCode<T>::value, op);
@@ -208,20 +209,20 @@ class GPUPOOL_API TaskContext {
   int ranks() const;  // the job's ranks
   template <typename T>  // T: float, double, int32_t, int64_t
   void AllReduce(T* data, size_t count, ReduceOp op = ReduceOp::kSum) {
-    Reduce(data, count, detail::ElementCode<T>::value, op, -1);
+    ReduceHost(data, count, detail::ElementCode<T>::value, op);
   }
   template <typename T>
   void AllReduce(std::vector<T>& data, ReduceOp op = ReduceOp::kSum) {
     AllReduce(data.data(), data.size(), op);
   }
-  // The buffer holds elements of T; on a real GPU it is staged through pinned host memory.
+  // The buffer holds elements of T: NCCL or staged through pinned host memory, as said above.
   template <typename T>
   void AllReduce(DeviceBuffer& buffer, ReduceOp op = ReduceOp::kSum) {
-    Reduce(buffer.data(), buffer.size() / sizeof(T), detail::ElementCode<T>::value, op, buffer.cuda_device());
+    ReduceDevice(buffer, buffer.size() / sizeof(T), detail::ElementCode<T>::value, op);
   }
   // `bytes` at `data` on rank `root` are copied to every rank's `data` (same size everywhere).
   void Broadcast(int root, void* data, size_t bytes);
-  void Broadcast(int root, DeviceBuffer& buffer);  // NCCL, or staged through host memory
+  void Broadcast(int root, DeviceBuffer& buffer);  // NCCL, or staged through host memory, as AllReduce
   template <typename T>
   void Broadcast(int root, std::vector<T>& data) {
     static_assert(std::is_trivially_copyable_v<T>, "gpupool: broadcast trivially copyable values");
@@ -233,11 +234,10 @@ class GPUPOOL_API TaskContext {
   // is larger than `capacity`.
   void Send(int dst, uint64_t tag, const void* data, size_t bytes);
   size_t Recv(int src, uint64_t tag, void* data, size_t capacity);
-  // A DeviceBuffer to another rank, into a DeviceBuffer of the same size there. Over NCCL once a
-  // device collective (AllReduce, Broadcast) has set up the ranks' communicator (two ranks alone
-  // cannot agree on one), else staged through host memory. NCCL has no tags: a pair of ranks'
-  // device messages match in the order they are sent, whatever the tag; staged, by tag as above.
-  // Use one order (or one tag) per pair.
+  // A DeviceBuffer to another rank, into a DeviceBuffer of the same size there, with the host
+  // messages' semantics above (staged through pinned host memory: NCCL's point to point has no
+  // tags and a send waits for its receive, which would change them). Recv throws kDataLoss when
+  // the message is smaller than the buffer.
   void Send(int dst, uint64_t tag, const DeviceBuffer& buffer);
   void Recv(int src, uint64_t tag, DeviceBuffer& buffer);
 
@@ -304,11 +304,14 @@ class GPUPOOL_API TaskContext {
     void* scope_ = nullptr;  // runtime::ObjectExchange::SendScope, or null
   };
 
-  void Reduce(void* data, size_t count, int element_code, ReduceOp op, int cuda_device);
+  void ReduceHost(void* data, size_t count, int element_code, ReduceOp op);
+  void ReduceDevice(DeviceBuffer& buffer, size_t count, int element_code, ReduceOp op);
   void ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op);
-  // The ranks' NCCL communicator for this task's GPU (null: stage through host memory). With
-  // `agree` every rank calls it (collectives); without, the one a collective set up, if any.
-  runtime::NcclCommunicator* RankComm(bool agree = true);
+  // The stream the buffer's kernels are queued on (its lease's), which staging copies wait for.
+  static void* StreamOf(const DeviceBuffer& buffer);
+  // Agrees with the other ranks on this device collective, then runs `op` with the ranks' NCCL
+  // communicator, or with null when this call stages through host memory.
+  void WithRankComm(int cuda_device, const std::function<void(runtime::NcclCommunicator*)>& op);
   void SendBytes(int dst, uint64_t tag, const std::string& bytes);
   std::string RecvBytes(int src, uint64_t tag);
   void BroadcastBytes(int root, std::string& bytes);
