@@ -185,7 +185,8 @@ void* TaskContext::StreamOf(const DeviceBuffer& buffer) {
   return buffer.block_->stream != nullptr ? buffer.block_->stream : buffer.block_->pool->stream();
 }
 
-void TaskContext::WithRankComm(int cuda_device, const std::function<void(runtime::NcclCommunicator*)>& op) {
+void TaskContext::WithRankComm(int cuda_device, void (*op)(void* context, runtime::NcclCommunicator* comm),
+                               void* context) {
   runtime::RankGpu mine;
   runtime::LeaseRun* lease = state_->lease;
   // NCCL only for a buffer on the task's own (first) GPU: the ranks' communicator is built there.
@@ -199,7 +200,7 @@ void TaskContext::WithRankComm(int cuda_device, const std::function<void(runtime
   // Every rank agrees before every device collective, whatever its own buffer (a simulated one
   // included), so all make the same group calls.
   absl::Status s = state_->runtime->device_comm().WithComm(mine, WaitFor(state_), [&](runtime::NcclCommunicator* comm) {
-    op(comm);
+    op(context, comm);
     return absl::OkStatus();
   });
   if (!s.ok()) runtime::ThrowIfError(absl::Status(s.code(), "task '" + task_name() + "': " + std::string(s.message())));
@@ -220,7 +221,7 @@ void TaskContext::ReduceDevice(DeviceBuffer& buffer, size_t count, int element_c
   const int cuda_device = buffer.cuda_device();
   // NCCL when every rank can take it; else staged through pinned host memory after the kernels
   // queued on the buffer's stream, reduced there, copied back (a simulated buffer is host memory).
-  WithRankComm(cuda_device, [&](runtime::NcclCommunicator* comm) {
+  auto reduce = [&](runtime::NcclCommunicator* comm) {
     if (count == 0) return;
     if (comm != nullptr) {
       runtime::ThrowIfError(comm->AllReduce({runtime::NcclBuffer{data, stream}}, count, element_code, op, WaitFor(state_)));
@@ -235,7 +236,8 @@ void TaskContext::ReduceDevice(DeviceBuffer& buffer, size_t count, int element_c
     runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), data, bytes, cuda_device, stream));
     runtime::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
     runtime::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device, stream));
-  });
+  };
+  WithRankComm(cuda_device, reduce);
 }
 
 void TaskContext::ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op) {
@@ -312,7 +314,7 @@ void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
                                                  " of " + std::to_string(ranks()));
   }
   void* stream = StreamOf(buffer);
-  WithRankComm(buffer.cuda_device(), [&](runtime::NcclCommunicator* comm) {
+  auto broadcast = [&](runtime::NcclCommunicator* comm) {
     if (comm != nullptr) {
       runtime::ThrowIfError(comm->Broadcast({runtime::NcclBuffer{buffer.data(), stream}}, buffer.size(), root, WaitFor(state_)));
       return;
@@ -322,7 +324,8 @@ void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
     runtime::ThrowIfError(runtime::CopyDeviceToHost(staging.data(), buffer.data(), buffer.size(), buffer.cuda_device(), stream));
     Broadcast(root, staging.data(), buffer.size());
     runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device(), stream));
-  });
+  };
+  WithRankComm(buffer.cuda_device(), broadcast);
 }
 
 // Device buffers point to point are staged through host memory: NCCL's send blocks until the peer

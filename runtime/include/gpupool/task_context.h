@@ -311,7 +311,12 @@ class GPUPOOL_API TaskContext {
   static void* StreamOf(const DeviceBuffer& buffer);
   // Agrees with the other ranks on this device collective, then runs `op` with the ranks' NCCL
   // communicator, or with null when this call stages through host memory.
-  void WithRankComm(int cuda_device, const std::function<void(runtime::NcclCommunicator*)>& op);
+  // (A function pointer and its context rather than std::function: no allocation per collective.)
+  void WithRankComm(int cuda_device, void (*op)(void* context, runtime::NcclCommunicator* comm), void* context);
+  template <typename Op>
+  void WithRankComm(int cuda_device, Op& op) {
+    WithRankComm(cuda_device, [](void* c, runtime::NcclCommunicator* comm) { (*static_cast<Op*>(c))(comm); }, &op);
+  }
   void SendBytes(int dst, uint64_t tag, const std::string& bytes);
   std::string RecvBytes(int src, uint64_t tag);
   void BroadcastBytes(int root, std::string& bytes);
