@@ -54,7 +54,7 @@ nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
 step nvidia-smi 30 nvidia-smi
 step nvidia-smi-topo 30 nvidia-smi topo -m
 step version 60 "$G" version
-step devices 60 bash -o pipefail -c "'$G' devices --driver nvidia | tee '$OUT/devices.txt'; '$G' devices --driver nvidia --json >> '$OUT/devices.txt'"
+step devices 60 bash -o pipefail -c "'$G' devices --driver nvidia | tee '$OUT/devices.txt' && '$G' devices --driver nvidia --json >> '$OUT/devices.txt'"
 model=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["nodes"][0]["gpus"][0]["model"])' \
         <(sed -n '/^{/,$p' "$OUT/devices.txt") 2>/dev/null)
 count=$(nvidia-smi -L | grep -c '^GPU')

@@ -9,6 +9,7 @@
 #include "runtime/tasks/status_to_error.h"
 #include "runtime/gpu/device_copy.h"
 #include "runtime/gpu/nccl_communicator.h"
+#include "runtime/tasks/rank_device_comm.h"
 #include "runtime/group/job_group.h"
 #include "runtime/tasks/job_runtime.h"
 #include "runtime/tasks/lease_run.h"
@@ -135,7 +136,7 @@ namespace {
 
 // What a device collective of this task waits for. It is given up (and its communicator aborted)
 // when the task is cancelled, its lease is lost, the runtime stops, or a revoked lease's grace
-// period has run out; not at the revocation itself, which leaves the task its grace period to
+// period is about to run out; not at the revocation itself, which leaves the task its grace period to
 // reach a safe point, collectives included.
 runtime::NcclWait WaitFor(detail::TaskState* state) {
   runtime::JobRuntime& rt = *state->runtime;
@@ -146,7 +147,8 @@ runtime::NcclWait WaitFor(detail::TaskState* state) {
         const runtime::LeaseRun* lease = state->lease;
         if (lease == nullptr) return false;
         if (lease->lost.load(std::memory_order_relaxed)) return true;
-        if (lease->revoked.load(std::memory_order_relaxed)) return rt.pool().Now() >= lease->revoke_deadline_s.load();
+        // A pool second before the deadline, so the abort and the release still land within it.
+        if (lease->revoked.load(std::memory_order_acquire)) return rt.pool().Now() >= lease->revoke_deadline_s.load() - 1.0;
         return lease->stop.load(std::memory_order_relaxed);  // the runtime is stopping
       }};
 }
@@ -185,8 +187,8 @@ void* TaskContext::StreamOf(const DeviceBuffer& buffer) {
   return buffer.block_->stream != nullptr ? buffer.block_->stream : buffer.block_->pool->stream();
 }
 
-void TaskContext::WithRankComm(int cuda_device, void (*op)(void* context, runtime::NcclCommunicator* comm),
-                               void* context) {
+void TaskContext::WithRankComm(int cuda_device, const runtime::DeviceCall& call,
+                               void (*op)(void* context, runtime::NcclCommunicator* comm), void* context) {
   runtime::RankGpu mine;
   runtime::LeaseRun* lease = state_->lease;
   // NCCL only for a buffer on the task's own (first) GPU: the ranks' communicator is built there.
@@ -199,7 +201,7 @@ void TaskContext::WithRankComm(int cuda_device, void (*op)(void* context, runtim
   }
   // Every rank agrees before every device collective, whatever its own buffer (a simulated one
   // included), so all make the same group calls.
-  absl::Status s = state_->runtime->device_comm().WithComm(mine, WaitFor(state_), [&](runtime::NcclCommunicator* comm) {
+  absl::Status s = state_->runtime->device_comm().WithComm(mine, call, WaitFor(state_), [&](runtime::NcclCommunicator* comm) {
     op(context, comm);
     return absl::OkStatus();
   });
@@ -213,12 +215,15 @@ void TaskContext::ReduceHost(void* data, size_t count, int element_code, ReduceO
 }
 
 void TaskContext::ReduceDevice(DeviceBuffer& buffer, size_t count, int element_code, ReduceOp op) {
-  if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': AllReduce of an empty DeviceBuffer");
   runtime::JobGroup& group = state_->runtime->group();
   const auto type = static_cast<runtime::ElementType>(element_code);
   void* data = buffer.data();
-  void* stream = StreamOf(buffer);
+  void* stream = buffer.empty() ? nullptr : StreamOf(buffer);
   const int cuda_device = buffer.cuda_device();
+  // Checked in the agreement, so that every rank fails alike rather than one leaving the others
+  // waiting in it.
+  runtime::DeviceCall call{.count = static_cast<int64_t>(count), .element_code = element_code};
+  if (buffer.empty()) call.invalid = "task '" + task_name() + "': AllReduce of an empty DeviceBuffer";
   // NCCL when every rank can take it; else staged through pinned host memory after the kernels
   // queued on the buffer's stream, reduced there, copied back (a simulated buffer is host memory).
   auto reduce = [&](runtime::NcclCommunicator* comm) {
@@ -237,7 +242,7 @@ void TaskContext::ReduceDevice(DeviceBuffer& buffer, size_t count, int element_c
     runtime::ThrowIfError(group.AllReduce(staging.data(), count, type, op));
     runtime::ThrowIfError(runtime::CopyHostToDevice(data, staging.data(), bytes, cuda_device, stream));
   };
-  WithRankComm(cuda_device, reduce);
+  WithRankComm(cuda_device, call, reduce);
 }
 
 void TaskContext::ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op) {
@@ -308,12 +313,13 @@ void TaskContext::Broadcast(int root, void* data, size_t bytes) {
 }
 
 void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
-  if (buffer.empty()) throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast of an empty DeviceBuffer");
-  if (root < 0 || root >= ranks()) {
-    throw Error(ErrorCode::kInvalidArgument, "task '" + task_name() + "': Broadcast from rank " + std::to_string(root) +
-                                                 " of " + std::to_string(ranks()));
+  runtime::DeviceCall call{.count = static_cast<int64_t>(buffer.size()), .element_code = -1, .root = root};
+  if (buffer.empty()) {
+    call.invalid = "task '" + task_name() + "': Broadcast of an empty DeviceBuffer";
+  } else if (root < 0 || root >= ranks()) {
+    call.invalid = "task '" + task_name() + "': Broadcast from rank " + std::to_string(root) + " of " + std::to_string(ranks());
   }
-  void* stream = StreamOf(buffer);
+  void* stream = buffer.empty() ? nullptr : StreamOf(buffer);
   auto broadcast = [&](runtime::NcclCommunicator* comm) {
     if (comm != nullptr) {
       runtime::ThrowIfError(comm->Broadcast({runtime::NcclBuffer{buffer.data(), stream}}, buffer.size(), root, WaitFor(state_)));
@@ -325,7 +331,7 @@ void TaskContext::Broadcast(int root, DeviceBuffer& buffer) {
     Broadcast(root, staging.data(), buffer.size());
     runtime::ThrowIfError(runtime::CopyHostToDevice(buffer.data(), staging.data(), buffer.size(), buffer.cuda_device(), stream));
   };
-  WithRankComm(buffer.cuda_device(), broadcast);
+  WithRankComm(buffer.cuda_device(), call, broadcast);
 }
 
 // Device buffers point to point are staged through host memory: NCCL's send blocks until the peer

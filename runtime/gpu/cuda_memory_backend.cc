@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/gpu/current_device_guard.h"
 #include "runtime/gpu/memory_pool.h"
 
 namespace gpupool::runtime {
@@ -17,11 +18,13 @@ class CudaMemoryBackend final : public MemoryBackend {
  public:
   CudaMemoryBackend(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
   ~CudaMemoryBackend() override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
   absl::StatusOr<void*> Allocate(uint64_t bytes) override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     void* p = nullptr;
     cudaError_t e = cudaMallocAsync(&p, bytes, stream_);
@@ -31,10 +34,12 @@ class CudaMemoryBackend final : public MemoryBackend {
     return p;
   }
   void Free(void* ptr, uint64_t) override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     cudaFreeAsync(ptr, stream_);
   }
   absl::Status Zero(void* ptr, uint64_t bytes) override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     cudaError_t e = cudaMemsetAsync(ptr, 0, bytes, stream_);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
@@ -43,6 +48,7 @@ class CudaMemoryBackend final : public MemoryBackend {
   int cuda_device() const override { return device_; }
   void* stream() const override { return stream_; }
   absl::StatusOr<void*> CreateStream() override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     cudaStream_t s = nullptr;
     cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -50,11 +56,13 @@ class CudaMemoryBackend final : public MemoryBackend {
     return static_cast<void*>(s);
   }
   void DestroyStream(void* stream) override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
     cudaStreamDestroy(static_cast<cudaStream_t>(stream));
   }
   absl::Status Synchronize(void* stream) override {
+    CurrentDeviceGuard keep;
     cudaSetDevice(device_);
     cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? absl::OkStatus() : CudaError(e, "cudaStreamSynchronize");

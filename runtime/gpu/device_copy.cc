@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/gpu/current_device_guard.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -18,6 +19,7 @@ absl::Status Copy(void* dst, const void* src, uint64_t bytes, int cuda_device, c
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
+  CurrentDeviceGuard keep;  // the task's current device stays its own
   cudaError_t e = cudaSetDevice(cuda_device);
   if (stream == nullptr) {
     if (e == cudaSuccess) e = cudaMemcpy(dst, src, bytes, kind);

@@ -99,7 +99,7 @@ absl::StatusOr<MatmulTestResult> RunKnownAnswerMatmul(int device, int n) {
   cudaFree(dc);
   if (err != cudaSuccess) return CudaError("known-answer matmul", err);
   // The exact answer, in integers on the host, for one row of every tile row: row b*kTile + (b %
-  // kTile) of tile row b. Every block of the kernel computes one tile, so each block has one of its
+  // rows) of tile row b (rows: kTile, or fewer in a partial last one). Every block of the kernel computes one tile, so each block has one of its
   // thread rows checked, a different one from tile row to tile row: a faulty SM shows in whichever
   // blocks it ran, at 1/kTile of the host's cost of checking everything (for n = 2048 the full
   // check took ~6 s of host time against 2 ms on the GPU). k-j order keeps it cache-friendly.

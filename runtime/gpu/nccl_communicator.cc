@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/gpu/current_device_guard.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -27,22 +28,6 @@ absl::Status NcclError(ncclResult_t r, const std::string& what, ncclComm_t comm 
   if (r == ncclInvalidArgument || r == ncclInvalidUsage) return absl::InvalidArgumentError(message);
   return absl::UnavailableError(message);
 }
-
-// Restores the calling thread's current CUDA device on leaving: the communicator switches devices
-// to reach its members, and the task's own CUDA calls must not find another GPU current after.
-class CurrentDeviceGuard {
- public:
-  CurrentDeviceGuard() { has_ = cudaGetDevice(&device_) == cudaSuccess; }
-  ~CurrentDeviceGuard() {
-    if (has_) cudaSetDevice(device_);
-  }
-  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
-  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
-
- private:
-  int device_ = 0;
-  bool has_ = false;
-};
 
 absl::Status CudaError(cudaError_t e, const std::string& what) {
   return absl::UnavailableError(absl::StrCat(what, ": CUDA ", cudaGetErrorString(e)));

@@ -18,7 +18,7 @@
 // kUnavailable for NCCL's other failures, with its own text.
 //
 // Waiting: an operation is enqueued on the members' streams, then waited for by polling, so it
-// can be given up: `wait.stop()` true (the lease was revoked, the task cancelled) or the deadline
+// can be given up: `wait.stop()` true (the caller's reason: a task cancelled, a lease lost) or the deadline
 // passed aborts the communicator (ncclCommAbort), which ends the kernels instead of leaving them
 // spinning on a peer that will never come. An aborted communicator is dead: every later call
 // fails with the reason, and the owner builds a new one. Errors name the operation and NCCL's

@@ -88,7 +88,9 @@ class JobRuntime final {
   // The ranks' NCCL communicator for device-buffer collectives (over group()).
   RankDeviceComm& device_comm() { return *device_comm_; }
   // A lease's tasks are done: the NCCL communicators on its GPUs go (their memory lies outside
-  // the budgets) before the GPUs go back to the pool. On the lease's thread.
+  // the budgets). On the lease's thread: in this process before the GPUs go back to the pool; in a
+  // worker (tasks on another node) when it hears the lease ended, which is after the driver
+  // released it (a gap of one message; not yet closed).
   void EndDeviceUse(LeaseRun& run);
   ObjectExchange& exchange() { return *exchange_; }
   RuntimeStats Stats() const;

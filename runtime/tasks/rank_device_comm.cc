@@ -1,6 +1,7 @@
 // The ranks' NCCL communicator (rank_device_comm.h).
 #include "runtime/tasks/rank_device_comm.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <vector>
@@ -20,39 +21,68 @@ absl::Status BroadcastString(JobGroup& group, int root, std::string& s) {
   return group.Broadcast(root, s.data(), s.size());
 }
 
-absl::Status SettingUp(const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat("setting up the ranks' NCCL communicator: ", s.message()));
-}
-
 }  // namespace
 
 bool RankDeviceComm::Unchanged(const RankGpu& mine) const {
   return decided_ && mine == built_for_ && (comm_ == nullptr || !comm_->broken());
 }
 
-absl::StatusOr<int> RankDeviceComm::Agree(int mine) {
-  if (group_.size() == 1) return mine;
-  int32_t level = mine;
-  if (absl::Status s = group_.AllReduce(&level, 1, ElementType::kInt32, ReduceOp::kMin); !s.ok()) return s;
-  return level;
+absl::StatusOr<int> RankDeviceComm::Agree(int level, const DeviceCall& call) {
+  const bool valid = call.invalid.empty();
+  if (group_.size() == 1) {
+    if (!valid) return absl::InvalidArgumentError(call.invalid);
+    return level;
+  }
+  // Minima of each value and of its negation: equal everywhere exactly when min == -min(-x).
+  int64_t v[8] = {valid ? level : kStage, call.count, -call.count, call.element_code, -call.element_code,
+                  call.root, -call.root, valid ? 1 : 0};
+  if (absl::Status s = group_.AllReduce(v, 8, ElementType::kInt64, ReduceOp::kMin); !s.ok()) return s;
+  if (v[7] == 0) {
+    return absl::InvalidArgumentError(valid ? "another rank's arguments to this collective are invalid" : call.invalid);
+  }
+  if (v[1] != -v[2]) {
+    return absl::InvalidArgumentError(absl::StrCat("the ranks pass different sizes to this collective (this rank: ",
+                                                   call.count, ", others from ", v[1], " to ", -v[2], ")"));
+  }
+  if (v[3] != -v[4]) return absl::InvalidArgumentError("the ranks pass different element types to this collective");
+  if (v[5] != -v[6]) {
+    return absl::InvalidArgumentError(absl::StrCat("the ranks name different roots (this rank: ", call.root, ")"));
+  }
+  return static_cast<int>(v[0]);
 }
 
-absl::Status RankDeviceComm::WithComm(const RankGpu& mine, const NcclWait& wait,
+absl::Status RankDeviceComm::WithComm(const RankGpu& mine, const DeviceCall& call, const NcclWait& wait,
                                       absl::FunctionRef<absl::Status(NcclCommunicator*)> op) {
-  MutexLock lock(&mu_);
-  const int level = !mine.nccl_capable() ? kStage : Unchanged(mine) ? kUse : kRebuild;
-  absl::StatusOr<int> agreed = Agree(level);
-  if (!agreed.ok()) return SettingUp(agreed.status());
+  MutexLock op_lock(&op_mu_);
+  int level;
+  {
+    MutexLock lock(&state_mu_);
+    level = !mine.nccl_capable() ? kStage : Unchanged(mine) ? kUse : kRebuild;
+  }
+  absl::StatusOr<int> agreed = Agree(level, call);
+  if (!agreed.ok()) return agreed.status();
   if (*agreed == kStage) return op(nullptr);
   if (*agreed == kRebuild) {
-    if (absl::Status s = Rebuild(mine, wait); !s.ok()) return SettingUp(s);
+    if (absl::Status s = Rebuild(mine, wait); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("setting up the ranks' NCCL communicator: ", s.message()));
+    }
   }
-  return op(comm_.get());
+  NcclCommunicator* comm;
+  {
+    MutexLock lock(&state_mu_);
+    comm = comm_.get();
+  }
+  return op(comm);
 }
 
 absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) {
-  comm_.reset();
-  decided_ = false;
+  std::unique_ptr<NcclCommunicator> old;
+  {
+    MutexLock lock(&state_mu_);
+    old = std::move(comm_);
+    decided_ = false;
+  }
+  old.reset();  // outside the lock: destroying waits for NCCL
   // Every rank's GPU, from every rank: the same list everywhere, so the same decision.
   const std::string key = absl::StrCat(std::string(mine.node), "/GPU ", mine.gpu_index);
   std::set<std::string> distinct;
@@ -62,6 +92,7 @@ absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) 
     if (absl::Status s = BroadcastString(group_, r, theirs); !s.ok()) return s;
     if (!distinct.insert(theirs).second) nccl = false;
   }
+  std::unique_ptr<NcclCommunicator> built;
   if (nccl) {
     // Rank 0's id, or its reason for having none (so every rank fails alike): "1" + id, or "0" + why.
     std::string message;
@@ -73,13 +104,16 @@ absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) 
     if (message.empty() || message[0] != '1') {
       return absl::UnavailableError(absl::StrCat("rank 0 could not make an NCCL id: ", message.substr(1)));
     }
+    // A deadline of its own from now: the caller's was set before it waited for op_mu_.
     NcclWait init = wait;
-    init.deadline = std::min(wait.deadline, absl::Now() + timeout_);
-    absl::StatusOr<std::unique_ptr<NcclCommunicator>> built =
+    init.deadline = absl::Now() + timeout_;
+    absl::StatusOr<std::unique_ptr<NcclCommunicator>> made =
         NcclCommunicator::OverRanks(message.substr(1), group_.size(), group_.rank(), mine.cuda_device, init);
-    if (!built.ok()) return built.status();
-    comm_ = *std::move(built);
+    if (!made.ok()) return made.status();
+    built = *std::move(made);
   }
+  MutexLock lock(&state_mu_);
+  comm_ = std::move(built);
   decided_ = true;
   built_node_ = std::string(mine.node);
   built_for_ = mine;
@@ -88,9 +122,12 @@ absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) 
 }
 
 void RankDeviceComm::Forget(std::string_view node, int gpu_index) {
-  MutexLock lock(&mu_);
-  if (decided_ && built_for_.node == node && built_for_.gpu_index == gpu_index) {
-    comm_.reset();
+  std::unique_ptr<NcclCommunicator> dropping;
+  {
+    MutexLock lock(&state_mu_);
+    if (!decided_ || built_for_.node != node || built_for_.gpu_index != gpu_index) return;
+    // No operation can be using it: whole-GPU leases are exclusive, and this one's tasks are done.
+    dropping = std::move(comm_);
     decided_ = false;
   }
 }

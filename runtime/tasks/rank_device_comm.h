@@ -5,28 +5,37 @@
 // collective that every rank can run on NCCL, and rebuilt when some rank's GPU changed or an
 // operation failed.
 //
-// Agreement, before every device collective (so every rank makes the same group calls whatever its
-// own buffer is): each rank says 0 (this call must stage through host memory: a simulated GPU, a
-// MIG instance or a share of a GPU, or a buffer not on the task's GPU), 1 (NCCL could serve, but
-// this rank has no communicator for its GPU) or 2 (NCCL, with the communicator it has); the
-// minimum over the ranks decides for everyone. 1 rebuilds: every rank says which GPU it is on, and
-// NCCL is used only when no two ranks share one (NCCL refuses that); rank 0 makes the unique id
-// and the group broadcasts it. A job of one rank decides alone, with no message.
+// Agreement, before every device collective, in one small host allreduce, so that every rank makes
+// the same group calls whatever its own buffer:
+//   * the call itself: every rank must pass the same element count, type and root, and valid ones
+//     (NCCL would hang or write out of bounds on a mismatch): otherwise every rank fails alike
+//     with kInvalidArgument, naming what differed;
+//   * the path: each rank says 0 (this call must stage through host memory: a simulated GPU, a MIG
+//     instance or a share of a GPU, or a buffer not on the task's GPU), 1 (NCCL could serve, but
+//     this rank has no communicator for its GPU) or 2 (NCCL, with the communicator it has); the
+//     minimum decides for everyone. 1 rebuilds: every rank says which GPU it is on, and NCCL is
+//     used only when no two ranks share one (NCCL refuses that); rank 0 makes the unique id and
+//     the group broadcasts it.
+// A job of one rank decides alone, with no message.
 //
 // Isolation: a communicator holds memory on its GPU outside the leases' budgets, so it is dropped
-// (Forget) when the lease on that GPU ends, and only whole GPUs use NCCL.
+// (Forget) when the lease on that GPU ends, and only whole GPUs use NCCL. Destroying a healthy
+// communicator is an intra-node collective in NCCL: run one rank per node (as the README says).
 //
-// Thread-safe: a rank's tasks share it; an operation runs under its lock (WithComm), so a second
-// task's device collective waits for the first, as the group's host collectives do.
+// Thread-safe: a rank's tasks share it. Operations run one at a time (WithComm holds `op_mu_`
+// throughout, as the group's host collectives serialise); Forget takes only the short `state_mu_`,
+// so a lease's end never waits behind another task's collective.
 #ifndef GPUPOOL_RUNTIME_TASKS_RANK_DEVICE_COMM_H_
 #define GPUPOOL_RUNTIME_TASKS_RANK_DEVICE_COMM_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/gpu/nccl_communicator.h"
 #include "runtime/group/job_group.h"
@@ -48,38 +57,51 @@ struct RankGpu {
   }
 };
 
+// What this rank passes to a device collective, agreed with the others before it runs.
+struct DeviceCall {
+  int64_t count = 0;        // elements (bytes for a broadcast)
+  int element_code = 0;     // detail::ElementCode, or -1 for bytes
+  int root = 0;             // a broadcast's root; 0 for an allreduce
+  std::string invalid;      // non-empty: why this rank's arguments are wrong (every rank fails)
+};
+
 class RankDeviceComm {
  public:
   RankDeviceComm(JobGroup& group, absl::Duration timeout) : group_(group), timeout_(timeout) {}
 
-  // Agrees with the other ranks (every rank calls it before each device collective, in the same
-  // order), then runs `op` under the lock with the communicator for `mine`, or with null when the
-  // ranks stage this call through host memory. Errors of the agreement name it.
-  absl::Status WithComm(const RankGpu& mine, const NcclWait& wait,
-                        absl::FunctionRef<absl::Status(NcclCommunicator*)> op) ABSL_LOCKS_EXCLUDED(mu_);
+  // Agrees with the other ranks on `call` and the path (every rank calls it before each device
+  // collective, in the same order), then runs `op` with the communicator for `mine`, or with null
+  // when the ranks stage this call through host memory. kInvalidArgument (on every rank) when the
+  // ranks' calls differ or one is invalid.
+  absl::Status WithComm(const RankGpu& mine, const DeviceCall& call, const NcclWait& wait,
+                        absl::FunctionRef<absl::Status(NcclCommunicator*)> op) ABSL_LOCKS_EXCLUDED(op_mu_, state_mu_);
 
   // The lease on `node`/`gpu_index` ended: drop a communicator built on that GPU (the next device
-  // collective rebuilds one, on every rank).
-  void Forget(std::string_view node, int gpu_index) ABSL_LOCKS_EXCLUDED(mu_);
+  // collective rebuilds one, on every rank). Never waits for an operation.
+  void Forget(std::string_view node, int gpu_index) ABSL_LOCKS_EXCLUDED(state_mu_);
 
   // How long each step may wait (RuntimeOptions::collective_timeout_s).
   absl::Duration timeout() const { return timeout_; }
 
  private:
-  // 0, 1 or 2 (see the header comment), agreed over the ranks.
-  absl::StatusOr<int> Agree(int mine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Rebuild(const RankGpu& mine, const NcclWait& wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Unchanged(const RankGpu& mine) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The path level agreed, or kInvalidArgument naming the disagreement.
+  absl::StatusOr<int> Agree(int level, const DeviceCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  absl::Status Rebuild(const RankGpu& mine, const NcclWait& wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_)
+      ABSL_LOCKS_EXCLUDED(state_mu_);
+  bool Unchanged(const RankGpu& mine) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
 
   JobGroup& group_;
   const absl::Duration timeout_;
 
-  Mutex mu_;
-  bool decided_ ABSL_GUARDED_BY(mu_) = false;  // a decision stands for built_for_
+  Mutex op_mu_;  // one device collective at a time; taken before state_mu_
+  mutable Mutex state_mu_;
+  bool decided_ ABSL_GUARDED_BY(state_mu_) = false;  // a decision stands for built_for_
   // This rank's GPU when decided (the node's name copied: the view in RankGpu is the caller's).
-  std::string built_node_ ABSL_GUARDED_BY(mu_);
-  RankGpu built_for_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<NcclCommunicator> comm_ ABSL_GUARDED_BY(mu_);  // null: the ranks share a GPU
+  std::string built_node_ ABSL_GUARDED_BY(state_mu_);
+  RankGpu built_for_ ABSL_GUARDED_BY(state_mu_);
+  // Null: the ranks share a GPU. Replaced only under op_mu_ (Rebuild) or for a GPU whose lease has
+  // ended (Forget), so the pointer an operation holds stays valid while it runs.
+  std::unique_ptr<NcclCommunicator> comm_ ABSL_GUARDED_BY(state_mu_);
 };
 
 }  // namespace gpupool::runtime

@@ -63,6 +63,28 @@ std::string Exchange(gpupool::TaskContext& ctx, int die_rank) {
   ctx.AllReduce<float>(grads);
   check(g[0] == 0.25f * static_cast<float>(n * (n - 1) / 2) && g[count - 1] == g[0], "device buffer sum");
 
+  // Device collectives whose arguments differ across ranks (rank 0's buffer is half the size; rank
+  // 0 names another root) fail with kInvalidArgument on every rank, agreed before anything moves,
+  // and leave the group in step for the next collective.
+  auto code_of = [&](auto&& call) {
+    try {
+      call();
+      return 0;
+    } catch (const gpupool::Error& e) {
+      return static_cast<int>(e.code());
+    }
+  };
+  gpupool::DeviceBuffer odd = ctx.Allocate(r == 0 ? 512 : 1024);
+  check(code_of([&] { ctx.AllReduce<float>(odd); }) == static_cast<int>(gpupool::ErrorCode::kInvalidArgument),
+        "device allreduce of different sizes refused on every rank");
+  gpupool::DeviceBuffer same = ctx.Allocate(1024);
+  check(code_of([&] { ctx.Broadcast(r == 0 ? 1 : 0, same); }) == static_cast<int>(gpupool::ErrorCode::kInvalidArgument),
+        "device broadcast naming different roots refused on every rank");
+  check(code_of([&] { ctx.Broadcast(r == 0 ? -1 : 0, same); }) == static_cast<int>(gpupool::ErrorCode::kInvalidArgument),
+        "device broadcast with an invalid root on one rank refused on every rank");
+  ctx.AllReduce<float>(grads);  // still in step
+  check(g[0] == 0.25f * static_cast<float>(n * (n - 1) / 2) * static_cast<float>(n), "device buffer sum after refusals");
+
   // Broadcast from the last rank.
   std::vector<int32_t> model(257, r == n - 1 ? 42 : -1);
   ctx.Broadcast(n - 1, model);

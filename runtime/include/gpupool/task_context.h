@@ -51,6 +51,7 @@ namespace runtime {
 struct MemoryBlock;
 class Executor;
 class NcclCommunicator;
+struct DeviceCall;
 }  // namespace runtime
 
 // One slot of the task's lease.
@@ -197,14 +198,19 @@ class GPUPOOL_API TaskContext {
   // its task resumes from its snapshot (up to RuntimeOptions::collective_timeout_s). A rank that
   // died makes every later collective throw gpupool::Error(kUnavailable) naming it; one that never
   // arrives, kDeadlineExceeded. Bad arguments throw kInvalidArgument. Host memory is reduced over
-  // UCX. DeviceBuffers go over NCCL when every rank's task is on a real GPU of its own (not a MIG
-  // instance): a communicator over the ranks, made at the first device collective (rank 0's id
-  // travels over the job's control channel) and kept while no rank's GPU changes; with one rank
-  // it is a communicator of one, run for real. Otherwise they are staged through pinned host
-  // memory. A device collective is ordered on the lease's stream (stream()) after the kernels
-  // queued there, and has completed when the call returns. A rank whose lease is revoked while
-  // it waits in one aborts the communicator (kAborted); its peers' collective fails by
-  // collective_timeout_s (kDeadlineExceeded, or kUnavailable when NCCL notices the loss first).
+  // UCX. DeviceBuffer collectives (AllReduce, Broadcast) go over NCCL when every rank's buffer is
+  // on its task's own (first) GPU, a whole real GPU (not a MIG instance or a share), and no two
+  // ranks share a GPU: a communicator over the ranks, made at the first such collective (rank 0's
+  // id travels over the job's control channel) and kept while no rank's GPU changes and the lease
+  // on it lasts; with one rank it is a communicator of one, run for real. Otherwise every rank
+  // stages that call through pinned host memory. Before each device collective the ranks agree,
+  // in one small host message, on the path and on the call (size, type, root): a mismatch or an
+  // invalid argument on any rank throws kInvalidArgument on every rank. A device collective is
+  // ordered after the kernels queued on the buffer's lease stream, and has completed when the
+  // call returns. A rank whose task is cancelled, whose lease is lost, or whose revoked lease's
+  // grace period is about to run out while it waits in one aborts the communicator (kAborted);
+  // its peers' collective fails by collective_timeout_s (kDeadlineExceeded, or kUnavailable when
+  // NCCL notices the loss first).
   int rank() const;   // this task's rank in the job (its process's)
   int ranks() const;  // the job's ranks
   template <typename T>  // T: float, double, int32_t, int64_t
@@ -309,13 +315,14 @@ class GPUPOOL_API TaskContext {
   void ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int element_code, ReduceOp op);
   // The stream the buffer's kernels are queued on (its lease's), which staging copies wait for.
   static void* StreamOf(const DeviceBuffer& buffer);
-  // Agrees with the other ranks on this device collective, then runs `op` with the ranks' NCCL
-  // communicator, or with null when this call stages through host memory.
+  // Agrees with the other ranks on this device collective (its arguments and its path), then runs
+  // `op` with the ranks' NCCL communicator, or with null when this call stages through host memory.
   // (A function pointer and its context rather than std::function: no allocation per collective.)
-  void WithRankComm(int cuda_device, void (*op)(void* context, runtime::NcclCommunicator* comm), void* context);
+  void WithRankComm(int cuda_device, const runtime::DeviceCall& call,
+                    void (*op)(void* context, runtime::NcclCommunicator* comm), void* context);
   template <typename Op>
-  void WithRankComm(int cuda_device, Op& op) {
-    WithRankComm(cuda_device, [](void* c, runtime::NcclCommunicator* comm) { (*static_cast<Op*>(c))(comm); }, &op);
+  void WithRankComm(int cuda_device, const runtime::DeviceCall& call, Op& op) {
+    WithRankComm(cuda_device, call, [](void* c, runtime::NcclCommunicator* comm) { (*static_cast<Op*>(c))(comm); }, &op);
   }
   void SendBytes(int dst, uint64_t tag, const std::string& bytes);
   std::string RecvBytes(int src, uint64_t tag);
