@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "pool/devices/nvidia_driver.h"
 #include "runtime/gpu/nccl_communicator.h"
+#include "tests/runtime/training_state.h"
 
 namespace {
 
@@ -121,14 +122,8 @@ std::string ReadFresh(gpupool::TaskContext& ctx, uint64_t bytes) {
 // Device-resident "training" state: each step reads it back, updates it, writes it (integer
 // arithmetic, so a resumed run must end with exactly the bits of an uninterrupted one).
 std::atomic<int64_t> progress{0};
-void Update(std::vector<uint64_t>& s, int64_t step) {
-  for (size_t i = 0; i < s.size(); ++i) s[i] = s[i] * 6364136223846793005ull + uint64_t(step) + i;
-}
-uint64_t Checksum(const std::vector<uint64_t>& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint64_t v : s) h = (h ^ v) * 1099511628211ull;
-  return h;
-}
+using gpupool::testing::Checksum;  // tests/runtime/training_state.h
+using gpupool::testing::Update;
 struct DeviceTrainResult {
   uint64_t checksum = 0;
   int64_t resumed_from = -1;

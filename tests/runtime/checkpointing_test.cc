@@ -17,6 +17,7 @@
 #include "gpupool/gpupool.h"
 #include "gtest/gtest.h"
 #include "tests/runtime/event_log.h"
+#include "tests/runtime/training_state.h"
 
 namespace {
 
@@ -28,16 +29,8 @@ struct TrainResult {
   int attempt = 0;
 };
 
-// A deterministic "training" state update: integer arithmetic, so an interrupted and resumed run
-// must end with exactly the same state as an uninterrupted one.
-void Update(std::vector<uint64_t>& state, int64_t step) {
-  for (size_t i = 0; i < state.size(); ++i) state[i] = state[i] * 6364136223846793005ull + uint64_t(step) + i;
-}
-uint64_t Checksum(const std::vector<uint64_t>& state) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint64_t v : state) h = (h ^ v) * 1099511628211ull;
-  return h;
-}
+using gpupool::testing::Checksum;
+using gpupool::testing::Update;
 uint64_t Uninterrupted(int steps) {
   std::vector<uint64_t> state(4096, 1);
   for (int64_t s = 0; s < steps; ++s) Update(state, s);
