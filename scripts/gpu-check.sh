@@ -4,7 +4,8 @@
 #   1. nvidia-smi -q beside `gpupool devices --driver nvidia` (model, memory, NVLink, MIG mode,
 #      health fields) and `gpupool version`
 #   2. a head and a real-GPU agent: registration, XID event registration as the driver allows,
-#      the agent's device metrics (dcgm-exporter names), a real diagnostic under its own lease
+#      the agent's device metrics (dcgm-exporter names), a real diagnostic under its own lease,
+#      and a driver's tasks run in a worker the agent starts on the real GPU
 #   3. the real-GPU tests (NCCL through TaskContext, gang allreduce, budgets, scrubbing, a
 #      preempted task's device state resumed bit-identical) and the device-memory tests
 #   4. bench/run gpu's measurements (gpu_bench)
@@ -65,7 +66,7 @@ tmp=$(mktemp -d)
 head_pid=; agent_pid=
 cleanup() { kill $agent_pid $head_pid 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-printf 'agents: agent-token-0123456789\noperators: operators-token-0123456789\n' > "$tmp/tokens"
+printf 'vision: vision-token-0123456789\nagents: agent-token-0123456789\noperators: operators-token-0123456789\n' > "$tmp/tokens"
 echo agent-token-0123456789 > "$tmp/agent.token"
 "$G" head --simulate "${count}x${model:-H100-80GB}" --node-count 1 --tokens "$tmp/tokens" --listen 127.0.0.1:0 \
   --port-file "$tmp/port" --journal "$tmp/head.db" > "$tmp/head.log" 2>&1 &
@@ -74,13 +75,17 @@ for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 port=$(cat "$tmp/port" 2>/dev/null)
 [ -n "$port" ] || { echo "the head did not start:"; cat "$tmp/head.log"; } >> "$LOG"
 "$G" agent --head "127.0.0.1:$port" --node node-0 --token-file "$tmp/agent.token" --http-listen 127.0.0.1:0 \
-  --http-port-file "$tmp/http" --diagnose-every 5 > "$tmp/agent.log" 2>&1 &
+  --http-port-file "$tmp/http" --diagnose-every 5 --allow-root-workers > "$tmp/agent.log" 2>&1 &
 agent_pid=$!
 sleep 25
 step status 30 env GPUPOOL_TOKEN=operators-token-0123456789 "$G" status --pool "127.0.0.1:$port"
 step status-reasons 30 env GPUPOOL_TOKEN=operators-token-0123456789 "$G" status --pool "127.0.0.1:$port" --reasons
 step usage-by-workload 30 env GPUPOOL_TOKEN=operators-token-0123456789 "$G" usage --pool "127.0.0.1:$port" --by workload
 step agent-metrics 30 python3 -c "import urllib.request,sys; t=urllib.request.urlopen(sys.argv[1], timeout=10).read().decode(); print('\\n'.join([l for l in t.splitlines() if not l.startswith('#')][:60]))" "http://127.0.0.1:$(cat "$tmp/http" 2>/dev/null)/metrics"
+# A driver on a host with no GPUs of the pool: its tasks run in a worker the agent starts on the
+# real GPU's node (the example re-executed with --gpupool-worker), with the NVIDIA driver there.
+step tasks-anywhere 60 env GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=vision-token-0123456789 GPUPOOL_TEAM=vision \
+  GPUPOOL_NODE=driver-host "$B/bin/tasks_anywhere" 2
 kill "$agent_pid" "$head_pid" 2>/dev/null; wait "$agent_pid" "$head_pid" 2>/dev/null
 { echo "----- head.log"; tail -n 60 "$tmp/head.log"; echo "----- agent.log"; tail -n 80 "$tmp/agent.log"; } >> "$LOG"
 
