@@ -286,11 +286,14 @@ void InvokePython(detail::TaskCall& call) {
     }
     py::object result = fn(*py::tuple(args), **kwargs);
     PyValue value = MakeValue(result);
-    if (in_worker && !value.refs.empty()) {
-      // The refs would name this worker's objects, which the driver cannot fetch yet.
-      throw Error(ErrorCode::kUnimplemented,
-                  "the task returned ObjectRefs inside its result from a worker process on another node; "
-                  "return the values instead (refs across worker processes are not supported yet)");
+    for (const PyRef& ref : value.refs) {
+      // The driver's own objects (imported under their ids) go back as refs; the worker's own
+      // cannot be fetched by the driver yet.
+      if (in_worker && detail::IsWorkersOwnObject(ref.id())) {
+        throw Error(ErrorCode::kUnimplemented,
+                    "the task returned an ObjectRef to an object its worker process (on another node) made; "
+                    "return the value instead (the driver does not fetch objects from its workers yet)");
+      }
     }
     call.result = std::make_unique<detail::TypedBox<PyValue>>(std::move(value));
   } catch (py::error_already_set& e) {

@@ -10,7 +10,8 @@
 //
 // With a third argument `nested`, it then passes refs inside an argument (a vector of them: one
 // put by the driver, one a task's result still being computed) to a task, which reads them
-// wherever it runs; a worker imports them from the driver.
+// wherever it runs; a worker imports them from the driver. A second task returns them unread, and
+// the driver reads them from its result.
 #include <unistd.h>
 
 #include <chrono>
@@ -49,6 +50,12 @@ std::string SumNested(gpupool::TaskContext& ctx, std::vector<gpupool::ObjectRef<
 }
 GPUPOOL_REMOTE(SumNested);
 
+// Returns the refs it was given, unread: the driver reads them from its result (refs travel back).
+std::vector<gpupool::ObjectRef<int>> PassBack(gpupool::TaskContext&, std::vector<gpupool::ObjectRef<int>> refs) {
+  return refs;
+}
+GPUPOOL_REMOTE(PassBack);
+
 int main(int argc, char** argv) {
   gpupool::Runtime rt = gpupool::Init(argc, argv);  // in a worker, Init serves the driver and never returns
   int tasks = argc > 1 ? std::atoi(argv[1]) : 4;
@@ -70,6 +77,10 @@ int main(int argc, char** argv) {
   if (argc > 3 && std::string(argv[3]) == "nested") {
     std::vector<gpupool::ObjectRef<int>> refs = {gpupool::Put(40), gpupool::Task(SlowTwo).Submit()};
     std::printf("nested: %s\n", gpupool::Get(gpupool::Task(SumNested).Gpus(1).Submit(refs))->c_str());
+    std::vector<gpupool::ObjectRef<int>> back = *gpupool::Get(gpupool::Task(PassBack).Gpus(1).Submit(refs));
+    std::printf("passed back:");
+    for (auto& r : back) std::printf(" %d", *gpupool::Get(r));
+    std::printf("\n");
   }
   return 0;
 }

@@ -306,7 +306,21 @@ ObjectHeader* LookupObject(ObjectId id) {
   return entry;
 }
 
+bool IsWorkersOwnObject(ObjectId id) {
+  return serving_as_worker.load(std::memory_order_acquire) && id >= kWorkerObjectIdBase;
+}
+
 void ExportObject(ObjectHeader* object, std::string* ticket) {
+  if (serving_as_worker.load(std::memory_order_acquire)) {
+    // Leaving a worker means going to its driver. Its own objects (imported under their ids)
+    // need nothing; the worker's cannot be fetched from it yet.
+    if (IsWorkersOwnObject(object->id)) {
+      throw Error(ErrorCode::kUnimplemented,
+                  absl::StrCat("a ref to object ", object->id, ", which this worker process made, cannot leave it: "
+                               "the driver does not fetch objects from its workers yet (return the value instead)"));
+    }
+    return;
+  }
   *ticket = Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
 }
 

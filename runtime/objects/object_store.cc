@@ -19,11 +19,13 @@ ObjectEntry* ObjectStore::CreatePending() { return Register(new ObjectEntry()); 
 
 ObjectEntry* ObjectStore::CreatePendingWithId(ObjectId id) { return Register(new ObjectEntry(), id); }
 
-ObjectEntry* ObjectStore::CreateReady(std::unique_ptr<detail::ValueBox> value) {
+ObjectEntry* ObjectStore::CreateReady(std::unique_ptr<detail::ValueBox> value) { return CreateReadyWithId(0, std::move(value)); }
+
+ObjectEntry* ObjectStore::CreateReadyWithId(ObjectId id, std::unique_ptr<detail::ValueBox> value) {
   ObjectEntry* entry = new ObjectEntry();
   entry->value = std::move(value);
   entry->state.store(detail::kObjectReady, std::memory_order_release);
-  return Register(entry);
+  return Register(entry, id);
 }
 
 std::vector<Task*> ObjectStore::Resolve(ObjectEntry* entry, uint32_t state,

@@ -60,6 +60,10 @@ class ObjectStore {
   static constexpr int kRankShift = 48;
   // A new ready entry holding `value`, with one reference.
   ObjectEntry* CreateReady(std::unique_ptr<detail::ValueBox> value);
+  // The same under an id given from outside: a worker's copy of its driver's object keeps the
+  // driver's id, so a ref to it means the same object in both processes (its id must not be one
+  // this store hands out, nor one it holds now).
+  ObjectEntry* CreateReadyWithId(ObjectId id, std::unique_ptr<detail::ValueBox> value);
 
   // Resolves a pending entry; returns the tasks that were waiting for it. A second resolution is
   // ignored (returns nothing): a cancelled task's late result is dropped this way.

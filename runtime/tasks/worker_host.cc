@@ -113,7 +113,6 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
     } catch (const std::exception& e) {  // Error, or whatever a user's codec throws
       return absl::DataLossError(absl::StrCat("object ", object, " of the driver arrived unreadable: ", e.what()));
     }
-    detail::ObjectHeader* local = rt_.Put(std::move(value));
     MutexLock lock(&fetch_mu_);
     // Imports nothing but this cache holds any more (their tasks ran) are let go, so a busy
     // worker does not keep every value it ever imported; one asked for again is imported again.
@@ -124,10 +123,16 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
         return true;
       });
     }
-    auto [it, fresh] = imported_.emplace(object, local);
-    if (!fresh) detail::Release(local);  // another thread imported it meanwhile
-    detail::Retain(it->second);
-    return it->second;
+    if (auto it = imported_.find(object); it != imported_.end()) {  // another thread imported it meanwhile
+      detail::Retain(it->second);
+      return it->second;
+    }
+    // Under the driver's own id (the worker's objects count from 2^47, so none collides): a ref
+    // to it that a task returns or passes on names the driver's object there.
+    detail::ObjectHeader* local = rt_.store().CreateReadyWithId(object, std::move(value));
+    imported_.emplace(object, local);
+    detail::Retain(local);
+    return local;
   }
 }
 

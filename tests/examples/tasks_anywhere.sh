@@ -29,6 +29,9 @@ out=$(GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team_token GPUPOOL_NODE=e
 echo "$out" | grep -E '^nested: '
 echo "$out" | grep -Eq '^nested: sum 42 on node-[01]/GPU [01] pid=[0-9]+$' \
   || { echo "FAIL: a worker did not read the refs nested in its task's argument: $out"; exit 1; }
+# Refs a worker received and returned are the driver's own again: it reads them.
+echo "$out" | grep -Eq '^passed back: 40 2$' \
+  || { echo "FAIL: the driver could not read refs a worker returned: $out"; exit 1; }
 driver_pid=$(echo "$out" | grep -Eo '^driver pid=[0-9]+' | cut -d= -f2)
 echo "$out" | grep -q "^nested: .* pid=$driver_pid$" && { echo "FAIL: the task ran in the driver"; exit 1; }
 echo "PASS"

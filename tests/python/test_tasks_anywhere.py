@@ -95,6 +95,14 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
         def reads_nested(refs):
             return [gpupool.get(r) for r in refs]
 
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def passes_back(refs):
+            return refs
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def returns_its_own_ref():
+            return [gpupool.put(5)]
+
         @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
         def slow_value():
             import time
@@ -114,6 +122,13 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
         # Refs nested inside an argument are imported from the driver by the worker, one of them
         # still being computed when the task is submitted (it is sent once that one is ready).
         print("nested", gpupool.get(reads_nested.submit([forty, slow_value.submit()]), timeout=20))
+        # Refs a worker received and returns unread are the driver's own objects again.
+        back = gpupool.get(passes_back.submit([forty, slow_value.submit()]), timeout=20)
+        print("passed back", [gpupool.get(r) for r in back])
+        try:
+            gpupool.get(returns_its_own_ref.submit(), timeout=20)
+        except gpupool.TaskError as e:
+            print("own ref:", "its worker process (on another node) made" in str(e))
     """)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
@@ -124,6 +139,9 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
     # Top-level refs (a put value, another task's result) travel with the task.
     assert "sum 42" in text, text
     assert "nested [40, 2]" in text, text
+    assert "passed back [40, 2]" in text, text
+    # A ref to an object the worker made cannot reach the driver yet: the task fails saying so.
+    assert "own ref: True" in text, text
 
 
 def test_a_job_shuts_down_promptly_with_a_workers_task_that_reaches_no_safe_point(two_node_pool, tmp_path):
