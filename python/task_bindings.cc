@@ -286,15 +286,8 @@ void InvokePython(detail::TaskCall& call) {
     }
     py::object result = fn(*py::tuple(args), **kwargs);
     PyValue value = MakeValue(result);
-    for (const PyRef& ref : value.refs) {
-      // The driver's own objects (imported under their ids) go back as refs; the worker's own
-      // cannot be fetched by the driver yet.
-      if (in_worker && detail::IsWorkersOwnObject(ref.id())) {
-        throw Error(ErrorCode::kUnimplemented,
-                    "the task returned an ObjectRef to an object its worker process (on another node) made; "
-                    "return the value instead (the driver does not fetch objects from its workers yet)");
-      }
-    }
+    // In a worker, refs in the result go to the driver when it is sent (the worker's own objects
+    // fail it there, saying so: runtime ExportObject).
     call.result = std::make_unique<detail::TypedBox<PyValue>>(std::move(value));
   } catch (py::error_already_set& e) {
     ThrowPythonFailure(e);

@@ -40,6 +40,11 @@ std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
 // task's arguments would be looked up here and could name an unrelated object of the worker's.
 std::atomic<bool> serving_as_worker{false};
 constexpr ObjectId kWorkerObjectIdBase = ObjectId{1} << 47;
+// In a worker process, whether `id` names an object the worker made (not one of its driver's,
+// which keep the driver's ids there).
+bool IsWorkersOwnObject(ObjectId id) {
+  return serving_as_worker.load(std::memory_order_acquire) && id >= kWorkerObjectIdBase;
+}
 // In a worker process, while it serves its driver (ServeAsWorker): the host that imports the
 // driver's objects, and how many imports are under way. The runtime's CPU task threads outlive
 // Serve, so the host is taken away under the lock and not destroyed until its imports ended.
@@ -306,20 +311,14 @@ ObjectHeader* LookupObject(ObjectId id) {
   return entry;
 }
 
-bool IsWorkersOwnObject(ObjectId id) {
-  return serving_as_worker.load(std::memory_order_acquire) && id >= kWorkerObjectIdBase;
-}
-
 void ExportObject(ObjectHeader* object, std::string* ticket) {
-  if (serving_as_worker.load(std::memory_order_acquire)) {
-    // Leaving a worker means going to its driver. Its own objects (imported under their ids)
-    // need nothing; the worker's cannot be fetched from it yet.
-    if (IsWorkersOwnObject(object->id)) {
-      throw Error(ErrorCode::kUnimplemented,
-                  absl::StrCat("a ref to object ", object->id, ", which this worker process made, cannot leave it: "
-                               "the driver does not fetch objects from its workers yet (return the value instead)"));
-    }
-    return;
+  // A worker's task result goes to the driver: the driver's own objects (imported under their
+  // ids) need nothing, but the worker's cannot be fetched from it yet. (A worker's task sending a
+  // ref to its group of one, SendValue or BroadcastValue, keeps it in the process.)
+  if (IsWorkersOwnObject(object->id) && runtime::WorkerHost::EncodingForDriver()) {
+    throw Error(ErrorCode::kUnimplemented,
+                absl::StrCat("a ref to object ", object->id, ", which this worker process made, cannot leave it: "
+                             "the driver does not fetch objects from its workers yet (return the value instead)"));
   }
   *ticket = Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
 }

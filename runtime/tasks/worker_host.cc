@@ -13,6 +13,10 @@
 #include "runtime/tasks/own_process.h"
 
 namespace gpupool::runtime {
+
+thread_local bool encoding_for_driver = false;
+
+bool WorkerHost::EncodingForDriver() { return encoding_for_driver; }
 namespace {
 
 // Outcomes per frame, and how long a finished outcome may wait for company before it is sent.
@@ -311,13 +315,21 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
                     .system_failure = o.system_failure,
                     .resume_note = std::move(o.resume_note)};
   if (o.kind == RunOutcome::Kind::kDone) {
+    auto fail = [&](ErrorCode code, const char* what) {
+      out.kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed);
+      out.code = static_cast<int64_t>(code);
+      out.message = absl::StrCat("its result cannot be sent from the worker to the driver: ", what);
+      out.value.clear();  // a part-encoded value is not sent
+    };
+    encoding_for_driver = true;  // refs in it leave for the driver (ExportObject)
     try {
       o.value->EncodeTo(out.value);
     } catch (const Error& e) {
-      out.kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed);
-      out.code = static_cast<int64_t>(e.code());
-      out.message = absl::StrCat("its result cannot be sent from the worker to the driver: ", e.what());
+      fail(e.code(), e.what());
+    } catch (const std::exception& e) {  // a user's codec: the task fails, the worker lives on
+      fail(ErrorCode::kInternal, e.what());
     }
+    encoding_for_driver = false;
   }
   // Done for good (not stopped): its snapshots here are no longer needed.
   if ((o.kind == RunOutcome::Kind::kDone || o.kind == RunOutcome::Kind::kFailed) && task->checkpoint_key != nullptr &&

@@ -79,6 +79,10 @@ class WorkerHost {
   absl::StatusOr<detail::ObjectHeader*> ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
                                                          std::chrono::steady_clock::time_point deadline)
       ABSL_LOCKS_EXCLUDED(fetch_mu_);
+  // Whether the calling thread is encoding a task's result for the driver: refs met there leave
+  // this process for the driver (a task's own SendValue to its group of one does not).
+  static bool EncodingForDriver();
+
   // Ends every import under way and refuses new ones: the worker is stopping (Serve's exits do
   // this; the answers would never be read).
   void StopImports() ABSL_LOCKS_EXCLUDED(fetch_mu_);

@@ -103,6 +103,14 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
         def returns_its_own_ref():
             return [gpupool.put(5)]
 
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def sends_its_own_ref_to_itself():
+            # A worker is a group of one: a ref it sends itself stays in the process.
+            ctx = gpupool.context()
+            six = gpupool.put(6)  # kept: a group of one holds no object for its receiver
+            ctx.send([six], 0, tag=3)
+            return gpupool.get(ctx.recv(0, tag=3)[0])
+
         @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
         def slow_value():
             import time
@@ -128,7 +136,8 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
         try:
             gpupool.get(returns_its_own_ref.submit(), timeout=20)
         except gpupool.TaskError as e:
-            print("own ref:", "its worker process (on another node) made" in str(e))
+            print("own ref:", "which this worker process made, cannot leave it" in str(e))
+        print("sent to itself", gpupool.get(sends_its_own_ref_to_itself.submit(), timeout=20))
     """)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
@@ -142,6 +151,7 @@ def test_what_fails_in_a_worker_fails_the_task_once_saying_why(two_node_pool):
     assert "passed back [40, 2]" in text, text
     # A ref to an object the worker made cannot reach the driver yet: the task fails saying so.
     assert "own ref: True" in text, text
+    assert "sent to itself 6" in text, text
 
 
 def test_a_job_shuts_down_promptly_with_a_workers_task_that_reaches_no_safe_point(two_node_pool, tmp_path):

@@ -114,12 +114,9 @@ std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
   }
 }
 // Fills `lineage` with how to make the object again when it has that (runtime/objects/lineage.h).
-// In a worker a leaving ref goes to its driver: one of the driver's own objects needs nothing;
-// one the worker made throws kUnimplemented (the driver cannot fetch from its workers yet).
+// In a worker, a ref in a task's result goes to its driver: one of the driver's own objects needs
+// nothing; one the worker made throws kUnimplemented (the driver cannot fetch from its workers yet).
 GPUPOOL_API void ExportObject(ObjectHeader* object, std::string* lineage);
-// In a worker process, whether `id` names an object the worker made (not one of its driver's,
-// which keep the driver's ids there); false outside a worker.
-GPUPOOL_API bool IsWorkersOwnObject(ObjectId id);
 // Retained; throws kNotFound for a local id whose object was freed (or never existed).
 GPUPOOL_API ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string lineage);
 
