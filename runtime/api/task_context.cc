@@ -222,7 +222,7 @@ void TaskContext::ReduceDevice(DeviceBuffer& buffer, size_t count, int element_c
   const int cuda_device = buffer.cuda_device();
   // Checked in the agreement, so that every rank fails alike rather than one leaving the others
   // waiting in it.
-  runtime::DeviceCall call{.count = static_cast<int64_t>(count), .element_code = element_code};
+  runtime::DeviceCall call{.count = static_cast<int64_t>(count), .element_code = element_code, .op = static_cast<int>(op)};
   if (buffer.empty()) call.invalid = "task '" + task_name() + "': AllReduce of an empty DeviceBuffer";
   // NCCL when every rank can take it; else staged through pinned host memory after the kernels
   // queued on the buffer's stream, reduced there, copied back (a simulated buffer is host memory).

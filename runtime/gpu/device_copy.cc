@@ -38,6 +38,10 @@ absl::Status Copy(void* dst, const void* src, uint64_t bytes, int cuda_device, c
 
 }  // namespace
 
+void MakeDeviceCurrent(int cuda_device) {
+  if (cuda_device >= 0) cudaSetDevice(cuda_device);
+}
+
 absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, int cuda_device, void* stream) {
   return Copy(host, device, bytes, cuda_device, cudaMemcpyDeviceToHost, stream);
 }

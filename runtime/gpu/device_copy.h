@@ -23,6 +23,11 @@ absl::Status CopyDeviceToHost(void* host, const void* device, uint64_t bytes, in
 absl::Status CopyHostToDevice(void* device, const void* host, uint64_t bytes, int cuda_device,
                               void* stream = nullptr);
 
+// Makes `cuda_device` the calling thread's current CUDA device (a task's thread, before the task
+// runs: its kernels and the CUDA calls that name no device go to its lease's GPU). Nothing for a
+// simulated GPU (< 0).
+void MakeDeviceCurrent(int cuda_device);
+
 // Page-locked host memory for staging device state (copies at full PCIe/NVLink speed, which
 // pageable memory does not get); plain host memory when pinning is refused.
 class PinnedHostBuffer {

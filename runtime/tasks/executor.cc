@@ -155,6 +155,8 @@ RunOutcome Executor::Run(Task* task, LeaseRun* lease) {
   call.deps = task->deps.data();
   call.dep_count = task->deps.size();
   call.context = &context;
+  // The lease's first GPU is current on the task's thread (the runtime's own CUDA calls restore it).
+  if (lease != nullptr && lease->first_memory() != nullptr) MakeDeviceCurrent(lease->first_memory()->pool->cuda_device());
   auto started = std::chrono::steady_clock::now();
   try {
     task->function->invoke(call);

@@ -34,9 +34,9 @@ absl::StatusOr<int> RankDeviceComm::Agree(int level, const DeviceCall& call) {
     return level;
   }
   // Minima of each value and of its negation: equal everywhere exactly when min == -min(-x).
-  int64_t v[8] = {valid ? level : kStage, call.count, -call.count, call.element_code, -call.element_code,
-                  call.root, -call.root, valid ? 1 : 0};
-  if (absl::Status s = group_.AllReduce(v, 8, ElementType::kInt64, ReduceOp::kMin); !s.ok()) return s;
+  const int64_t code = call.element_code, root = call.root, op = call.op;
+  int64_t v[10] = {valid ? level : kStage, call.count, -call.count, code, -code, root, -root, valid ? 1 : 0, op, -op};
+  if (absl::Status s = group_.AllReduce(v, 10, ElementType::kInt64, ReduceOp::kMin); !s.ok()) return s;
   if (v[7] == 0) {
     return absl::InvalidArgumentError(valid ? "another rank's arguments to this collective are invalid" : call.invalid);
   }
@@ -48,6 +48,7 @@ absl::StatusOr<int> RankDeviceComm::Agree(int level, const DeviceCall& call) {
   if (v[5] != -v[6]) {
     return absl::InvalidArgumentError(absl::StrCat("the ranks name different roots (this rank: ", call.root, ")"));
   }
+  if (v[8] != -v[9]) return absl::InvalidArgumentError("the ranks reduce with different operations (sum, max, min)");
   return static_cast<int>(v[0]);
 }
 
@@ -67,16 +68,16 @@ absl::Status RankDeviceComm::WithComm(const RankGpu& mine, const DeviceCall& cal
       return absl::Status(s.code(), absl::StrCat("setting up the ranks' NCCL communicator: ", s.message()));
     }
   }
-  NcclCommunicator* comm;
+  std::shared_ptr<NcclCommunicator> comm;  // held while op runs (see comm_)
   {
     MutexLock lock(&state_mu_);
-    comm = comm_.get();
+    comm = comm_;
   }
-  return op(comm);
+  return op(comm.get());
 }
 
 absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) {
-  std::unique_ptr<NcclCommunicator> old;
+  std::shared_ptr<NcclCommunicator> old;
   {
     MutexLock lock(&state_mu_);
     old = std::move(comm_);
@@ -92,7 +93,7 @@ absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) 
     if (absl::Status s = BroadcastString(group_, r, theirs); !s.ok()) return s;
     if (!distinct.insert(theirs).second) nccl = false;
   }
-  std::unique_ptr<NcclCommunicator> built;
+  std::shared_ptr<NcclCommunicator> built;
   if (nccl) {
     // Rank 0's id, or its reason for having none (so every rank fails alike): "1" + id, or "0" + why.
     std::string message;
@@ -122,11 +123,10 @@ absl::Status RankDeviceComm::Rebuild(const RankGpu& mine, const NcclWait& wait) 
 }
 
 void RankDeviceComm::Forget(std::string_view node, int gpu_index) {
-  std::unique_ptr<NcclCommunicator> dropping;
+  std::shared_ptr<NcclCommunicator> dropping;  // destroyed outside the lock, or by an operation still holding it
   {
     MutexLock lock(&state_mu_);
     if (!decided_ || built_for_.node != node || built_for_.gpu_index != gpu_index) return;
-    // No operation can be using it: whole-GPU leases are exclusive, and this one's tasks are done.
     dropping = std::move(comm_);
     decided_ = false;
   }

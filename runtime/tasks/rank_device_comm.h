@@ -62,6 +62,7 @@ struct DeviceCall {
   int64_t count = 0;        // elements (bytes for a broadcast)
   int element_code = 0;     // detail::ElementCode, or -1 for bytes
   int root = 0;             // a broadcast's root; 0 for an allreduce
+  int op = -1;              // an allreduce's ReduceOp; -1 for a broadcast
   std::string invalid;      // non-empty: why this rank's arguments are wrong (every rank fails)
 };
 
@@ -99,9 +100,10 @@ class RankDeviceComm {
   // This rank's GPU when decided (the node's name copied: the view in RankGpu is the caller's).
   std::string built_node_ ABSL_GUARDED_BY(state_mu_);
   RankGpu built_for_ ABSL_GUARDED_BY(state_mu_);
-  // Null: the ranks share a GPU. Replaced only under op_mu_ (Rebuild) or for a GPU whose lease has
-  // ended (Forget), so the pointer an operation holds stays valid while it runs.
-  std::unique_ptr<NcclCommunicator> comm_ ABSL_GUARDED_BY(state_mu_);
+  // Null: the ranks share a GPU. Shared: an operation holds its own reference while it runs, so a
+  // Forget racing with it (a worker hears a lease ended after the driver gave its GPU to another
+  // lease of the job) only drops this one; the last holder destroys the communicator.
+  std::shared_ptr<NcclCommunicator> comm_ ABSL_GUARDED_BY(state_mu_);
 };
 
 }  // namespace gpupool::runtime

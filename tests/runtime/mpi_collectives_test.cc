@@ -77,6 +77,9 @@ std::string Exchange(gpupool::TaskContext& ctx, int die_rank) {
   gpupool::DeviceBuffer odd = ctx.Allocate(r == 0 ? 512 : 1024);
   check(code_of([&] { ctx.AllReduce<float>(odd); }) == static_cast<int>(gpupool::ErrorCode::kInvalidArgument),
         "device allreduce of different sizes refused on every rank");
+  check(code_of([&] { ctx.AllReduce<float>(grads, r == 0 ? gpupool::ReduceOp::kMax : gpupool::ReduceOp::kSum); }) ==
+            static_cast<int>(gpupool::ErrorCode::kInvalidArgument),
+        "device allreduce with different operations refused on every rank");
   gpupool::DeviceBuffer same = ctx.Allocate(1024);
   check(code_of([&] { ctx.Broadcast(r == 0 ? 1 : 0, same); }) == static_cast<int>(gpupool::ErrorCode::kInvalidArgument),
         "device broadcast naming different roots refused on every rank");

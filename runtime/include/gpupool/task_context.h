@@ -125,7 +125,7 @@ class GPUPOOL_API TaskContext {
   // The lease's slots; empty for a CPU task.
   const std::vector<SlotInfo>& slots() const;
   // The first slot's CUDA device and a stream of this lease on it (a cudaStream_t; nullptr when
-  // simulated or for a CPU task).
+  // simulated or for a CPU task). That device is current on the task's thread while it runs.
   int cuda_device() const;
   void* stream() const;
 
@@ -150,7 +150,7 @@ class GPUPOOL_API TaskContext {
   // GPUs (ncclCommInitAll) made on first use and kept for the lease, one launch per GPU on the
   // lease's streams. Elsewhere (simulated GPUs, slots sharing a GPU, MIG instances, fractions)
   // the buffers are staged through host memory and reduced there. If the task is cancelled, its
-  // lease lost, or a revoked lease's grace period runs out while the reduction waits, the
+  // lease lost, or a revoked lease's grace period is about to run out while the reduction waits, the
   // communicator is aborted (ncclCommAbort), this throws kAborted, and the next call makes a new
   // one. Kernels that wrote the buffers must have been queued on the slots' lease streams
   // (slot_stream(i)) or completed. One slot: the buffer is already the result.
