@@ -33,9 +33,9 @@ void RunVersion(bool json) {
   std::cout << "gpupool " << Version() << "\n"
             << "  UCX   " << caps->ucx.version << " (memory types: "
             << absl::StrJoin(caps->ucx.memory_types, ", ")
-            << (caps->ucx.moves_cuda_memory ? ")" : "; device buffers are staged through host memory)")
+            << (caps->ucx.moves_cuda_memory ? ")" : "; object transfers stage device buffers through host memory)")
             << "\n"
-            << "  NCCL  " << caps->nccl_version << "\n"
+            << "  NCCL  " << caps->nccl_version << " (DeviceBuffer collectives on real whole GPUs)\n"
             << "  MPI   " << caps->mpi_library << " (MPI " << caps->mpi_version_major << "."
             << caps->mpi_version_minor << ")\n"
             << "  CUDA  runtime " << caps->cuda_runtime_version << ", " << caps->cuda_devices
