@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -44,8 +45,9 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->before_stop_ = std::move(joined.before_stop);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
   rt->device_comm_ = std::make_unique<RankDeviceComm>(*rt->group_, absl::Seconds(rt->options_.collective_timeout_s));
-  // Host and pid: unique among the processes that may share a checkpoint directory.
-  rt->job_id_ = absl::StrCat("job-", pool::HostName(), "-", getpid());
+  // Host and pid say whose it is; 32 random bits make it unguessable, so another job sharing the
+  // checkpoint directory cannot aim at this one's snapshots by name (pids are easy to guess).
+  rt->job_id_ = absl::StrCat("job-", pool::HostName(), "-", getpid(), "-", absl::Hex(std::random_device{}(), absl::kZeroPad8));
   // Ids name their rank, so refs can cross ranks (runtime/objects/object_exchange.h).
   rt->store_->SetIdBase(static_cast<ObjectId>(rt->group_->rank()) << ObjectStore::kRankShift);
   if (absl::Status s = rt->StartParts(joined); !s.ok()) return s;

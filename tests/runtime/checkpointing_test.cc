@@ -188,6 +188,12 @@ TEST_F(Checkpointing, PeriodicSnapshotsAreTakenAndRemovedWhenTheTaskFinishes) {
   TrainResult r = *gpupool::Get(ref, std::chrono::seconds(60));
   EXPECT_EQ(r.checksum, Uninterrupted(300));
   EXPECT_EQ(r.resumed_from, -1);
+  // The counts and the deletion are bookkept beside the result (a snapshot's commit is counted on
+  // the writer's thread): give them a moment on a loaded machine.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       (Usage(rt, "owner").snapshots < 5u || DirectoryHasSnapshots()) && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_GE(Usage(rt, "owner").snapshots, 5u);
   EXPECT_FALSE(DirectoryHasSnapshots()) << "a finished task's snapshots are deleted";
 }
