@@ -45,8 +45,10 @@ absl::StatusOr<std::unique_ptr<JobRuntime>> JobRuntime::Start(RuntimeOptions opt
   rt->before_stop_ = std::move(joined.before_stop);
   rt->group_ = joined.group != nullptr ? std::move(joined.group) : JobGroup::Solo();
   rt->device_comm_ = std::make_unique<RankDeviceComm>(*rt->group_, absl::Seconds(rt->options_.collective_timeout_s));
-  // Host and pid say whose it is; 32 random bits make it unguessable, so another job sharing the
-  // checkpoint directory cannot aim at this one's snapshots by name (pids are easy to guess).
+  // Host and pid say whose it is; 32 random bits keep it unique where those repeat (a container's
+  // driver is often pid 1, and hosts reuse pids), so two jobs sharing a checkpoint directory never
+  // share snapshot keys, and it cannot be guessed from the pid. (It is a name, not a credential:
+  // what a job may do is bound to its key.)
   rt->job_id_ = absl::StrCat("job-", pool::HostName(), "-", getpid(), "-", absl::Hex(std::random_device{}(), absl::kZeroPad8));
   // Ids name their rank, so refs can cross ranks (runtime/objects/object_exchange.h).
   rt->store_->SetIdBase(static_cast<ObjectId>(rt->group_->rank()) << ObjectStore::kRankShift);
