@@ -84,8 +84,9 @@ step usage-by-workload 30 env GPUPOOL_TOKEN=operators-token-0123456789 "$G" usag
 step agent-metrics 30 python3 -c "import urllib.request,sys; t=urllib.request.urlopen(sys.argv[1], timeout=10).read().decode(); print('\\n'.join([l for l in t.splitlines() if not l.startswith('#')][:60]))" "http://127.0.0.1:$(cat "$tmp/http" 2>/dev/null)/metrics"
 # A driver on a host with no GPUs of the pool: its tasks run in a worker the agent starts on the
 # real GPU's node (the example re-executed with --gpupool-worker), with the NVIDIA driver there.
-step tasks-anywhere 60 env GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=vision-token-0123456789 GPUPOOL_TEAM=vision \
-  GPUPOOL_NODE=driver-host "$B/bin/tasks_anywhere" 2
+step tasks-anywhere 60 bash -o pipefail -c "GPUPOOL_ADDRESS=127.0.0.1:$port GPUPOOL_TOKEN=vision-token-0123456789 \
+  GPUPOOL_TEAM=vision GPUPOOL_NODE=driver-host '$B/bin/tasks_anywhere' 2 | tee '$tmp/anywhere.txt' && \
+  grep -Eq '^\\(job-[^ ]+ node-0 pid=[0-9]+\\) task [0-9]+ running on node-0/GPU' '$tmp/anywhere.txt'"
 kill "$agent_pid" "$head_pid" 2>/dev/null; wait "$agent_pid" "$head_pid" 2>/dev/null
 { echo "----- head.log"; tail -n 60 "$tmp/head.log"; echo "----- agent.log"; tail -n 80 "$tmp/agent.log"; } >> "$LOG"
 

@@ -2,8 +2,8 @@
 //
 // What the data plane can use on this machine, asked of the libraries themselves at run time:
 // the UCX version and the memory types its transports can move (Debian's UCX 1.13 moves host
-// memory only; a CUDA-enabled UCX adds cuda/cuda-managed, and gpupool then sends device buffers
-// directly instead of staging them through pinned host memory), the NCCL version, the MPI
+// memory only; a CUDA-enabled UCX adds cuda/cuda-managed: reported, not yet used to move device
+// memory), the NCCL version, the MPI
 // library, and how many CUDA devices the runtime sees.
 //
 // None of these calls needs a GPU or MPI_Init, so `gpupool version` can print them anywhere.

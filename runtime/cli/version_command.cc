@@ -33,7 +33,7 @@ void RunVersion(bool json) {
   std::cout << "gpupool " << Version() << "\n"
             << "  UCX   " << caps->ucx.version << " (memory types: "
             << absl::StrJoin(caps->ucx.memory_types, ", ")
-            << (caps->ucx.moves_cuda_memory ? ")" : "; object transfers stage device buffers through host memory)")
+            << ")"
             << "\n"
             << "  NCCL  " << caps->nccl_version << " (DeviceBuffer collectives on real whole GPUs)\n"
             << "  MPI   " << caps->mpi_library << " (MPI " << caps->mpi_version_major << "."

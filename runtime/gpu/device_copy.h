@@ -1,7 +1,7 @@
 // File: runtime/gpu/device_copy.h
 //
-// Synchronous copies between device and host memory, for checkpoints of device state (staged
-// through host memory). On a simulated GPU (cuda_device < 0) the "device" memory is host memory
+// Synchronous copies between device and host memory: checkpoints of device state, and collectives
+// and point-to-point messages of DeviceBuffers that are staged through host memory. On a simulated GPU (cuda_device < 0) the "device" memory is host memory
 // and these are memcpy.
 #ifndef GPUPOOL_RUNTIME_GPU_DEVICE_COPY_H_
 #define GPUPOOL_RUNTIME_GPU_DEVICE_COPY_H_

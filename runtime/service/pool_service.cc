@@ -242,7 +242,7 @@ PoolSnapshot PoolService::Snapshot() const {
   // Diagnostics' leases are shown on their GPUs but not counted as allocated: a quarantined GPU
   // under test is not capacity, and the pool's utilisation must not pass 100%.
   const auto add_lease = [&](const std::string& id, const pool::Lease& lease, bool allocates) {
-    const std::string& job = lease.request.id;  // a job's request ids name it ("s1/job-vm-1/vision/...")
+    const std::string& job = lease.request.id;  // a job's request ids name it ("s1/job-vm-1-1a2b3c4d/vision/...")
     const double per_gpu = lease.gpus.empty() ? 0 : static_cast<double>(lease.milli) / 1000.0 / lease.gpus.size();
     for (const pool::GpuRef& ref : lease.gpus) {
       auto it = position.find(absl::StrCat(ref.node, "/", ref.index));

@@ -7,9 +7,9 @@
 //
 // Agreement, before every device collective, in one small host allreduce, so that every rank makes
 // the same group calls whatever its own buffer:
-//   * the call itself: every rank must pass the same element count, type and root, and valid ones
-//     (NCCL would hang or write out of bounds on a mismatch): otherwise every rank fails alike
-//     with kInvalidArgument, naming what differed;
+//   * the call itself: every rank must pass the same element count, type, root and reduce
+//     operation, and valid ones (NCCL would hang or write out of bounds on a mismatch): otherwise
+//     every rank fails alike with kInvalidArgument, naming what differed;
 //   * the path: each rank says 0 (this call must stage through host memory: a simulated GPU, a MIG
 //     instance or a share of a GPU, or a buffer not on the task's GPU), 1 (NCCL could serve, but
 //     this rank has no communicator for its GPU) or 2 (NCCL, with the communicator it has); the

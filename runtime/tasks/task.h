@@ -76,7 +76,8 @@ struct Task {
 };
 
 // The checkpoint store key of task `task_id` of job `job_id`: "<job>.task-<id>". The job id names
-// the process (host and pid), so keys never collide in a directory several nodes share.
+// the process (host, pid and 32 random bits), so keys never collide in a directory several nodes
+// share.
 inline std::string CheckpointKey(std::string_view job_id, uint64_t task_id) {
   return std::string(job_id) + ".task-" + std::to_string(task_id);
 }

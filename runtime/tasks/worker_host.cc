@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
 #include "gpupool/internal/task_options_codec.h"
@@ -321,7 +322,9 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
       out.message = absl::StrCat("its result cannot be sent from the worker to the driver: ", what);
       out.value.clear();  // a part-encoded value is not sent
     };
-    encoding_for_driver = true;  // refs in it leave for the driver (ExportObject)
+    // Refs in it leave for the driver (ExportObject), however the encoding ends.
+    encoding_for_driver = true;
+    absl::Cleanup done_encoding = [] { encoding_for_driver = false; };
     try {
       o.value->EncodeTo(out.value);
     } catch (const Error& e) {
@@ -329,7 +332,6 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
     } catch (const std::exception& e) {  // a user's codec: the task fails, the worker lives on
       fail(ErrorCode::kInternal, e.what());
     }
-    encoding_for_driver = false;
   }
   // Done for good (not stopped): its snapshots here are no longer needed.
   if ((o.kind == RunOutcome::Kind::kDone || o.kind == RunOutcome::Kind::kFailed) && task->checkpoint_key != nullptr &&

@@ -189,7 +189,7 @@ print(sum(gpupool.get([nap.submit(i) for i in range(4)])), os.getpid(), flush=Tr
 def test_usage_by_job_shows_busy_time_the_job_reported_at_release(head):
     """A job's tasks keep its leases busy 4 x 0.3 GPU-s; when the leases go back the job says so,
     and `usage --by job` shows that busy time beside what was leased (efficiency, as Slurm's seff)
-    under the job's own name (job-<host>-<pid>)."""
+    under the job's own name (job-<host>-<pid>-<8 hex digits>)."""
     start_head, start_agent = head
     _, port = start_head()
     start_agent(port, "node-0")

@@ -60,7 +60,7 @@ struct SlotInfo {
   int gpu_index = 0;         // the GPU's index on its node
   std::string model;         // catalogue name
   int cuda_device = -1;      // CUDA ordinal in this process; -1 on a simulated GPU
-  std::string kind;          // "whole" | "fraction"
+  std::string kind;          // "whole" | "mig" | "mps" | "fraction"
   int compute_milli = 1000;  // share of the GPU's compute
   uint64_t memory_budget_bytes = 0;
 };
@@ -204,10 +204,10 @@ class GPUPOOL_API TaskContext {
   // id travels over the job's control channel) and kept while no rank's GPU changes and the lease
   // on it lasts; with one rank it is a communicator of one, run for real. Otherwise every rank
   // stages that call through pinned host memory. Before each device collective the ranks agree,
-  // in one small host message, on the path and on the call (size, type, root): a mismatch or an
-  // invalid argument on any rank throws kInvalidArgument on every rank. A device collective is
-  // ordered after the kernels queued on the buffer's lease stream, and has completed when the
-  // call returns. A rank whose task is cancelled, whose lease is lost, or whose revoked lease's
+  // in one small host message, on the path and on the call (size, type, root, operation): a
+  // mismatch or an invalid argument on any rank throws kInvalidArgument on every rank. A device
+  // collective is ordered after the kernels queued on the buffer's lease stream, and has completed
+  // when the call returns. A rank whose task is cancelled, whose lease is lost, or whose revoked lease's
   // grace period is about to run out while it waits in one aborts the communicator (kAborted);
   // its peers' collective fails by collective_timeout_s (kDeadlineExceeded, or kUnavailable when
   // NCCL notices the loss first).
