@@ -49,17 +49,6 @@ class Completions {
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
-template <typename T, ReduceOp kOp>
-void Reduce(std::byte* into, const std::byte* from, size_t n) {
-  T* a = reinterpret_cast<T*>(into);
-  const T* b = reinterpret_cast<const T*>(from);
-  for (size_t i = 0; i < n; ++i) {
-    if constexpr (kOp == ReduceOp::kSum) a[i] += b[i];
-    if constexpr (kOp == ReduceOp::kMax) a[i] = std::max(a[i], b[i]);
-    if constexpr (kOp == ReduceOp::kMin) a[i] = std::min(a[i], b[i]);
-  }
-}
-
 }  // namespace
 
 struct HostCommunicator::Receive {
@@ -285,15 +274,9 @@ absl::Status HostCommunicator::RingAllReduce(absl::Span<std::byte> bytes, size_t
 
 template <typename T>
 absl::Status HostCommunicator::AllReduce(absl::Span<T> data, ReduceOp op) {
-  void (*reduce)(std::byte*, const std::byte*, size_t) = nullptr;
-  switch (op) {
-    case ReduceOp::kSum: reduce = &Reduce<T, ReduceOp::kSum>; break;
-    case ReduceOp::kMax: reduce = &Reduce<T, ReduceOp::kMax>; break;
-    case ReduceOp::kMin: reduce = &Reduce<T, ReduceOp::kMin>; break;
-  }
   return RingAllReduce(
       absl::Span<std::byte>(reinterpret_cast<std::byte*>(data.data()), data.size() * sizeof(T)),
-      sizeof(T), reduce);
+      sizeof(T), ReducerFor<T>(op));
 }
 
 template absl::Status HostCommunicator::AllReduce<float>(absl::Span<float>, ReduceOp);

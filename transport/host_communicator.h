@@ -49,11 +49,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "transport/element_reduce.h"  // ReduceOp
 #include "transport/ucx_worker.h"
 
 namespace gpupool::transport {
-
-enum class ReduceOp { kSum, kMax, kMin };
 
 struct HostCommunicatorOptions {
   // Each blocking call (Create's handshake, a Send, a Recv, each step of a collective) fails with

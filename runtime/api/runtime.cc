@@ -167,8 +167,7 @@ const std::string& Runtime::node() const { return impl_->node(); }
       runtime::MutexLock lock(&slot.mu);
       slot.host = &host;
     }
-    served = host.Serve();
-    host.StopImports();
+    served = host.Serve();  // every exit has stopped the imports
     runtime::MutexLock lock(&slot.mu);
     slot.host = nullptr;
     while (slot.imports > 0) slot.idle.Wait(&slot.mu);
@@ -272,9 +271,7 @@ void CancelObject(ObjectHeader* object) {
 }
 
 ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
-  if (serving_as_worker.load(std::memory_order_acquire) && id >= kWorkerObjectIdBase) {
-    return LookupObject(id);  // this worker's own
-  }
+  if (IsWorkersOwnObject(id)) return LookupObject(id);
   WorkerHostSlot& slot = CurrentWorkerHost();
   runtime::WorkerHost* host;
   {
@@ -296,9 +293,7 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
   // As long as a task at the driver computes it, until the worker stops. (The driver sends a task
   // only once its nested refs are ready, Executor::WaitForNestedRefs, so this waits only for one
   // the driver lost and computes again.)
-  absl::StatusOr<ObjectHeader*> object = host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24));
-  if (!object.ok()) throw Error(static_cast<ErrorCode>(object.status().code()), std::string(object.status().message()));
-  return *object;
+  return runtime::ValueOrThrow(host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24)));
 }
 
 ObjectHeader* LookupObject(ObjectId id) {

@@ -55,7 +55,7 @@ void* TaskContext::slot_stream(size_t slot) const {
   if (state_->lease == nullptr || slot >= state_->lease->memory.size()) return nullptr;
   const runtime::SlotMemory& m = state_->lease->memory[slot];
   if (m.pool == nullptr) return nullptr;
-  return m.stream != nullptr ? m.stream : m.pool->stream();
+  return m.work_stream();
 }
 uint64_t TaskContext::memory_budget_bytes() const {
   const runtime::SlotMemory* m = state_->lease != nullptr ? state_->lease->first_memory() : nullptr;
@@ -151,30 +151,6 @@ runtime::NcclWait WaitFor(detail::TaskState* state) {
         if (lease->revoked.load(std::memory_order_acquire)) return rt.pool().Now() >= lease->revoke_deadline_s.load() - 1.0;
         return lease->stop.load(std::memory_order_relaxed);  // the runtime is stopping
       }};
-}
-
-template <typename T>
-void CombineInto(T* into, const T* from, size_t n, ReduceOp op) {
-  for (size_t i = 0; i < n; ++i) {
-    switch (op) {
-      case ReduceOp::kSum: into[i] += from[i]; break;
-      case ReduceOp::kMax: into[i] = std::max(into[i], from[i]); break;
-      case ReduceOp::kMin: into[i] = std::min(into[i], from[i]); break;
-    }
-  }
-}
-
-void Combine(std::byte* into, const std::byte* from, size_t count, runtime::ElementType type, ReduceOp op) {
-  switch (type) {
-    case runtime::ElementType::kFloat:
-      return CombineInto(reinterpret_cast<float*>(into), reinterpret_cast<const float*>(from), count, op);
-    case runtime::ElementType::kDouble:
-      return CombineInto(reinterpret_cast<double*>(into), reinterpret_cast<const double*>(from), count, op);
-    case runtime::ElementType::kInt32:
-      return CombineInto(reinterpret_cast<int32_t*>(into), reinterpret_cast<const int32_t*>(from), count, op);
-    case runtime::ElementType::kInt64:
-      return CombineInto(reinterpret_cast<int64_t*>(into), reinterpret_cast<const int64_t*>(from), count, op);
-  }
 }
 
 // A whole GPU (not a MIG instance, an MPS share or a fraction): what NCCL may run on. A
@@ -300,7 +276,7 @@ void TaskContext::ReduceAcrossSlots(std::vector<DeviceBuffer>& buffers, int elem
   for (size_t i = 1; i < buffers.size(); ++i) {
     runtime::ThrowIfError(runtime::CopyDeviceToHost(part.data(), buffers[i].data(), used, buffers[i].cuda_device(),
                                                     StreamOf(buffers[i])));
-    Combine(sum.data(), part.data(), count, type, op);
+    runtime::CombineElements(sum.data(), part.data(), count, type, op);
   }
   for (DeviceBuffer& b : buffers) {
     runtime::ThrowIfError(runtime::CopyHostToDevice(b.data(), sum.data(), used, b.cuda_device(), StreamOf(b)));

@@ -292,9 +292,7 @@ absl::Status NcclCommunicator::AllReduce(absl::Span<const NcclBuffer> buffers, s
 absl::Status NcclCommunicator::Broadcast(absl::Span<const NcclBuffer> buffers, size_t bytes, int root,
                                          const NcclWait& wait) {
   if (absl::Status s = CheckBuffers(buffers, "NCCL broadcast"); !s.ok()) return s;
-  if (root < 0 || root >= ranks_) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL broadcast from ", root, ": no such rank (", ranks_, " ranks)"));
-  }
+  if (absl::Status s = CheckRank(root, "broadcast"); !s.ok()) return s;
   int r = Launch([&](size_t i, ncclComm_t comm) {
     return ncclBroadcast(buffers[i].data, buffers[i].data, bytes, ncclUint8, root, comm,
                          static_cast<cudaStream_t>(buffers[i].stream));
@@ -303,27 +301,32 @@ absl::Status NcclCommunicator::Broadcast(absl::Span<const NcclBuffer> buffers, s
 }
 
 absl::Status NcclCommunicator::Send(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
-  absl::Span<const NcclBuffer> one(&buffer, 1);
-  if (absl::Status s = CheckBuffers(one, "NCCL send"); !s.ok()) return s;
-  if (peer < 0 || peer >= ranks_) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL send with rank ", peer, ": no such rank (", ranks_, " ranks)"));
-  }
-  int r = Launch([&](size_t, ncclComm_t comm) {
-    return ncclSend(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
-  });
-  return Finish(r, one, wait, [&] { return absl::StrCat("NCCL send of ", bytes, " bytes to rank ", peer); });
+  return PointToPoint(/*send=*/true, buffer, bytes, peer, wait);
 }
 
 absl::Status NcclCommunicator::Recv(const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait) {
+  return PointToPoint(/*send=*/false, buffer, bytes, peer, wait);
+}
+
+absl::Status NcclCommunicator::PointToPoint(bool send, const NcclBuffer& buffer, size_t bytes, int peer,
+                                            const NcclWait& wait) {
+  const char* verb = send ? "send" : "recv";
   absl::Span<const NcclBuffer> one(&buffer, 1);
-  if (absl::Status s = CheckBuffers(one, "NCCL recv"); !s.ok()) return s;
-  if (peer < 0 || peer >= ranks_) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL recv with rank ", peer, ": no such rank (", ranks_, " ranks)"));
-  }
+  if (absl::Status s = CheckBuffers(one, send ? "NCCL send" : "NCCL recv"); !s.ok()) return s;
+  if (absl::Status s = CheckRank(peer, verb); !s.ok()) return s;
   int r = Launch([&](size_t, ncclComm_t comm) {
-    return ncclRecv(buffer.data, bytes, ncclUint8, peer, comm, static_cast<cudaStream_t>(buffer.stream));
+    auto stream = static_cast<cudaStream_t>(buffer.stream);
+    return send ? ncclSend(buffer.data, bytes, ncclUint8, peer, comm, stream)
+                : ncclRecv(buffer.data, bytes, ncclUint8, peer, comm, stream);
   });
-  return Finish(r, one, wait, [&] { return absl::StrCat("NCCL recv of ", bytes, " bytes from rank ", peer); });
+  return Finish(r, one, wait, [&] {
+    return absl::StrCat("NCCL ", verb, " of ", bytes, " bytes ", send ? "to" : "from", " rank ", peer);
+  });
+}
+
+absl::Status NcclCommunicator::CheckRank(int rank, const char* verb) const {
+  if (rank >= 0 && rank < ranks_) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("NCCL ", verb, " with rank ", rank, ": no such rank (", ranks_, " ranks)"));
 }
 
 }  // namespace gpupool::runtime

@@ -97,6 +97,8 @@ class NcclCommunicator {
   struct Member;
   NcclCommunicator();
   absl::Status CheckBuffers(absl::Span<const NcclBuffer> buffers, const char* what) const;
+  absl::Status CheckRank(int rank, const char* verb) const;  // InvalidArgument outside 0..ranks-1
+  absl::Status PointToPoint(bool send, const NcclBuffer& buffer, size_t bytes, int peer, const NcclWait& wait);
   // Waits for the members to be ready (a nonblocking call that answered ncclInProgress, or a
   // nonblocking init: `pending`), then for the buffers' streams. `what` names the operation in
   // errors (made only when one happens: the fast path builds no string).

@@ -32,6 +32,11 @@ transport::ReduceOp ToTransport(ReduceOp op) {
 }
 
 template <typename T>
+void Combine(void* into, const void* from, size_t count, ReduceOp op) {
+  transport::ReducerFor<T>(ToTransport(op))(static_cast<std::byte*>(into), static_cast<const std::byte*>(from), count);
+}
+
+template <typename T>
 absl::Status Reduce(transport::HostCommunicator& comm, void* data, size_t count, ReduceOp op) {
   return comm.AllReduce(absl::MakeSpan(static_cast<T*>(data), count), ToTransport(op));
 }
@@ -40,6 +45,15 @@ absl::Status Reduce(transport::HostCommunicator& comm, void* data, size_t count,
 constexpr char kFailed = '!';
 
 }  // namespace
+
+void CombineElements(void* into, const void* from, size_t count, ElementType type, ReduceOp op) {
+  switch (type) {
+    case ElementType::kFloat: return Combine<float>(into, from, count, op);
+    case ElementType::kDouble: return Combine<double>(into, from, count, op);
+    case ElementType::kInt32: return Combine<int32_t>(into, from, count, op);
+    case ElementType::kInt64: return Combine<int64_t>(into, from, count, op);
+  }
+}
 
 JobGroup::JobGroup(int rank, int size) : rank_(rank), size_(size) {}
 

@@ -51,6 +51,9 @@ namespace gpupool::runtime {
 // The codes are TaskContext's detail::ElementCode values.
 enum class ElementType { kFloat = 0, kDouble = 1, kInt32 = 2, kInt64 = 3 };
 size_t ElementSize(ElementType type);
+// Combines `count` elements at `from` into those at `into`, element by element, as every rank's
+// allreduce does (transport/element_reduce.h): for reductions within one process.
+void CombineElements(void* into, const void* from, size_t count, ElementType type, ReduceOp op);
 
 struct JobGroupOptions {
   // Each blocking step fails with DeadlineExceeded after this long (a preempted rank's peers

@@ -17,8 +17,7 @@ bool IsDiagnosticLease(const std::string& team, const std::string& request_id) {
   return team == kPoolTeam && absl::StartsWith(request_id, kDiagnosticRequestPrefix);
 }
 
-const pool::Lease& DiagnosticHolds::Begin(const pool::GpuRef& gpu, const std::string& group, LeaseListener* listener,
-                                          int64_t now_s) {
+const pool::Lease& DiagnosticHolds::Begin(const pool::GpuRef& gpu, const std::string& group, int64_t now_s) {
   pool::Lease lease;
   // "<request id>#<n>" as the scheduler's own ids; the request names the GPU it tests.
   lease.request.id = absl::StrCat(kDiagnosticRequestPrefix, gpu.node, "/", gpu.index, "@", run_);
@@ -31,20 +30,20 @@ const pool::Lease& DiagnosticHolds::Begin(const pool::GpuRef& gpu, const std::st
   lease.started_s = now_s;
   lease.last_checkpoint_s = now_s;
   std::string id = lease.id;
-  return holds_.emplace(id, Hold{std::move(lease), listener}).first->second.lease;
+  return holds_.emplace(id, std::move(lease)).first->second;
 }
 
-std::optional<DiagnosticHolds::Hold> DiagnosticHolds::End(const std::string& lease_id) {
+std::optional<pool::Lease> DiagnosticHolds::End(const std::string& lease_id) {
   auto it = holds_.find(lease_id);
   if (it == holds_.end()) return std::nullopt;
-  Hold hold = std::move(it->second);
+  pool::Lease lease = std::move(it->second);
   holds_.erase(it);
-  return hold;
+  return lease;
 }
 
 bool DiagnosticHolds::Holds(const pool::GpuRef& gpu) const {
-  for (const auto& [id, hold] : holds_) {
-    if (hold.lease.gpus.front() == gpu) return true;
+  for (const auto& [id, lease] : holds_) {
+    if (lease.gpus.front() == gpu) return true;
   }
   return false;
 }

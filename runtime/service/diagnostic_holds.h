@@ -19,9 +19,10 @@
 // cycle's rules say of a team. Holding it beside the scheduler keeps those rules as they are.
 //
 //   DiagnosticHolds holds;
-//   const pool::Lease& lease = holds.Begin(gpu, group, listener, pool_now);  // the caller checked the GPU
-//   std::optional<DiagnosticHolds::Hold> ended = holds.End(lease.id);       // nullopt: interrupted
-//                                                                           // (work took its GPU)
+//   const pool::Lease& lease = holds.Begin(gpu, group, pool_now);  // the caller checked the GPU
+//   std::optional<pool::Lease> ended = holds.End(lease.id);       // nullopt: interrupted
+//                                                                 // (work took its GPU)
+// (The lease's listener is in the service's LeaseBook, like every lease's.)
 //
 // Not thread-safe: PoolService's lock guards it.
 #ifndef GPUPOOL_RUNTIME_SERVICE_DIAGNOSTIC_HOLDS_H_
@@ -34,7 +35,6 @@
 
 #include "pool/inventory.h"
 #include "pool/scheduler/scheduler.h"
-#include "runtime/client/pool_client.h"
 
 namespace gpupool::runtime {
 
@@ -51,22 +51,17 @@ class DiagnosticHolds {
   // not reuse the previous run's): the pool's start time, say.
   explicit DiagnosticHolds(uint64_t run = 0) : run_(run) {}
 
-  struct Hold {
-    pool::Lease lease;  // team kPoolTeam, one whole GPU; started_s in pool seconds
-    LeaseListener* listener = nullptr;
-  };
-
-  // A lease on `gpu` (of quota group `group`) for a diagnostic, from `now_s` (pool seconds).
-  const pool::Lease& Begin(const pool::GpuRef& gpu, const std::string& group, LeaseListener* listener,
-                           int64_t now_s);
-  // The hold, ended; nullopt when `lease_id` is not held (interrupted meanwhile, or never).
-  std::optional<Hold> End(const std::string& lease_id);
+  // A lease on `gpu` (of quota group `group`) for a diagnostic, from `now_s` (pool seconds): team
+  // kPoolTeam, one whole GPU.
+  const pool::Lease& Begin(const pool::GpuRef& gpu, const std::string& group, int64_t now_s);
+  // The held lease, ended; nullopt when `lease_id` is not held (interrupted meanwhile, or never).
+  std::optional<pool::Lease> End(const std::string& lease_id);
   // Whether a diagnostic holds `gpu` now.
   bool Holds(const pool::GpuRef& gpu) const;
-  const std::map<std::string, Hold>& holds() const { return holds_; }
+  const std::map<std::string, pool::Lease>& holds() const { return holds_; }
 
  private:
-  std::map<std::string, Hold> holds_;  // by lease id
+  std::map<std::string, pool::Lease> holds_;  // by lease id
   uint64_t run_;
   uint64_t next_ = 1;
 };

@@ -254,7 +254,7 @@ PoolSnapshot PoolService::Snapshot() const {
     if (allocates) s.teams[{lease.request.team, lease.group}].allocated_gpus += static_cast<double>(lease.milli) / 1000.0;
   };
   for (const auto& [id, lease] : scheduler_->leases()) add_lease(id, lease, true);
-  for (const auto& [id, hold] : diagnostics_.holds()) add_lease(id, hold.lease, false);
+  for (const auto& [id, lease] : diagnostics_.holds()) add_lease(id, lease, false);
   const pool::QuotaLedger& ledger = scheduler_->ledger();
   for (const pool::Team& team : config_.scheduling.teams) {
     for (const pool::TeamQuota& q : team.quotas) {
@@ -352,7 +352,7 @@ std::vector<pool::Lease> PoolService::Leases() const {
   MutexLock lock(&mu_);
   std::vector<pool::Lease> out;
   for (const auto& [id, lease] : scheduler_->leases()) out.push_back(lease);
-  for (const auto& [id, hold] : diagnostics_.holds()) out.push_back(hold.lease);
+  for (const auto& [id, lease] : diagnostics_.holds()) out.push_back(lease);
   return out;
 }
 

@@ -10,7 +10,8 @@
 // Its pool is this machine's GPUs (or simulated ones), read through the driver, or other
 // processes' nodes (PoolServiceOptions::remote_nodes), whose agents report them up and down.
 // Pieces of its own: NodeLiveness (what health each GPU has, and why), ListenerOutbox (listener
-// calls in the order decided, made outside the lock), LeaseBook (the ledger).
+// calls in the order decided, made outside the lock), LeaseBook (the ledger), DiagnosticHolds
+// (diagnostics' leases of team `_pool`, beside the scheduler).
 //
 // The pool's clock may run faster than real time (`clock_speed`), so the demo can show hours of
 // pool time in seconds. The scheduler works in whole pool seconds; the ledger keeps fractions.

@@ -2,7 +2,6 @@
 // diagnostics, operators' words and "its leases are gone", and what each transition does to the
 // scheduler; and diagnostics' leases (BeginDiagnostic, EndDiagnostic, InterruptDiagnostics over
 // DiagnosticHolds). The rest of PoolService is in pool_service.cc.
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -111,7 +110,7 @@ absl::StatusOr<pool::Lease> PoolService::BeginDiagnostic(const pool::GpuRef& gpu
     return absl::FailedPreconditionError(absl::StrCat("GPU ", GpuName(gpu), " is leased or reserved for work"));
   }
   const pool::Lease& lease =
-      diagnostics_.Begin(gpu, scheduler_->topology().gpus()[position].group, listener, NowSeconds());
+      diagnostics_.Begin(gpu, scheduler_->topology().gpus()[position].group, NowSeconds());
   OpenLease(lease, listener);
   return lease;
 }
@@ -119,7 +118,7 @@ absl::StatusOr<pool::Lease> PoolService::BeginDiagnostic(const pool::GpuRef& gpu
 absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::optional<bool> passed,
                                         const std::string& detail) {
   return WithDeliveries([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    std::optional<DiagnosticHolds::Hold> hold = diagnostics_.End(lease_id);
+    std::optional<pool::Lease> hold = diagnostics_.End(lease_id);
     if (!hold.has_value()) {
       return absl::AbortedError(absl::StrCat("diagnostic lease '", lease_id,
                                              "' is not held (work placed on its GPU interrupted it, or the GPU "
@@ -127,7 +126,7 @@ absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::option
     }
     CloseLease(lease_id, /*lost=*/false);
     if (!passed.has_value()) return absl::OkStatus();
-    const pool::GpuRef& gpu = hold->lease.gpus.front();
+    const pool::GpuRef& gpu = hold->gpus.front();
     Transitioned(gpu, health_book_->Find(gpu)->OnDiagnostic(*passed, detail, WallSeconds()));
     return absl::OkStatus();
   });
@@ -136,8 +135,8 @@ absl::Status PoolService::EndDiagnostic(const std::string& lease_id, std::option
 void PoolService::InterruptDiagnostics() {
   if (diagnostics_.holds().empty()) return;
   std::vector<std::pair<std::string, std::string>> ended;  // lease id, why: the tests that end now
-  for (const auto& [id, hold] : diagnostics_.holds()) {
-    const pool::GpuRef& gpu = hold.lease.gpus.front();
+  for (const auto& [id, lease] : diagnostics_.holds()) {
+    const pool::GpuRef& gpu = lease.gpus.front();
     const pool::HealthState state = liveness_->Applied(gpu);
     if (!DiagnosableIn(state)) {
       ended.emplace_back(id, absl::StrCat("GPU ", GpuName(gpu), " is ", pool::HealthStateName(state)));
@@ -146,8 +145,8 @@ void PoolService::InterruptDiagnostics() {
     }
   }
   for (const auto& [id, why] : ended) {
-    std::optional<DiagnosticHolds::Hold> hold = diagnostics_.End(id);
-    outbox_.Lost(hold->listener, id, why);
+    diagnostics_.End(id);
+    outbox_.Lost(leases_.Find(id)->listener, id, why);  // before CloseLease forgets it
     CloseLease(id, /*lost=*/false);
   }
 }

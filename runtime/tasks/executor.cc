@@ -51,17 +51,17 @@ void Executor::Admit(Task* t) {
     FailTask(t, static_cast<ErrorCode>(why.code()), "submit", std::string(why.message()));
     return;
   }
-  t->unresolved.store(static_cast<int>(Waits(t)) + 1, std::memory_order_relaxed);
-  if (Waits(t) > 0) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
-  for (detail::ObjectHeader* h : t->deps) {
-    auto* dep = static_cast<ObjectEntry*>(h);
-    if (!store_.AddDependent(dep, t)) DependencyResolved(t, dep);
-  }
-  if (wait_for_nested_.load(std::memory_order_relaxed)) {
-    for (detail::ObjectHeader* h : t->nested) {
-      auto* ref = static_cast<ObjectEntry*>(h);
-      if (!store_.AddDependent(ref, t)) DependencyResolved(t, ref);
-    }
+  const bool nested = wait_for_nested_.load(std::memory_order_relaxed);  // set once, before any task
+  const size_t waits = Waits(t);
+  t->unresolved.store(static_cast<int>(waits) + 1, std::memory_order_relaxed);
+  if (waits > 0) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
+  auto wait_on = [&](detail::ObjectHeader* h) {
+    auto* entry = static_cast<ObjectEntry*>(h);
+    if (!store_.AddDependent(entry, t)) DependencyResolved(t, entry);
+  };
+  for (detail::ObjectHeader* h : t->deps) wait_on(h);
+  if (nested) {
+    for (detail::ObjectHeader* h : t->nested) wait_on(h);
   }
   if (t->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(t);
 }

@@ -29,6 +29,9 @@ struct SlotMemory {
   GpuMemoryPool* pool = nullptr;         // null where the GPU is not this process's
   std::shared_ptr<MemoryBudget> budget;  // shared with the blocks allocated under it
   void* stream = nullptr;                // this lease's stream on the slot's GPU
+
+  // The stream the lease's work on this GPU is ordered on: its own, or the pool's when it got none.
+  void* work_stream() const { return stream != nullptr ? stream : pool->stream(); }
 };
 
 struct LeaseRun {
@@ -61,7 +64,7 @@ struct LeaseRun {
   // lease has none of its own; nullptr when no slot is on that device.
   void* StreamOn(int cuda_device) const {
     for (const SlotMemory& m : memory) {
-      if (m.pool != nullptr && m.pool->cuda_device() == cuda_device) return m.stream != nullptr ? m.stream : m.pool->stream();
+      if (m.pool != nullptr && m.pool->cuda_device() == cuda_device) return m.work_stream();
     }
     return nullptr;
   }

@@ -59,6 +59,13 @@ WorkerHost::~WorkerHost() {
   imported_.clear();
 }
 
+detail::ObjectHeader* WorkerHost::RetainImported(uint64_t object) {
+  auto it = imported_.find(object);
+  if (it == imported_.end()) return nullptr;
+  detail::Retain(it->second);
+  return it->second;
+}
+
 absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
                                                                    std::chrono::steady_clock::time_point deadline) {
   auto backoff = std::chrono::milliseconds(2);
@@ -66,10 +73,7 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
     uint64_t request;
     {
       MutexLock lock(&fetch_mu_);
-      if (auto it = imported_.find(object); it != imported_.end()) {
-        detail::Retain(it->second);
-        return it->second;
-      }
+      if (detail::ObjectHeader* cached = RetainImported(object)) return cached;
       if (!serving_) return absl::CancelledError("the worker is stopping");
       request = next_fetch_++;
       fetches_[request] = std::nullopt;
@@ -128,10 +132,7 @@ absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t obje
         return true;
       });
     }
-    if (auto it = imported_.find(object); it != imported_.end()) {  // another thread imported it meanwhile
-      detail::Retain(it->second);
-      return it->second;
-    }
+    if (detail::ObjectHeader* cached = RetainImported(object)) return cached;  // another thread imported it meanwhile
     // Under the driver's own id (the worker's objects count from 2^47, so none collides): a ref
     // to it that a task returns or passes on names the driver's object there.
     detail::ObjectHeader* local = rt_.store().CreateReadyWithId(object, std::move(value));
@@ -163,6 +164,7 @@ absl::Status WorkerHost::Serve() {
         // Bye first: the driver sends nothing new once it has it, and hands back (unrun) what it
         // sent meanwhile.
         (void)driver_.Send(wire::EncodeBye());
+        StopImports();  // no lease, but a CPU task may still wait on one
         return absl::OkStatus();
       }
       continue;

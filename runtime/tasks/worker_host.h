@@ -13,6 +13,11 @@
 // submitted from inside a worker's task are not supported yet) and passes snapshot notes to the
 // driver, which tells the head.
 //
+// Objects: refs to the driver's objects nested in a task's arguments are imported over the same
+// connection (Fetch/Fetched) under the driver's ids, so a ref a task returns or passes on still
+// names the driver's object. A ref to an object the worker made cannot leave in a result
+// (EncodingForDriver: ExportObject refuses it), since the driver does not fetch from workers yet.
+//
 // Thread-safety: Serve runs on the caller's thread (it reads the connection); each lease has its
 // own thread; sends are serialised by the FrameSocket.
 #ifndef GPUPOOL_RUNTIME_TASKS_WORKER_HOST_H_
@@ -71,11 +76,11 @@ class WorkerHost {
   // OK for a stop or the linger; the connection's error otherwise.
   absl::Status Serve();
 
-  // An object of the driver's (by its id there), imported into this worker's store once and kept
-  // for the worker's life: a ref nested in a task's arguments, a function's export. Any thread
-  // (a task's); waits for the driver's answer, asking again while a task there still computes the
-  // object, until `deadline` or StopImports (kCancelled). `decode` turns the bytes into the value.
-  // Errors name the object and why.
+  // An object of the driver's (by its id there), imported into this worker's store under that id
+  // and kept while tasks hold it (idle ones are let go past kImportsKeptIdle): a ref nested in a
+  // task's arguments, a function's export. Any thread (a task's); waits for the driver's answer,
+  // asking again while a task there still computes the object, until `deadline` or the worker
+  // stops (kCancelled). `decode` turns the bytes into the value. Errors name the object and why.
   absl::StatusOr<detail::ObjectHeader*> ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
                                                          std::chrono::steady_clock::time_point deadline)
       ABSL_LOCKS_EXCLUDED(fetch_mu_);
@@ -83,11 +88,13 @@ class WorkerHost {
   // this process for the driver (a task's own SendValue to its group of one does not).
   static bool EncodingForDriver();
 
-  // Ends every import under way and refuses new ones: the worker is stopping (Serve's exits do
-  // this; the answers would never be read).
-  void StopImports() ABSL_LOCKS_EXCLUDED(fetch_mu_);
-
  private:
+  // Ends every import under way and refuses new ones: the worker is stopping (every exit of Serve
+  // does this; the answers would never be read).
+  void StopImports() ABSL_LOCKS_EXCLUDED(fetch_mu_);
+  // The import of the driver's `object`, retained for the caller; null when there is none.
+  detail::ObjectHeader* RetainImported(uint64_t object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_mu_);
+
   struct Lease {
     LeaseRun run;
     Mutex mu;

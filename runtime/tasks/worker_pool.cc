@@ -52,12 +52,11 @@ void WorkerPool::StopStarting() {
 }
 
 WorkerPool::~WorkerPool() {
+  StopStarting();  // from here no connection joins all_ (Admit checks stopping_)
   std::vector<std::shared_ptr<WorkerConnection>> all;
   {
     MutexLock lock(&mu_);
-    stopping_ = true;
     all = all_;
-    cv_.NotifyAll();
   }
   listener_->Shutdown();
   accept_thread_.join();
