@@ -10,16 +10,27 @@
 //   CycleResult r = s.Schedule(now);   // grants and revocations of this cycle
 //   s.Release(lease_id, now);          // a lease ended (or its task stopped after a revocation)
 //
-// Order of pending requests: those within their team's nominal quota before those that would
-// borrow (as Kueue orders its heads), then priority value (high first), then the team's weighted
-// dominant share minus an ageing credit (low first), then submission order. Guaranteed work
-// first, because a borrower admitted ahead of it in the same cycle would only be reclaimed by it
-// at once: a preemption, a lost notebook and a restart for nothing. The ageing credit grows with
-// waiting time (one share unit per `aging_horizon_s`), so a request cannot wait forever behind
-// an endless stream of equal-priority work from teams with a smaller share (guaranteed work is
-// no endless stream: it is bounded by the nominal quotas). Within a team this lets a request that
-// fits nominal quota go before the team's higher-priority one that would borrow; if that one then
-// cannot borrow, it preempts the team's lower-priority work as Kueue's withinClusterQueue
+// A cycle is a sequence of stages around a per-cycle state, in the Kubernetes scheduling
+// framework's spirit (scheduler_cycle.cc):
+//
+//   order            the queue, decided once at the cycle's start (queue_order.h)
+//   quota pre-filter the quota groups a request may be admitted in, guaranteed ones first
+//   filter, score    where it goes: the placement policy (pool/placement) on the nodes the
+//                    free-capacity index and policy view hand it (policy_view.h)
+//   post-filter      room made by reclaim and priority preemption (preemption_planner.h) or by
+//                    moving leases (move_planner.h), scheduler_post_filter.cc
+//   reserve          a grant takes GPUs and quota; a request waiting for its victims holds the
+//                    GPUs they leave and claims its quota (Unreserve undoes both, idempotently)
+//   permit           a gang that lacks room holds the GPUs where it can start soonest
+//
+// Searches that found nothing are remembered under typed keys until an event could change the
+// answer; decision_memo.h is the one place that says which events those are.
+//
+// Order of pending requests (queue_order.h): those within their team's nominal quota before those
+// that would borrow (as Kueue orders its heads), then priority, then the team's weighted
+// dominant share less an ageing credit, then submission order. Within a team this lets a request
+// that fits nominal quota go before the team's higher-priority one that would borrow; if that one
+// then cannot borrow, it preempts the team's lower-priority work as Kueue's withinClusterQueue
 // LowerPriority does. Holding the first back instead would let other teams' borrowers take the
 // room and then be reclaimed by it, past its grace period.
 //
@@ -66,11 +77,13 @@
 #include "pool/config/scheduling_config.h"
 #include "pool/inventory.h"
 #include "pool/scheduler/capacity.h"
+#include "pool/scheduler/decision_memo.h"
 #include "pool/scheduler/free_capacity_index.h"
 #include "pool/placement/placement_policy.h"
 #include "pool/placement/shape_distribution.h"
 #include "pool/scheduler/placement.h"
 #include "pool/scheduler/policy_view.h"
+#include "pool/scheduler/lease.h"
 #include "pool/scheduler/lease_request.h"
 #include "pool/scheduler/quota_ledger.h"
 #include "pool/scheduler/spare_reserve.h"
@@ -113,34 +126,6 @@ struct SchedulerOptions {
 
 // OK for a name SchedulerOptions::placement_policy accepts, else InvalidArgument listing them.
 absl::Status ValidPlacementPolicy(const std::string& name);
-
-struct Lease {
-  std::string id;          // "<request id>#<n>": one lease per admitted request
-  LeaseRequest request;
-  std::vector<GpuRef> gpus;  // one per slot
-  std::string group;
-  int64_t milli = 0;       // quota charge
-  bool borrowing = false;  // admitted beyond nominal quota: reclaimable by owners
-  int64_t started_s = 0;
-  int64_t last_checkpoint_s = 0;
-  std::optional<int64_t> revoke_deadline_s;  // set once revoked
-  std::string revoked_for;                   // the request it was revoked to make room for
-  // How long the request waited, continuously guaranteed (within its team's nominal quota),
-  // until this grant; absent when it was not guaranteed when granted.
-  std::optional<int64_t> guaranteed_wait_s;
-};
-
-// kMove: defragmentation (move_planner.h); the lease is placed again on room free now.
-enum class RevokeCause { kReclaim, kPriority, kDrain, kMove };
-absl::string_view RevokeCauseName(RevokeCause cause);
-
-struct Revocation {
-  std::string lease_id;
-  RevokeCause cause;
-  int64_t deadline_s = 0;       // stop by then: the class's grace period
-  std::string for_request;      // the request it makes room for (empty for drains)
-  double gpu_seconds_at_risk = 0;  // work since the lease's last checkpoint
-};
 
 struct CycleResult {
   std::vector<std::string> granted;   // lease ids, in grant order
@@ -248,14 +233,84 @@ class Scheduler {
     std::optional<int64_t> reserved_start_s;
     std::optional<int64_t> guaranteed_since_s;  // within nominal quota continuously since
     // Derived once at submission, used every cycle: the GPUs its constraints allow (an entry of
-    // eligibility_, whose nodes never move) and its shape as a memo key.
+    // eligibility_, whose nodes never move) and its shape (decision_memo.h).
     const Eligibility* eligibility = nullptr;
-    std::string shape_key;
+    ShapeId shape;
   };
 
+  // ---- The cycle (scheduler_cycle.cc), in the Kubernetes scheduling framework's spirit: stages
+  // around a per-cycle state. For each pending request, in the order decided once at the cycle's
+  // start: quota pre-filter -> filter and score (placement) -> post-filter (the preemption and
+  // move planners) -> reserve (grant, or hold what the planners freed) -> permit (a gang that
+  // must wait holds the GPUs where it starts soonest). ----
+
+  // What one cycle knows, built at its start and passed through its stages.
+  struct CycleState {
+    int64_t now_s = 0;
+    CycleResult result;
+    std::vector<PendingRequest*> order;       // stage "order": the queue for this cycle
+    std::set<int> gang_reserved_before;        // to tell movers when a gang reservation went away
+    bool gang_reservation_taken = false;       // stage "permit": one head-of-line gang per cycle
+    std::vector<std::string> admitted;         // erased from pending_ when the cycle ends
+  };
+  // A quota group a request may be admitted in, as the ledger sees it now.
+  struct GroupCheck {
+    const std::string* group;
+    QuotaCheck quota;
+    // A guaranteed request is not held back by other requests' gang reservations: the
+    // guarantee outranks the prediction.
+    bool guaranteed = false;
+  };
+  // One request's turn in a cycle: what its stages find out and hand on.
+  struct Turn {
+    PendingRequest& p;
+    std::vector<GroupCheck> groups;  // stage "quota pre-filter": groups within nominal first
+    BackfillSet backfill;            // the gang reservations it may backfill now
+    WaitReason reason = WaitReason::kOverQuota;
+    // Guaranteed groups where it lacks room: scattered (kFragmented), or short of it while some
+    // other team borrows there (reclaiming alone could not free a whole slot): where moves may help.
+    std::vector<const std::string*> short_of_room;
+  };
+
+  // Stage "order": expired revocations and holds go, memories start afresh, and the queue.
+  void BeginCycle(CycleState& cycle);
+  std::vector<PendingRequest*> OrderPending(int64_t now_s);
+  // One request's turn through the stages below; true when it was granted.
+  bool TakeTurn(PendingRequest& p, CycleState& cycle);
+  // Stage "quota pre-filter": the groups it may be admitted in, guaranteed ones first (nominal
+  // quota is used first, as Kueue's flavor fungibility does).
+  std::vector<GroupCheck> QuotaPreFilter(const PendingRequest& p) const;
+  // Stages "filter" and "score": where it goes on the live state (the policy, through the
+  // pre-filter of the free-capacity index and policy view), every group at once when the quota
+  // would take it alike in each; remembered when nothing is found.
+  std::optional<std::pair<const std::string*, std::vector<int>>> PlaceAcrossGroups(Turn& turn, int64_t now_s);
+  std::optional<std::vector<int>> PlaceInGroup(Turn& turn, const GroupCheck& check, int64_t now_s);
+  // Stage "post-filter" (scheduler_post_filter.cc): make room by revoking (reclaim, priority
+  // preemption: preemption_planner.h) or moving leases (move_planner.h). True when revocations
+  // were issued for it; it then waits for them.
+  bool PostFilter(Turn& turn, CycleState& cycle);
+  bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
+                  int64_t own_quota_to_free, const BackfillSet& backfill, CycleState& cycle);
+  bool TryMove(PendingRequest& p, const std::string& group, const BackfillSet& backfill, CycleState& cycle);
+  // Stage "reserve": a grant takes its GPUs and quota; a request waiting for victims holds the
+  // GPUs they leave (reserved_for) and claims its quota. Both undone by Unreserve, idempotently.
+  void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
+             bool borrowing, CycleState& cycle);
+  void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, CycleState& cycle);
+  void ClaimQuota(PendingRequest& p, const std::string& group);
+  void Unreserve(PendingRequest& p);
+  void DropClaim(PendingRequest& p);
+  void ClearReservations(uint64_t handle);
+  // Stage "permit": a gang that lacks room reserves the GPUs where it can start soonest.
+  void ReserveForGang(PendingRequest& p, int64_t now_s);
+  // After every turn: reserves refill, and movers hear of a gang reservation gone.
+  void EndCycle(CycleState& cycle);
+
+  // ---- Placement on a capacity state (scheduler.cc) ----
   const PriorityClass& ClassOf(const LeaseRequest& r) const;
   absl::Status Validate(const LeaseRequest& r) const;
   const Eligibility& EligibilityOf(const LeaseRequest& r);
+  ShapeId ShapeOf(const LeaseRequest& r);
   // Quota charge of the whole request if placed in `group`.
   int64_t RequestMilli(const LeaseRequest& r, const std::string& group) const;
   std::optional<std::vector<int>> Place(const PendingRequest& p, const std::vector<int>& candidates,
@@ -272,6 +327,22 @@ class Scheduler {
                                                         const std::vector<int>& candidates,
                                                         const CapacityState& state,
                                                         PlacementOptions options) const;
+  // Where the policy would place `p` among every group's candidates at once; answered only when
+  // the policy can answer exactly (policy_view.h).
+  PolicyAnswer PolicyAcrossGroups(const PendingRequest& p, PlacementOptions options) const;
+  // After state_ changed on these GPUs: brings the indexes, reserved_gpus_ and the memo's state
+  // epoch up to date.
+  void RefreshGpus(const std::vector<int>& gpus);
+  // Whether `p` fits its team's nominal quota now (in some group): admitted, it would not borrow.
+  bool WithinNominal(const PendingRequest& p) const;
+  WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group, int64_t now_s) const;
+  // DiagnoseWait's last question, for a request no placement fits even with reservations,
+  // health and host capacity set aside: kFragmented or kNoFreeCapacity.
+  WaitReason RoomWait(const PendingRequest& p, const std::string& group) const;
+  // The gang reservations `r` may backfill at `now_s` (decision_memo.h).
+  BackfillSet BackfillOf(const LeaseRequest& r, int64_t now_s) const;
+
+  // ---- Spare reserves (scheduler_reserve.cc) ----
   // The reserve that binds `p` in `group` (its class is below the reserve's), or nullptr.
   const ReserveRule* RestrictedBy(const PendingRequest& p, const std::string& group) const;
   // Whether `gpus` (a placement of `r` on `state`) leave `rule` at least its reserve.
@@ -282,54 +353,22 @@ class Scheduler {
   // A copy of state_ with `rule`'s reserve (as many spare GPUs, the highest positions) made
   // unschedulable: what a restricted request's move plan may use.
   CapacityState WithoutReserve(const ReserveRule& rule) const;
-  // Where the policy would place `p` among every group's candidates at once; answered only when
-  // the policy can answer exactly (policy_view.h).
-  PolicyAnswer PlaceAcrossGroups(const PendingRequest& p, PlacementOptions options) const;
-  // After state_ changed on these GPUs: brings the indexes and reserved_gpus_ up to date.
-  void RefreshGpus(const std::vector<int>& gpus);
-  // Whether `p` fits its team's nominal quota now (in some group): admitted, it would not borrow.
-  bool WithinNominal(const PendingRequest& p) const;
-  bool TryAdmit(PendingRequest& p, int64_t now_s, CycleResult& result);
-  void ClaimQuota(PendingRequest& p, const std::string& group);
-  void DropClaim(PendingRequest& p);
-  bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
-                  int64_t own_quota_to_free, int64_t now_s, CycleResult& result);
-  // Defragmentation for a guaranteed request in `group` (move_planner.h).
-  bool TryMove(PendingRequest& p, const std::string& group, int64_t now_s, CycleResult& result);
+
+  // ---- Room held for moved leases (scheduler_post_filter.cc) ----
   // Places `p` in `group` with the room of a hold it matches (move_holds_) given back, and
   // consumes the hold when it is placed; nullopt (the hold kept) when none matches or p does not
   // fit even so.
   std::optional<std::vector<int>> PlaceOnMoveHold(const PendingRequest& p, const std::string& group,
                                                   PlacementOptions options);
   void ReleaseMoveHold(size_t index);
-  // Capacity was given back, a GPU became schedulable or a reservation was dropped.
-  void CapacityGrew() {
-    ++growth_epoch_;
-    ++freed_epoch_;
-  }
-  // Revokes `victim` for `p` and reserves the GPUs it leaves for p.
-  void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, int64_t now_s,
-                 CycleResult& result);
-  WaitReason DiagnoseWait(const PendingRequest& p, const std::string& group, int64_t now_s) const;
-  // DiagnoseWait's last question, for a request no placement fits even with reservations,
-  // health and host capacity set aside: kFragmented or kNoFreeCapacity.
-  WaitReason RoomWait(const PendingRequest& p, const std::string& group) const;
-  void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
-             bool borrowing, int64_t now_s, CycleResult& result);
+
+  // ---- Leases (scheduler.cc) ----
   void GiveBack(const Lease& lease, CapacityState& state) const;
   void ReleaseLease(std::map<std::string, Lease>::iterator it);
   Revocation Revoke(Lease& lease, RevokeCause cause, const std::string& for_request, int64_t now_s);
-  void ClearReservations(uint64_t handle);
   bool VictimsStillRunning(const std::string& request_id) const;
-  // Reserves, for a blocked gang, the GPUs where it can start soonest.
-  void ReserveForGang(PendingRequest& p, int64_t now_s);
-  // A key under which requests of the same shape fail alike while capacity only shrinks (combined
-  // with the quota group and BackfillKey, when used). Leaves the runtime estimate out: placement
-  // sees it only through the gang reservations it lets a request backfill.
-  static std::string ShapeKey(const LeaseRequest& r);
-  // The gang reservations `r` may backfill at `now_s`, named by their expected start times:
-  // requests with equal keys may use the same reserved GPUs. Empty when none.
-  std::string BackfillKey(const LeaseRequest& r, int64_t now_s) const;
+  // Capacity was given back, a GPU became schedulable or a reservation was dropped.
+  void CapacityGrew() { memo_.CapacityGrew(); }
 
   // Constant after construction.
   const SchedulingConfig* config_;
@@ -340,57 +379,28 @@ class Scheduler {
 
   CapacityState state_;
   SpareReserves reserves_;            // counts state_'s spare GPUs (RefreshGpus)
-  // Per reserve group, state_epoch_ when a refill last found nothing to reclaim.
-  std::map<std::string, uint64_t> refill_futile_;
   std::set<int> reserved_gpus_;       // GPUs of state_ with a reservation of either kind
   std::set<int> gang_reserved_gpus_;  // ... with a head-of-line gang reservation
   QuotaLedger ledger_;
   std::map<std::string, PendingRequest> pending_;  // by request id
   std::vector<std::string> order_;                 // pending ids in last cycle's order
-  std::map<std::string, Lease> leases_;            // by lease id
-  VictimCensus victims_;                           // the unrevoked preemptible leases_, counted
+  std::map<std::string, Lease> leases_;            // by lease id; elements never move (victims_)
+  VictimCensus victims_;                           // the unrevoked preemptible leases_, indexed
   uint64_t next_handle_ = 1;
   std::map<std::string, Eligibility> eligibility_;  // by constraint signature
-  // Whether a shape fits the empty pool, and in which group: Submit asks once per shape.
-  std::map<std::string, std::optional<std::string>> fits_empty_pool_;
-  // Placement failures remembered while capacity has only shrunk: `growth_epoch_` changes
-  // whenever capacity is given back, a GPU becomes healthy or a reservation is dropped.
-  uint64_t growth_epoch_ = 0;
-  // Changes with every change to state_ (RefreshGpus): a remembered wait reason is exact only
-  // while it has not moved.
-  uint64_t state_epoch_ = 0;
-  struct FailedPlacement {
-    uint64_t growth_epoch;
-    uint64_t state_epoch;
-    WaitReason reason;
-  };
-  std::map<std::string, FailedPlacement> failed_;
-  // Preemption plans that could not make room even by revoking every candidate victim,
-  // remembered while capacity has not grown. A grant does not revive them: a new lease that is a
-  // candidate takes from free capacity exactly what revoking it would give back, and one that is
-  // not only shrinks capacity. (No candidate at all is asked of victims_ instead, each time.)
-  std::map<std::string, uint64_t> preempt_failed_;
-  // Move plans that found nothing, remembered across cycles (planning walks every lease) while
-  // no capacity has been freed (`freed_epoch_`, which unlike growth_epoch_ does not change every
-  // cycle) and until the next time a lease becomes old enough to move. A lease granted since is
-  // younger than any that existed, so `retry_at_s` never passes min_run_before_move_s from then.
-  // A lease granted as borrowing since (`borrowed_epoch_`) may be reclaimed at once: it revives
-  // them too.
-  struct FailedMove {
-    uint64_t freed_epoch;
-    uint64_t borrowed_epoch;
-    int64_t retry_at_s;
-  };
-  std::map<std::string, FailedMove> move_failed_;
-  uint64_t freed_epoch_ = 0;
-  uint64_t borrowed_epoch_ = 0;
+  std::map<std::string, ShapeId> shapes_;           // interned shapes, by their text (ShapeOf)
+  // Whether a shape fits the empty pool, and in which group: Submit asks once per shape (and,
+  // beside spare reserves, class value).
+  std::map<std::pair<ShapeId, int>, std::optional<std::string>> fits_empty_pool_;
+  // Searches that found nothing, and when they go stale (decision_memo.h).
+  DecisionMemo memo_;
   // Room held for moved leases (TryMove): taken out of state_ until a request of the same team
   // and shape is admitted in the group (within its quota), or until `until_s`.
   struct MoveHold {
     int gpu;
     SlotShape slot;
     std::string team;
-    std::string shape_key;
+    ShapeId shape;
     std::string group;
     int64_t until_s;
   };

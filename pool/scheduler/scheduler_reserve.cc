@@ -13,11 +13,6 @@ namespace {
 // The prefix of Revocation::for_request (and Lease::revoked_for) for a refill's victims.
 constexpr absl::string_view kRefillFor = "reserve:";
 
-// GPU-seconds of the lease's work since its last checkpoint (as scheduler.cc counts it).
-double WorkAtRisk(const Lease& lease, int64_t now_s) {
-  return static_cast<double>(lease.milli) / 1000.0 * static_cast<double>(now_s - lease.last_checkpoint_s);
-}
-
 }  // namespace
 
 const ReserveRule* Scheduler::RestrictedBy(const PendingRequest& p, const std::string& group) const {
@@ -100,7 +95,7 @@ CapacityState Scheduler::WithoutReserve(const ReserveRule& rule) const {
 void Scheduler::RefillReserves(int64_t now_s, CycleResult& result) {
   for (const ReserveRule& rule : reserves_.rules()) {
     if (rule.gpus <= 0 || reserves_.SpareNow(rule) >= rule.gpus) continue;
-    if (auto it = refill_futile_.find(rule.group); it != refill_futile_.end() && it->second == state_epoch_) {
+    if (memo_.RefillFutile(rule.group)) {
       continue;
     }
     // What the reserve will hold once every revoked lease of the group has stopped.
@@ -176,7 +171,7 @@ void Scheduler::RefillReserves(int64_t now_s, CycleResult& result) {
       }
     }
     if (chosen.empty()) {
-      refill_futile_[rule.group] = state_epoch_;
+      memo_.RememberFutileRefill(rule.group);
       continue;
     }
     for (Lease* victim : chosen) {
