@@ -25,9 +25,6 @@ struct PlacementOptions {
   bool ignore_gang_reservations = false;
   int64_t now_s = 0;                 // for backfill: does the request end before a reservation?
   uint64_t owner = 0;                // the request's handle: its own reservations are usable
-  // Another request's handle whose preemption reservations the request shares (the scheduler's
-  // co-holders: see Scheduler::RevokeFor). Only the scan answers it.
-  uint64_t co_owner = 0;
   bool first_fit = false;            // the baseline policy instead of packing
   bool ignore_host = false;          // "would it fit if its nodes had the CPU and memory?"
   // No slot on a spare GPU (SpareGpu): a request placed beside a spare reserve that it may not

@@ -121,7 +121,6 @@ std::optional<std::vector<int>> Scheduler::Place(const PendingRequest& p,
                                                  const CapacityState& state,
                                                  PlacementOptions options) const {
   options.owner = p.handle;
-  options.co_owner = p.co_holder;
   options.first_fit = options_.first_fit;
   return PlaceRequest(topology_, state, p.request, candidates, options);
 }
@@ -131,8 +130,6 @@ std::optional<std::vector<int>> Scheduler::PlaceLiveAnywhere(const PendingReques
                                                              PlacementOptions options) const {
   options.owner = p.handle;
   options.first_fit = options_.first_fit;
-  // Sharing another request's reservation: only the scan knows a second owner.
-  if (p.co_holder != 0) return Place(p, p.eligibility->candidates.at(group), state_, options);
   if (policy_) {
     PolicyAnswer answer = p.eligibility->views.at(group)->Place(*policy_, state_, p.request, options);
     if (answer.answered) return answer.gpus;
@@ -305,7 +302,6 @@ absl::StatusOr<std::string> Scheduler::Submit(LeaseRequest r, int64_t now_s) {
   if (policy_) policy_->Observe(PodRequestOf(r, topology_.models()));
   std::string id = r.id;
   PendingRequest& p = pending_[id];
-  by_handle_[next_handle_] = &p;
   p.request = std::move(r);
   p.submitted_s = now_s;
   p.handle = next_handle_++;
@@ -326,19 +322,13 @@ absl::Status Scheduler::Cancel(const std::string& request_id) {
     return absl::NotFoundError(absl::StrCat("no pending request '", request_id, "'"));
   }
   Unreserve(it->second);
-  ErasePending(it);
+  pending_.erase(it);
   return absl::OkStatus();
 }
 
-bool Scheduler::VictimsStillRunning(const PendingRequest& p) const {
-  // A request sharing another's reservation waits for that one's victims too: it counts on
-  // what they leave.
-  const PendingRequest* shared = p.co_holder != 0 ? by_handle_.at(p.co_holder) : nullptr;
+bool Scheduler::VictimsStillRunning(const std::string& request_id) const {
   for (const auto& [id, lease] : leases_) {
-    if (!lease.revoke_deadline_s.has_value()) continue;
-    if (lease.revoked_for == p.request.id || (shared != nullptr && lease.revoked_for == shared->request.id)) {
-      return true;
-    }
+    if (lease.revoke_deadline_s.has_value() && lease.revoked_for == request_id) return true;
   }
   return false;
 }

@@ -232,9 +232,6 @@ class Scheduler {
     int64_t claimed_milli = 0;
     std::optional<int64_t> reserved_start_s;
     std::optional<int64_t> guaranteed_since_s;  // within nominal quota continuously since
-    // The request whose preemption reservation it shares while their victims stop (RevokeFor);
-    // 0 when none.
-    uint64_t co_holder = 0;
     // Derived once at submission, used every cycle: the GPUs its constraints allow (an entry of
     // eligibility_, whose nodes never move) and its shape (decision_memo.h).
     const Eligibility* eligibility = nullptr;
@@ -295,23 +292,15 @@ class Scheduler {
   bool TryPreempt(PendingRequest& p, const std::string& group, bool guaranteed,
                   int64_t own_quota_to_free, const BackfillSet& backfill, CycleState& cycle);
   bool TryMove(PendingRequest& p, const std::string& group, const BackfillSet& backfill, CycleState& cycle);
-  // state_ as single-slot `p` may count on it: on those of `gpus` reserved for another
-  // single-slot request, that request's victims gone and its slot taken, the rest open to p.
-  CapacityState WithSharedReservations(const PendingRequest& p, const std::vector<int>& gpus) const;
   // Stage "reserve": a grant takes its GPUs and quota; a request waiting for victims holds the
   // GPUs they leave (reserved_for) and claims its quota. Both undone by Unreserve, idempotently.
   void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
              bool borrowing, CycleState& cycle);
-  // Revokes `victim` for `p`; the GPUs it leaves are reserved for p, or stay reserved for the
-  // request p shares them with (p.co_holder).
   void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, CycleState& cycle);
   void ClaimQuota(PendingRequest& p, const std::string& group);
   void Unreserve(PendingRequest& p);
   void DropClaim(PendingRequest& p);
-  // Drops what `handle` reserved. GPUs it held for its victims pass to the first request sharing
-  // them (co_holders_), whose own victims stop there too.
   void ClearReservations(uint64_t handle);
-  void ErasePending(std::map<std::string, PendingRequest>::iterator it);
   // Stage "permit": a gang that lacks room reserves the GPUs where it can start soonest.
   void ReserveForGang(PendingRequest& p, int64_t now_s);
   // After every turn: reserves refill, and movers hear of a gang reservation gone.
@@ -377,8 +366,7 @@ class Scheduler {
   void GiveBack(const Lease& lease, CapacityState& state) const;
   void ReleaseLease(std::map<std::string, Lease>::iterator it);
   Revocation Revoke(Lease& lease, RevokeCause cause, const std::string& for_request, int64_t now_s);
-  // Whether leases revoked for `p` (or for the request whose reservation it shares) still run.
-  bool VictimsStillRunning(const PendingRequest& p) const;
+  bool VictimsStillRunning(const std::string& request_id) const;
   // Capacity was given back, a GPU became schedulable or a reservation was dropped.
   void CapacityGrew() { memo_.CapacityGrew(); }
 
@@ -395,14 +383,6 @@ class Scheduler {
   std::set<int> gang_reserved_gpus_;  // ... with a head-of-line gang reservation
   QuotaLedger ledger_;
   std::map<std::string, PendingRequest> pending_;  // by request id
-  std::map<uint64_t, PendingRequest*> by_handle_;  // the same, by handle
-  // Preemption reservations shared: a GPU reserved for one single-slot request (reserved_for)
-  // where another one's victims stop too is not reserved twice. The holder's handle -> the
-  // requests sharing its GPUs, in the order they joined; the first inherits them (ClearReservations).
-  // Without sharing, the second request could reclaim a borrower beside the first one's victim
-  // only after the first was granted: one grace period per request and GPU, four for a GPU of
-  // quarter slots, and a guarantee broken.
-  std::map<uint64_t, std::vector<uint64_t>> co_holders_;
   std::vector<std::string> order_;                 // pending ids in last cycle's order
   std::map<std::string, Lease> leases_;            // by lease id; elements never move (victims_)
   VictimCensus victims_;                           // the unrevoked preemptible leases_, indexed

@@ -118,7 +118,7 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     }
   }
   if (p.victims_pending) {
-    if (VictimsStillRunning(p)) {
+    if (VictimsStillRunning(p.request.id)) {
       p.reason = WaitReason::kWaitingForPreemption;
       if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
       return false;
@@ -127,23 +127,7 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     // give what it holds up and plan again.
     Unreserve(p);
   }
-  if (!PostFilter(turn, cycle)) {
-    p.reason = turn.reason;
-    return false;
-  }
-  // A plan that shares another request's reservation may need no victim of its own: the room it
-  // counts on (beside that request's) may be free already.
-  if (p.co_holder != 0) {
-    for (const GroupCheck& check : turn.groups) {
-      if (!check.quota.fits) continue;
-      if (std::optional<std::vector<int>> gpus =
-              PlaceLive(p, *check.group, {.ignore_gang_reservations = check.guaranteed, .now_s = now_s})) {
-        DropClaim(p);
-        Grant(p, *check.group, *gpus, check.quota.borrowing, cycle);
-        return true;
-      }
-    }
-  }
+  if (!PostFilter(turn, cycle)) p.reason = turn.reason;
   return false;
 }
 
@@ -298,34 +282,11 @@ void Scheduler::Unreserve(PendingRequest& p) {
   DropClaim(p);
 }
 
-void Scheduler::ErasePending(std::map<std::string, PendingRequest>::iterator it) {
-  by_handle_.erase(it->second.handle);
-  pending_.erase(it);
-}
-
 void Scheduler::ClearReservations(uint64_t handle) {
-  // It no longer shares another request's GPUs.
-  if (PendingRequest* self = by_handle_.contains(handle) ? by_handle_.at(handle) : nullptr;
-      self != nullptr && self->co_holder != 0) {
-    std::erase(co_holders_[self->co_holder], handle);
-    if (co_holders_[self->co_holder].empty()) co_holders_.erase(self->co_holder);
-    self->co_holder = 0;
-  }
-  // Its own GPUs pass to the first request sharing them; the others share them with that one.
-  uint64_t heir = 0;
-  if (auto sharing = co_holders_.find(handle); sharing != co_holders_.end()) {
-    std::vector<uint64_t> rest = std::move(sharing->second);
-    co_holders_.erase(sharing);
-    heir = rest.front();
-    by_handle_.at(heir)->co_holder = 0;
-    rest.erase(rest.begin());
-    for (uint64_t h : rest) by_handle_.at(h)->co_holder = heir;
-    if (!rest.empty()) co_holders_[heir] = std::move(rest);
-  }
   std::vector<int> cleared;
   for (int g : reserved_gpus_) {
     if (state_[g].reserved_for == handle) {
-      state_[g].reserved_for = heir;
+      state_[g].reserved_for = 0;
       cleared.push_back(g);
     }
     if (state_[g].gang_reserved_for == handle) {
@@ -381,7 +342,7 @@ void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
 }
 
 void Scheduler::EndCycle(CycleState& cycle) {
-  for (const std::string& id : cycle.admitted) ErasePending(pending_.find(id));
+  for (const std::string& id : cycle.admitted) pending_.erase(id);
   RefillReserves(cycle.now_s, cycle.result);
   // A gang reservation gone (granted, or moved to other GPUs) opens room for movers.
   for (int g : cycle.gang_reserved_before) {

@@ -5,8 +5,6 @@
 // the GPUs its victims leave (reserved_for) and its quota (a claim) until they are gone.
 #include <algorithm>
 #include <functional>
-#include <map>
-#include <set>
 
 #include "pool/scheduler/move_planner.h"
 #include "pool/scheduler/preemption_planner.h"
@@ -80,37 +78,14 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   for (int g : eligible) {
     if (relevant_node[topology_.gpus()[g].node]) gpus.push_back(g);
   }
-  // A single-slot request may share a GPU that a preemption already reserved for another
-  // single-slot request, counting on what is left there once that request's victims are gone
-  // and it has taken its slot (co_holders_ in scheduler.h says why).
-  const CapacityState shared = p.request.slot_count == 1 ? WithSharedReservations(p, gpus) : state_;
   // What if these victims were gone? A guaranteed request is not held back by gang reservations.
-  const auto place_on = [&](const CapacityState& base, const std::vector<size_t>& freed) {
-    CapacityState trial = base;
+  const auto fits = [&](const std::vector<size_t>& freed) {
+    CapacityState trial = state_;
     for (size_t i : freed) GiveBack(*victims[i], trial);
-    return PlaceHonouringReserve(p, group, gpus, trial, {.ignore_gang_reservations = guaranteed, .now_s = now_s});
+    return PlaceHonouringReserve(p, group, gpus, trial, {.ignore_gang_reservations = guaranteed, .now_s = now_s})
+        .has_value();
   };
-  const auto fits_on = [&](const CapacityState& base) {
-    return [&](const std::vector<size_t>& freed) { return place_on(base, freed).has_value(); };
-  };
-  std::optional<std::vector<size_t>> chosen = PlanPreemption(candidates, own_quota_to_free, fits_on(shared));
-  // The plan may share one other request's reservation: where the request would go and where its
-  // victims are, no GPU may be held by a second one. Otherwise, the plan without sharing.
-  std::set<uint64_t> holders;
-  if (chosen) {
-    std::vector<int> touched = *place_on(shared, *chosen);
-    for (size_t i : *chosen) {
-      for (const GpuRef& ref : victims[i]->gpus) touched.push_back(topology_.Find(ref));
-    }
-    for (int g : touched) {
-      if (state_[g].reserved_for != 0 && state_[g].reserved_for != p.handle) holders.insert(state_[g].reserved_for);
-    }
-  }
-  if (holders.size() > 1) chosen = PlanPreemption(candidates, own_quota_to_free, fits_on(state_));
-  if (holders.size() == 1 && chosen) {
-    p.co_holder = *holders.begin();
-    co_holders_[p.co_holder].push_back(p.handle);
-  }
+  std::optional<std::vector<size_t>> chosen = PlanPreemption(candidates, own_quota_to_free, fits);
   if (!chosen) {
     memo_.RememberPreemptionFailure(memo_key);
     return false;
@@ -122,41 +97,11 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   return true;
 }
 
-CapacityState Scheduler::WithSharedReservations(const PendingRequest& p, const std::vector<int>& gpus) const {
-  CapacityState base = state_;
-  std::map<uint64_t, std::set<int>> held;  // holder -> its GPUs among `gpus`
-  for (int g : gpus) {
-    const uint64_t h = state_[g].reserved_for;
-    if (h == 0 || h == p.handle) continue;
-    auto q = by_handle_.find(h);
-    if (q != by_handle_.end() && q->second->request.slot_count == 1) held[h].insert(g);
-  }
-  if (held.empty()) return base;
-  for (const auto& [h, held_gpus] : held) {
-    const PendingRequest& q = *by_handle_.at(h);
-    for (const auto& [id, lease] : leases_) {
-      if (!lease.revoke_deadline_s.has_value() || lease.revoked_for != q.request.id) continue;
-      for (const GpuRef& ref : lease.gpus) {
-        if (int g = topology_.Find(ref); held_gpus.contains(g)) base.Give(g, lease.request.slot);
-      }
-    }
-    for (int g : held_gpus) {
-      if (base.Fits(g, q.request.slot)) {
-        base.Take(g, q.request.slot);
-        break;
-      }
-    }
-    for (int g : held_gpus) base[g].reserved_for = p.handle;
-  }
-  return base;
-}
-
 void Scheduler::RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, CycleState& cycle) {
   std::vector<int> reserved;
   for (const GpuRef& ref : victim.gpus) {
     reserved.push_back(topology_.Find(ref));
-    uint64_t& holder = state_[reserved.back()].reserved_for;
-    if (holder == 0 || holder != p.co_holder) holder = p.handle;
+    state_[reserved.back()].reserved_for = p.handle;
   }
   RefreshGpus(reserved);
   cycle.result.revoked.push_back(Revoke(victim, cause, p.request.id, cycle.now_s));

@@ -2,7 +2,6 @@
 
 #include <gmock/gmock.h>
 #include <algorithm>
-#include <set>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -55,59 +54,6 @@ TEST(Scheduler, IdleQuotaIsBorrowedAndReclaimedWithinTheGracePeriod) {
   EXPECT_THAT(r.expired, SizeIs(2));
   EXPECT_THAT(r.granted, SizeIs(1));
   EXPECT_EQ(pool.s().ledger().Usage("a", "H100-80GB"), 2000);
-}
-
-// Reclaiming quarter slots of one GPU for several guaranteed requests at once: each reclaims its
-// own victim in the same cycle, sharing the GPU's reservation, and all start when the victims
-// stop. (With one owner per reserved GPU, the second could reclaim only after the first was
-// granted: one grace period each, and the guarantee broken from the second on.)
-TEST(Scheduler, GuaranteedRequestsShareAGpuReservedForReclaimingFractions) {
-  Pool pool(R"(
-nodes:
-  - name: n
-    count: 1
-    gpus: [{model: H100-80GB, count: 1}]
-teams:
-  - name: a
-    quotas: [{gpus: H100-80GB, nominal: 1}]
-  - name: b
-    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 1}]
-)");
-  const auto quarter = [&](const std::string& id, const std::string& team, int64_t now) {
-    LeaseRequest r;
-    r.id = id;
-    r.team = team;
-    r.priority_class = "experiment";
-    r.slot = SlotShape::Fraction(20000, 250);
-    return pool.s().Submit(r, now);
-  };
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(quarter(absl::StrCat("b", i), "b", 0).ok());
-  EXPECT_THAT(pool.s().Schedule(0).granted, SizeIs(4));  // the whole GPU, borrowed in quarters
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(quarter(absl::StrCat("a", i), "a", 100).ok());
-  CycleResult r = pool.s().Schedule(100);
-  EXPECT_TRUE(r.granted.empty());
-  ASSERT_THAT(r.revoked, SizeIs(3));
-  std::set<std::string> reclaimers;
-  for (const Revocation& v : r.revoked) {
-    EXPECT_EQ(v.cause, RevokeCause::kReclaim);
-    reclaimers.insert(v.for_request);
-  }
-  EXPECT_EQ(reclaimers, (std::set<std::string>{"a0", "a1", "a2"}));
-  for (const char* id : {"a0", "a1", "a2"}) EXPECT_EQ(pool.ReasonOf(id), WaitReason::kWaitingForPreemption) << id;
-  // Nothing else may take the room meanwhile: b's fourth quarter stays, and a new borrower waits.
-  ASSERT_TRUE(quarter("b9", "b", 110).ok());
-  EXPECT_TRUE(pool.s().Schedule(110).granted.empty());
-  // The victims stop at their deadline; all three reclaimers start in that cycle, within grace.
-  r = pool.s().Schedule(130);
-  EXPECT_THAT(r.expired, SizeIs(3));
-  ASSERT_THAT(r.granted, SizeIs(3));
-  for (const std::string& id : r.granted) {
-    const Lease& lease = pool.s().leases().at(id);
-    EXPECT_EQ(lease.request.team, "a");
-    ASSERT_TRUE(lease.guaranteed_wait_s.has_value());
-    EXPECT_LE(*lease.guaranteed_wait_s, 30) << id;
-  }
-  EXPECT_NE(pool.ReasonOf("b9"), WaitReason::kNone);  // still waiting: the GPU is a's now
 }
 
 TEST(Scheduler, AVictimThatStopsEarlyHandsItsGpusToTheReclaimerOnly) {
