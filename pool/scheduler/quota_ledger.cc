@@ -68,14 +68,11 @@ QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group,
   // quota within their lending limits, minus what others already borrow.
   auto cap = capacity_.find(group);
   int64_t capacity = cap == capacity_.end() ? 0 : cap->second;
-  int64_t nominal_total = 0, lendable = 0, borrowed_by_others = 0;
-  for (const Team& t : config_->teams) {
-    nominal_total += Nominal(t.name, group);
-    if (t.name == team) continue;
-    lendable += Lendable(t.name, group);
-    borrowed_by_others += Borrowed(t.name, group);
-  }
-  int64_t unowned = std::max<int64_t>(0, capacity - nominal_total);
+  // The other teams' sums: every team's, less this team's own share (a configured team: Validate).
+  const GroupTotals& totals = TotalsOf(group);
+  const int64_t lendable = totals.lendable - Lendable(team, group);
+  const int64_t borrowed_by_others = totals.borrowed - Borrowed(team, group);
+  int64_t unowned = std::max<int64_t>(0, capacity - totals.nominal);
   int64_t own_borrow_after = usage + milli - nominal;
   if (own_borrow_after + borrowed_by_others > unowned + lendable) {
     return {false, true, WaitReason::kNoBorrowableCapacity};
@@ -83,23 +80,39 @@ QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group,
   return {true, true, WaitReason::kNone};
 }
 
+const QuotaLedger::GroupTotals& QuotaLedger::TotalsOf(const std::string& group) const {
+  auto [it, inserted] = totals_.try_emplace(group);
+  if (inserted) {
+    for (const Team& t : config_->teams) {
+      it->second.nominal += Nominal(t.name, group);
+      it->second.lendable += Lendable(t.name, group);
+      it->second.borrowed += Borrowed(t.name, group);
+    }
+  }
+  return it->second;
+}
+
 bool QuotaLedger::FitsNominal(const std::string& team, const std::string& group, int64_t milli) const {
   return Committed(team, group) + milli <= Nominal(team, group);
 }
 
 void QuotaLedger::Add(const std::string& team, const std::string& group, int64_t milli) {
+  Changed(group);
   Adjust(usage_, team, group, milli);
 }
 
 void QuotaLedger::Remove(const std::string& team, const std::string& group, int64_t milli) {
+  Changed(group);
   Adjust(usage_, team, group, -milli);
 }
 
 void QuotaLedger::Claim(const std::string& team, const std::string& group, int64_t milli) {
+  Changed(group);
   Adjust(claims_, team, group, milli);
 }
 
 void QuotaLedger::Unclaim(const std::string& team, const std::string& group, int64_t milli) {
+  Changed(group);
   Adjust(claims_, team, group, -milli);
 }
 

@@ -66,11 +66,22 @@ class QuotaLedger {
   const TeamQuota* QuotaOf(const std::string& team, const std::string& group) const;
   int64_t Lendable(const std::string& team, const std::string& group) const;
   int64_t Committed(const std::string& team, const std::string& group) const;  // usage + claims
+  // Sums over every team of a group, what a borrowing check weighs: recomputed (one pass over
+  // the teams) only after a usage or claim of the group changed, since a cycle checks many
+  // requests between two changes.
+  struct GroupTotals {
+    int64_t nominal = 0;
+    int64_t lendable = 0;
+    int64_t borrowed = 0;
+  };
+  const GroupTotals& TotalsOf(const std::string& group) const;
+  void Changed(const std::string& group) { totals_.erase(group); }
 
   const SchedulingConfig* config_;
   std::map<std::string, int64_t> capacity_;                     // group -> milli
   std::map<std::pair<std::string, std::string>, int64_t> usage_;  // (team, group) -> milli
   std::map<std::pair<std::string, std::string>, int64_t> claims_; // (team, group) -> milli
+  mutable std::map<std::string, GroupTotals> totals_;            // group -> sums, while valid
 };
 
 }  // namespace gpupool::pool
