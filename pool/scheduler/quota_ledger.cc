@@ -68,10 +68,12 @@ QuotaCheck QuotaLedger::Check(const std::string& team, const std::string& group,
   // quota within their lending limits, minus what others already borrow.
   auto cap = capacity_.find(group);
   int64_t capacity = cap == capacity_.end() ? 0 : cap->second;
-  // The other teams' sums: every team's, less this team's own share (a configured team: Validate).
+  // The other teams' sums: every configured team's, less this team's own share when it is one of
+  // them (the scheduler admits configured teams only; the ledger does not rely on it).
   const GroupTotals& totals = TotalsOf(group);
-  const int64_t lendable = totals.lendable - Lendable(team, group);
-  const int64_t borrowed_by_others = totals.borrowed - Borrowed(team, group);
+  const bool configured = config_->FindTeam(team) != nullptr;
+  const int64_t lendable = totals.lendable - (configured ? Lendable(team, group) : 0);
+  const int64_t borrowed_by_others = totals.borrowed - (configured ? Borrowed(team, group) : 0);
   int64_t unowned = std::max<int64_t>(0, capacity - totals.nominal);
   int64_t own_borrow_after = usage + milli - nominal;
   if (own_borrow_after + borrowed_by_others > unowned + lendable) {

@@ -9,7 +9,9 @@
 //
 // With no teams configured the pool is open: every team is guaranteed whatever capacity exists
 // (only placement limits it), which is what a single user on a laptop expects.
-// Thread-compatible; owned by the Scheduler.
+// Thread-compatible, with one caveat: Check fills a cache, so even const calls must not run
+// concurrently with each other (the head calls the scheduler under one exclusive lock). Owned by
+// the Scheduler.
 #ifndef GPUPOOL_POOL_SCHEDULER_QUOTA_LEDGER_H_
 #define GPUPOOL_POOL_SCHEDULER_QUOTA_LEDGER_H_
 

@@ -83,7 +83,7 @@ TEST(QuotaLedger, BorrowingVerdictsMatchTheCohortRuleAfterRandomChanges) {
   std::mt19937_64 rng(5);
   int borrowing_seen = 0, refused_seen = 0;
   for (int step = 0; step < 1500; ++step) {
-    const std::string team = absl::StrCat("t", rng() % 5);
+    const std::string team = absl::StrCat("t", rng() % 6);
     const std::string& group = groups[rng() % 2];
     const int64_t milli = 250 * static_cast<int64_t>(1 + rng() % 8);
     auto& usage = model.usage[{team, group}];
@@ -94,11 +94,12 @@ TEST(QuotaLedger, BorrowingVerdictsMatchTheCohortRuleAfterRandomChanges) {
       case 2: ledger.Claim(team, group, milli); claims += milli; break;
       case 3: if (claims >= milli) { ledger.Unclaim(team, group, milli); claims -= milli; } break;
     }
-    for (int t = 0; t < 5; ++t) {
+    // t5 is no configured team: the ledger must not count it among "the other teams" twice.
+    for (int t = 0; t < 6; ++t) {
+      const std::string name = absl::StrCat("t", t);
       for (const std::string& g : groups) {
         // Every size up to the group's capacity, so each step's verdicts cross the boundary.
         for (int64_t ask = 250; ask <= capacity.at(g); ask += 250) {
-          const std::string name = absl::StrCat("t", t);
           const QuotaCheck got = ledger.Check(name, g, ask, /*may_borrow=*/true);
           const QuotaCheck want = model.Check(name, g, ask);
           ASSERT_EQ(got.fits, want.fits) << "step " << step << " " << name << " " << g << " " << ask;
