@@ -69,14 +69,19 @@ absl::StatusOr<Inventory> Inventory::FromDiscovery(const std::vector<DiscoveredN
       inode.gpu_positions.push_back(inv.gpus_.size());
       inv.gpus_.push_back(std::move(gpu));
     }
+    inv.node_index_[node.name] = inv.nodes_.size();
     inv.nodes_.push_back(std::move(inode));
   }
   return inv;
 }
 
 const InventoryGpu* Inventory::Find(const GpuRef& ref) const {
-  for (const InventoryGpu& gpu : gpus_) {
-    if (gpu.ref == ref) return &gpu;
+  // By node, then among its few GPUs: a scan of every GPU made the scheduler's construction
+  // quadratic in the pool's size (seconds at 20,000 GPUs).
+  auto node = node_index_.find(ref.node);
+  if (node == node_index_.end()) return nullptr;
+  for (size_t position : nodes_[node->second].gpu_positions) {
+    if (gpus_[position].ref.index == ref.index) return &gpus_[position];
   }
   return nullptr;
 }

@@ -75,6 +75,7 @@ class Inventory {
 
   std::vector<InventoryNode> nodes_;
   std::vector<InventoryGpu> gpus_;
+  std::map<std::string, size_t> node_index_;  // node name -> position in nodes_
 };
 
 }  // namespace gpupool::pool

@@ -44,6 +44,18 @@ nodes:
   EXPECT_EQ(inv.Find({"b", 2})->nvlink_island, "b/left");
   EXPECT_EQ(inv.Select({{"model", "L4"}, {"tier", "inference"}}).size(), 2u);
   EXPECT_EQ(inv.Select({{"rack", "r2"}}).size(), 4u);
+  // Find: every GPU by its own reference (also after the inventory is copied), none else.
+  const Inventory copy = inv;
+  for (const InventoryGpu& gpu : inv.gpus()) {
+    EXPECT_EQ(inv.Find(gpu.ref), &gpu);
+    ASSERT_NE(copy.Find(gpu.ref), nullptr);
+    EXPECT_EQ(copy.Find(gpu.ref)->ref, gpu.ref);
+    EXPECT_NE(copy.Find(gpu.ref), &gpu);
+  }
+  EXPECT_EQ(inv.Find({"a", 6}), nullptr);   // a node's GPU it does not have
+  EXPECT_EQ(inv.Find({"b", 4}), nullptr);
+  EXPECT_EQ(inv.Find({"c", 0}), nullptr);   // a node the pool does not have
+  EXPECT_EQ(inv.Find({"", 0}), nullptr);
 }
 
 TEST(Inventory, RebuildsMigLayoutsAndRejectsImpossibleOnes) {
