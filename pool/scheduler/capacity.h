@@ -77,7 +77,7 @@ struct GpuState {
   bool schedulable = true;
   int compute_free_milli = 1000;
   int64_t memory_free_mib = 0;
-  uint64_t reserved_for = 0;       // a preemption freed this GPU for that request
+  uint64_t reserved_for = 0;       // a preemption or move plan frees this GPU for that request
   uint64_t gang_reserved_for = 0;  // head-of-line gang reservation ...
   int64_t gang_reserved_until_s = 0;  // ... expected to start then: only earlier work backfills
 };

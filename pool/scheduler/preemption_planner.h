@@ -8,11 +8,12 @@
 //
 //   std::optional<std::vector<size_t>> victims = PlanPreemption(candidates, own_quota_to_free, fits);
 //
-// Choice: the least work lost, then the fewest victims. Candidates are taken cheapest first
-// (GPU-seconds since their last checkpoint; among equals the one holding more GPUs, which frees
-// more per victim; then by lease id), those marked `last` after all others, until the request
-// fits; the shortest such prefix is found by bisection (fitting is monotone in the prefix). Then
-// any victim that turns out unnecessary is dropped again, most expensive first.
+// Choice: little work lost and few victims, by a heuristic. Candidates are taken cheapest first
+// (milli-GPU-seconds since their last checkpoint; among equals the one holding more GPUs, which
+// frees more per victim; then by lease id), those marked `last` after all others, until the
+// request fits; the shortest such prefix is found by bisection (fitting is monotone in the
+// prefix). Then any victim that turns out unnecessary is dropped again, from the end of that
+// order (`last` ones first, then the most expensive).
 //
 // When the team's own quota is what blocks the request (it would be beyond nominal), the team's
 // own victims must also free at least `own_quota_to_free` milli-GPUs of quota.

@@ -41,9 +41,10 @@
 //
 // Preemption: a request within its team's nominal quota (guaranteed) may reclaim capacity that
 // other teams borrow; any request may preempt strictly lower-priority leases of its own team.
-// Non-preemptible leases are never revoked. Victims are chosen to minimise the GPU-seconds of
-// work lost since their last checkpoint, then their number. Two requests cannot preempt each
-// other back and forth: borrowers never preempt, and a guaranteed request never borrows.
+// Non-preemptible leases are never revoked. Victims are chosen cheapest first (work lost since
+// their last checkpoint), then as few as needed (preemption_planner.h). Two requests cannot
+// preempt each other back and forth: borrowers never reclaim, and a guaranteed request never
+// borrows.
 //
 // Defragmentation: a guaranteed request that neither fits nor can reclaim or preempt, while
 // enough capacity is free in total (kFragmented), or would be once borrowed capacity is

@@ -1,5 +1,6 @@
 // The Scheduler's spare reserves (spare_reserve.h): placement beside a reserve, the refill, and
-// what status shows. Apart from scheduler.cc, which is large enough.
+// what status shows. A part of the Scheduler in its own file, like scheduler_cycle.cc and
+// scheduler_post_filter.cc.
 #include <algorithm>
 #include <map>
 #include <set>
