@@ -346,7 +346,7 @@ void Scheduler::ReleaseLease(std::map<std::string, Lease>::iterator it) {
   RefreshGpus(gpus);
   ledger_.Remove(lease.request.team, lease.group, lease.milli);
   leases_.erase(it);
-  CapacityGrew();
+  memo_.CapacityGrew();
 }
 
 absl::Status Scheduler::Release(const std::string& lease_id, int64_t now_s) {
@@ -431,7 +431,7 @@ CycleResult Scheduler::SetGpuHealth(const GpuRef& ref, HealthState state, int64_
   int g = topology_.Find(ref);
   if (g < 0) return result;
   bool schedulable = state == HealthState::kHealthy || state == HealthState::kDegraded;
-  if (schedulable && !state_[g].schedulable) CapacityGrew();
+  if (schedulable && !state_[g].schedulable) memo_.CapacityGrew();
   state_[g].schedulable = schedulable;
   RefreshGpus({g});
   if (schedulable) return result;

@@ -368,8 +368,6 @@ class Scheduler {
   void ReleaseLease(std::map<std::string, Lease>::iterator it);
   Revocation Revoke(Lease& lease, RevokeCause cause, const std::string& for_request, int64_t now_s);
   bool VictimsStillRunning(const std::string& request_id) const;
-  // Capacity was given back, a GPU became schedulable or a reservation was dropped.
-  void CapacityGrew() { memo_.CapacityGrew(); }
 
   // Constant after construction.
   const SchedulingConfig* config_;

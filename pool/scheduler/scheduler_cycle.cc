@@ -296,7 +296,7 @@ void Scheduler::ClearReservations(uint64_t handle) {
   }
   if (cleared.empty()) return;
   RefreshGpus(cleared);
-  CapacityGrew();
+  memo_.CapacityGrew();
 }
 
 bool Scheduler::WithinNominal(const PendingRequest& p) const {

@@ -50,12 +50,18 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   if (memo_.PreemptionFailed(memo_key)) return false;
   // Urgent work a spare reserve admitted beyond its quota is reclaimed last (spare_reserve.h).
   const ReserveRule* reserve = reserves_.For(group);
-  std::vector<const Lease*> victims;
-  std::vector<RevokeCause> causes;
+  // Each candidate victim with its GPU positions, found once: a plan asks about log2(n) + k
+  // questions of them. `candidates` is the same list as the planner weighs it.
+  struct Victim {
+    const Lease* lease;
+    RevokeCause cause;
+    std::vector<int> positions;
+  };
+  std::vector<Victim> victims;
   std::vector<PreemptionCandidate> candidates;
   victims_.ForEachCandidate(group, p.request.team, guaranteed, mine.value, [&](const Lease& lease, RevokeCause cause) {
-    victims.push_back(&lease);
-    causes.push_back(cause);
+    Victim& v = victims.emplace_back(Victim{&lease, cause, {}});
+    for (const GpuRef& ref : lease.gpus) v.positions.push_back(topology_.Find(ref));
     candidates.push_back(
         {.cost = static_cast<double>(lease.milli) * static_cast<double>(now_s - lease.last_checkpoint_s),
          .gpus = lease.gpus.size(),
@@ -71,13 +77,8 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   for (int g : eligible) {
     if (state_[g].compute_free_milli > 0) relevant_node[topology_.gpus()[g].node] = 1;
   }
-  // Each victim's GPU positions, found once: a plan asks about log2(n) + k questions of them.
-  std::vector<std::vector<int>> positions(victims.size());
-  for (size_t i = 0; i < victims.size(); ++i) {
-    for (const GpuRef& ref : victims[i]->gpus) {
-      positions[i].push_back(topology_.Find(ref));
-      relevant_node[topology_.gpus()[positions[i].back()].node] = 1;
-    }
+  for (const Victim& v : victims) {
+    for (int g : v.positions) relevant_node[topology_.gpus()[g].node] = 1;
   }
   std::vector<int> gpus;
   for (int g : eligible) {
@@ -91,7 +92,8 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
   const auto fits = [&](const std::vector<size_t>& freed) {
     const auto move = [&](bool give) {
       for (size_t i : freed) {
-        for (int g : positions[i]) give ? trial.Give(g, victims[i]->request.slot) : trial.Take(g, victims[i]->request.slot);
+        const SlotShape& slot = victims[i].lease->request.slot;
+        for (int g : victims[i].positions) give ? trial.Give(g, slot) : trial.Take(g, slot);
       }
     };
     move(true);
@@ -106,7 +108,7 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     memo_.RememberPreemptionFailure(memo_key);
     return false;
   }
-  for (size_t i : *chosen) RevokeFor(p, leases_.at(victims[i]->id), causes[i], cycle);
+  for (size_t i : *chosen) RevokeFor(p, leases_.at(victims[i].lease->id), victims[i].cause, cycle);
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
   if (guaranteed) ClaimQuota(p, group);
@@ -215,7 +217,7 @@ std::optional<std::vector<int>> Scheduler::PlaceOnMoveHold(const PendingRequest&
       const int held = h.gpu;
       move_holds_.erase(move_holds_.begin() + static_cast<std::ptrdiff_t>(i));
       // Placed elsewhere: the held room stays free, which memoised failures must hear of.
-      if (std::find(gpus->begin(), gpus->end(), held) == gpus->end()) CapacityGrew();
+      if (std::find(gpus->begin(), gpus->end(), held) == gpus->end()) memo_.CapacityGrew();
     } else {
       state_.Take(h.gpu, h.slot);
       RefreshGpus({h.gpu});
@@ -230,7 +232,7 @@ void Scheduler::ReleaseMoveHold(size_t index) {
   state_.Give(g, move_holds_[index].slot);
   move_holds_.erase(move_holds_.begin() + static_cast<std::ptrdiff_t>(index));
   RefreshGpus({g});
-  CapacityGrew();
+  memo_.CapacityGrew();
 }
 
 }  // namespace gpupool::pool

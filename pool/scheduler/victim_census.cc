@@ -28,8 +28,7 @@ bool VictimCensus::AnyCandidate(const std::string& group, const std::string& tea
   if (by_team == index_.end()) return false;
   for (const auto& [their_team, by_kind] : by_team->second) {
     for (const auto& [kind, leases] : by_kind) {
-      const auto& [borrowing, their_value] = kind;
-      if (their_team == team ? their_value < value : guaranteed && borrowing) return true;
+      if (CauseFor(their_team, kind.first, kind.second, team, guaranteed, value)) return true;
     }
   }
   return false;

@@ -20,6 +20,7 @@
 #define GPUPOOL_POOL_SCHEDULER_VICTIM_CENSUS_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -46,6 +47,15 @@ class VictimCensus {
                         int value, F&& f) const;
 
  private:
+  // Why a lease of `their_team`, borrowing or not, at `their_value` would be revoked for such a
+  // request: kPriority (own team, lower value), kReclaim (another team's borrowed capacity, for a
+  // guaranteed request), or nullopt (not a candidate).
+  static std::optional<RevokeCause> CauseFor(const std::string& their_team, bool borrowing, int their_value,
+                                             const std::string& team, bool guaranteed, int value) {
+    if (their_team == team) return their_value < value ? std::optional(RevokeCause::kPriority) : std::nullopt;
+    return guaranteed && borrowing ? std::optional(RevokeCause::kReclaim) : std::nullopt;
+  }
+
   // lease id -> the lease, as the scheduler holds it
   using Leases = std::map<std::string, const Lease*>;
   // group -> team -> (borrowing, priority value) -> live candidate leases (never empty: erased)
@@ -59,10 +69,9 @@ void VictimCensus::ForEachCandidate(const std::string& group, const std::string&
   if (by_team == index_.end()) return;
   for (const auto& [their_team, by_kind] : by_team->second) {
     for (const auto& [kind, leases] : by_kind) {
-      const auto& [borrowing, their_value] = kind;
-      const bool own = their_team == team;
-      if (own ? their_value >= value : !(guaranteed && borrowing)) continue;
-      for (const auto& [id, lease] : leases) f(*lease, own ? RevokeCause::kPriority : RevokeCause::kReclaim);
+      const std::optional<RevokeCause> cause = CauseFor(their_team, kind.first, kind.second, team, guaranteed, value);
+      if (!cause) continue;
+      for (const auto& [id, lease] : leases) f(*lease, *cause);
     }
   }
 }
