@@ -471,6 +471,8 @@ py::dict StatsToDict(const RuntimeStats& s) {
   d["teams"] = teams;
   d["scrubbed_bytes"] = s.scrubbed_bytes;
   d["live_objects"] = s.live_objects;
+  d["objects_kept_by_workers"] = s.objects_kept_by_workers;
+  d["bytes_fetched_from_workers"] = s.bytes_fetched_from_workers;
   d["queued_tasks"] = s.queued_tasks;
   d["waiting_for_dependencies"] = s.waiting_for_dependencies;
   py::list overdue;

@@ -11,7 +11,9 @@
 // With a third argument `nested`, it then passes refs inside an argument (a vector of them: one
 // put by the driver, one a task's result still being computed) to a task, which reads them
 // wherever it runs; a worker imports them from the driver. A second task returns them unread, and
-// the driver reads them from its result.
+// the driver reads them from its result. Then objects go the other way: a task returns refs to
+// values it put where it ran, and another returns 1 MiB (over the 100 KiB that travel with a
+// task's outcome). The worker keeps both until the driver reads them.
 #include <unistd.h>
 
 #include <chrono>
@@ -56,6 +58,15 @@ std::vector<gpupool::ObjectRef<int>> PassBack(gpupool::TaskContext&, std::vector
 }
 GPUPOOL_REMOTE(PassBack);
 
+// Puts n and n + 1 where it runs and returns the refs: in a worker, the worker keeps the values.
+std::vector<gpupool::ObjectRef<int>> MadeHere(gpupool::TaskContext&, int n) {
+  return {gpupool::Put(n), gpupool::Put(n + 1)};
+}
+GPUPOOL_REMOTE(MadeHere);
+
+std::string Big(gpupool::TaskContext&, int kib) { return std::string(static_cast<size_t>(kib) << 10, 'x'); }
+GPUPOOL_REMOTE(Big);
+
 int main(int argc, char** argv) {
   gpupool::Runtime rt = gpupool::Init(argc, argv);  // in a worker, Init serves the driver and never returns
   int tasks = argc > 1 ? std::atoi(argv[1]) : 4;
@@ -81,6 +92,19 @@ int main(int argc, char** argv) {
     std::printf("passed back:");
     for (auto& r : back) std::printf(" %d", *gpupool::Get(r));
     std::printf("\n");
+    std::vector<gpupool::ObjectRef<int>> made = *gpupool::Get(gpupool::Task(MadeHere).Gpus(1).Submit(7));
+    std::printf("kept by workers: %llu\n", static_cast<unsigned long long>(rt.Stats().objects_kept_by_workers));
+    std::printf("made in a worker: %d %d\n", *gpupool::Get(made[0]), *gpupool::Get(made[1]));
+    gpupool::ObjectRef<std::string> big = gpupool::Task(Big).Gpus(1).Submit(1024);
+    // Done, but not read: the worker keeps it (nothing here has waited for it yet).
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (rt.Stats().objects_kept_by_workers == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::printf("big result kept by a worker: %llu\n", static_cast<unsigned long long>(rt.Stats().objects_kept_by_workers));
+    const size_t big_bytes = gpupool::Get(big)->size();
+    std::printf("big result: %zu bytes, %llu bytes fetched from workers\n", big_bytes,
+                static_cast<unsigned long long>(rt.Stats().bytes_fetched_from_workers));
   }
   return 0;
 }

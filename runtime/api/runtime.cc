@@ -35,15 +35,18 @@ namespace {
 // The runtime the free functions use. One per process at a time (see runtime.h for why).
 std::atomic<runtime::JobRuntime*> current_runtime{nullptr};
 // Whether this process is a worker serving a driver elsewhere (ServeAsWorker). A worker's own
-// objects get ids from kWorkerObjectIdBase up (the same owner rank as its driver's, whose ids count
-// from 1), so an id met in a worker says whose it is: without this, a driver's id nested in a
-// task's arguments would be looked up here and could name an unrelated object of the worker's.
+// objects get ids in a range its driver gave it (wire::Welcome::object_id_base: above the
+// driver's, which count from 1, and apart from every other worker's), so an id says whose object
+// it is everywhere in the job: without this, a driver's id nested in a task's arguments would be
+// looked up here and could name an unrelated object of the worker's.
 std::atomic<bool> serving_as_worker{false};
-constexpr ObjectId kWorkerObjectIdBase = ObjectId{1} << 47;
+std::atomic<ObjectId> worker_object_base{0};
 // In a worker process, whether `id` names an object the worker made (not one of its driver's,
-// which keep the driver's ids there).
+// which keep the driver's ids there, nor another worker's, which the driver passes on).
 bool IsWorkersOwnObject(ObjectId id) {
-  return serving_as_worker.load(std::memory_order_acquire) && id >= kWorkerObjectIdBase;
+  if (!serving_as_worker.load(std::memory_order_acquire)) return false;
+  const ObjectId base = worker_object_base.load(std::memory_order_relaxed);
+  return id > base && id - base < runtime::wire::kWorkerIdSpan;
 }
 // In a worker process, while it serves its driver (ServeAsWorker): the host that imports the
 // driver's objects, and how many imports are under way. The runtime's CPU task threads outlive
@@ -156,7 +159,8 @@ const std::string& Runtime::node() const { return impl_->node(); }
   absl::StatusOr<std::unique_ptr<runtime::JobRuntime>> rt =
       runtime::JobRuntime::Start(join->options, std::move(join->joined));
   if (!rt.ok()) fail(std::string(rt.status().message()));
-  (*rt)->store().SetIdBase(kWorkerObjectIdBase);  // before any object exists here
+  (*rt)->store().SetIdBase(join->object_id_base);  // before any object exists here
+  worker_object_base.store(join->object_id_base, std::memory_order_relaxed);
   serving_as_worker.store(true, std::memory_order_release);
   current_runtime.store(rt->get(), std::memory_order_release);
   absl::Status served;
@@ -307,23 +311,30 @@ ObjectHeader* LookupObject(ObjectId id) {
 }
 
 void ExportObject(ObjectHeader* object, std::string* ticket) {
-  // A worker's task result goes to the driver: the driver's own objects (imported under their
-  // ids) need nothing, but the worker's cannot be fetched from it yet. (A worker's task sending a
-  // ref to its group of one, SendValue or BroadcastValue, keeps it in the process.)
-  if (IsWorkersOwnObject(object->id) && runtime::WorkerHost::EncodingForDriver()) {
-    throw Error(ErrorCode::kUnimplemented,
-                absl::StrCat("a ref to object ", object->id, ", which this worker process made, cannot leave it: "
-                             "the driver does not fetch objects from its workers yet (return the value instead)"));
+  // What a worker encodes for its driver (a task's result, a value the driver fetches): the
+  // driver's own objects (imported under their ids) need nothing; the worker's are kept here for
+  // the driver, which fetches them when it needs them (runtime/tasks/remote_objects.h). (A
+  // worker's task sending a ref to its group of one, SendValue or BroadcastValue, keeps it in
+  // the process.)
+  if (runtime::WorkerHost* host = runtime::WorkerHost::EncodingForDriver()) {
+    if (IsWorkersOwnObject(object->id)) host->HoldForDriver(object);
+    ticket->clear();
+    return;
   }
   *ticket = Current().exchange().Export(static_cast<runtime::ObjectEntry*>(object));
 }
 
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
-  // In a worker, a ref to one of the driver's objects (nested in a task's arguments).
-  if (serving_as_worker.load(std::memory_order_acquire) && id < kWorkerObjectIdBase) {
+  // In a worker, a ref to an object it did not make: the driver's (nested in a task's
+  // arguments), or another worker's that the driver passes on (it fetches that one itself).
+  if (serving_as_worker.load(std::memory_order_acquire) && !IsWorkersOwnObject(id)) {
     return ImportFromDriver(id, decode);
   }
   runtime::JobRuntime& rt = Current();
+  // In a driver, a ref to an object one of its workers made, met in what a worker sent.
+  if (runtime::wire::IsWorkerObjectId(id) && rt.remote_objects() != nullptr) {
+    return rt.remote_objects()->Import(id, decode);
+  }
   if (runtime::ObjectExchange::OwnerOf(id) == rt.group().rank()) {
     if (runtime::ObjectEntry* live = rt.store().Lookup(id)) {
       try {

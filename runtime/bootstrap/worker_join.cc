@@ -122,6 +122,11 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   if (!welcome->refusal.empty()) return absl::PermissionDeniedError(absl::StrCat("the driver refused this worker: ", welcome->refusal));
   absl::StatusOr<rpc::DiscoveredPool> gpus = rpc::DecodeNodes(welcome->node_inventory);
   if (!gpus.ok()) return gpus.status();
+  if (!wire::IsWorkerObjectId(welcome->object_id_base) ||
+      !wire::IsWorkerObjectId(welcome->object_id_base + wire::kWorkerIdSpan - 1)) {
+    return absl::DataLossError(absl::StrCat("the driver gave this worker object ids from ", welcome->object_id_base,
+                                            ", outside the range workers' objects take"));
+  }
 
   WorkerJoin out;
   RuntimeOptions& o = out.options;
@@ -133,6 +138,7 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   o.checkpoint_staging_mib = welcome->checkpoint_staging_mib;
   o.cpu_workers = 2;  // CPU tasks a worker's tasks submit; GPU work runs on the leases' threads
   out.linger = std::chrono::milliseconds(welcome->linger_ms);
+  out.object_id_base = welcome->object_id_base;
   out.joined.pool = std::make_unique<DriverLink>(socket->get(), welcome->pool_now_s, welcome->clock_speed);
   out.joined.local_nodes = std::move(gpus->nodes);
   out.joined.driver = welcome->driver.empty() ? gpus->driver : welcome->driver;

@@ -38,6 +38,7 @@ struct WorkerJoin {
   JoinedPool joined;       // the node's GPUs; a pool client that leases nothing (DriverLink)
   std::unique_ptr<FrameSocket> driver;
   std::chrono::milliseconds linger{2000};
+  uint64_t object_id_base = 0;  // this worker's objects take ids from here (Welcome::object_id_base)
 };
 
 // Errors name what was wrong (a missing flag, an unreadable secret, a driver that refused).

@@ -11,7 +11,9 @@ ObjectEntry* ObjectStore::Register(ObjectEntry* entry, ObjectId id) {
   holds_.fetch_add(1, std::memory_order_relaxed);
   Shard& shard = shards_[entry->id % kShards];
   MutexLock lock(&shard.mu);
-  shard.entries.emplace(entry->id, entry);
+  // An id given from outside may still name an entry being freed (its count reached zero): the
+  // new entry takes the id over, and Free leaves it in place.
+  shard.entries.insert_or_assign(entry->id, entry);
   return entry;
 }
 
@@ -56,10 +58,40 @@ std::vector<Task*> ObjectStore::Fail(ObjectEntry* entry, std::exception_ptr fail
 }
 
 bool ObjectStore::AddDependent(ObjectEntry* entry, Task* task) {
+  {
+    MutexLock lock(&entry->mu);
+    if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
+    entry->dependents.push_back(task);
+  }
+  Want(entry);
+  return true;
+}
+
+void ObjectStore::SetRemoteValues(std::shared_ptr<RemoteValues> source) {
+  MutexLock lock(&remote_mu_);
+  remote_ = std::move(source);
+}
+
+std::shared_ptr<RemoteValues> ObjectStore::Remote() {
+  MutexLock lock(&remote_mu_);
+  return remote_;
+}
+
+bool ObjectStore::MarkRemote(ObjectEntry* entry, bool* wanted) {
   MutexLock lock(&entry->mu);
   if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
-  entry->dependents.push_back(task);
+  entry->producer = nullptr;
+  // seq_cst with Want's: of a mark and a want racing, at least one sees the other.
+  entry->remote.store(true, std::memory_order_seq_cst);
+  *wanted = entry->wanted.load(std::memory_order_seq_cst) || !entry->dependents.empty();
   return true;
+}
+
+void ObjectStore::Want(ObjectEntry* entry) {
+  if (entry->state.load(std::memory_order_acquire) != detail::kObjectPending) return;
+  entry->wanted.store(true, std::memory_order_seq_cst);
+  if (!entry->remote.load(std::memory_order_seq_cst)) return;
+  if (std::shared_ptr<RemoteValues> source = Remote()) source->Want(entry);
 }
 
 void ObjectStore::WakeWaiters() {
@@ -78,6 +110,7 @@ const detail::ValueBox& ObjectStore::Await(ObjectEntry* entry,
     for (int i = 0; i < 200 && !resolved(); ++i) __builtin_ia32_pause();
   }
   if (!resolved()) {
+    Want(entry);
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     MutexLock lock(&wait_mu_);
     bool ok = deadline == std::chrono::steady_clock::time_point::max()
@@ -108,6 +141,10 @@ size_t ObjectStore::WaitMany(detail::ObjectHeader* const* objects, size_t count,
     return n;
   };
   if (scan() >= num_ready) return scan();
+  // Values kept elsewhere are asked for, as Ray's wait fetches what it waits for.
+  for (size_t i = 0; i < count; ++i) {
+    if (!ready[i]) Want(static_cast<ObjectEntry*>(objects[i]));
+  }
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
     MutexLock lock(&wait_mu_);
@@ -140,10 +177,15 @@ ObjectEntry* ObjectStore::Lookup(ObjectId id) {
 }
 
 void ObjectStore::Free(ObjectEntry* entry) {
+  if (entry->remote.load(std::memory_order_acquire)) {
+    if (std::shared_ptr<RemoteValues> source = Remote()) source->Forget(entry);
+  }
   {
     Shard& shard = shards_[entry->id % kShards];
     MutexLock lock(&shard.mu);
-    shard.entries.erase(entry->id);
+    if (auto it = shard.entries.find(entry->id); it != shard.entries.end() && it->second == entry) {
+      shard.entries.erase(it);
+    }
   }
   delete entry;
   live_.fetch_sub(1, std::memory_order_relaxed);

@@ -32,9 +32,25 @@ namespace gpupool::runtime {
 
 struct Task;
 class ObjectStore;
+struct ObjectEntry;
+
+// Values kept elsewhere: another process holds them for this one (a worker holding its driver's
+// results and the objects it made: runtime/tasks/remote_objects.h). The store asks for such a
+// value when something here needs it (a Get, a wait, a task depending on it) and says when its
+// entry goes away, so the holder can let go.
+class RemoteValues {
+ public:
+  virtual ~RemoteValues() = default;
+  // Any thread, possibly many times for one entry (the source asks once).
+  virtual void Want(ObjectEntry* entry) = 0;
+  // The entry's last reference went; it is about to be deleted.
+  virtual void Forget(ObjectEntry* entry) = 0;
+};
 
 struct ObjectEntry : detail::ObjectHeader {
   ObjectStore* store = nullptr;
+  std::atomic<bool> remote{false};          // pending while its value is elsewhere (RemoteValues)
+  std::atomic<bool> wanted{false};          // something here waited for it (see MarkRemote)
   std::unique_ptr<detail::ValueBox> value;  // when ready
   std::exception_ptr failure;               // when failed
 
@@ -71,8 +87,18 @@ class ObjectStore {
   std::vector<Task*> Fail(ObjectEntry* entry, std::exception_ptr failure);
 
   // Registers `task` as waiting for `entry` unless it is already resolved; returns whether it
-  // registered (false: resolved, look at its state).
+  // registered (false: resolved, look at its state). A value kept elsewhere is asked for.
   bool AddDependent(ObjectEntry* entry, Task* task);
+
+  // Values kept elsewhere. MarkRemote: a pending entry's value is kept by the source set here
+  // (once, before the first such entry); the entry has no producer any more (it cannot be
+  // cancelled). False when it was resolved meanwhile (a cancelled task's result). `*wanted`: something already
+  // waits for it (the caller asks the source for it: a Want made before the mark found nothing
+  // to ask). Want: asks for the value of a pending remote entry (Await, WaitMany and
+  // AddDependent do this themselves).
+  void SetRemoteValues(std::shared_ptr<RemoteValues> source) ABSL_LOCKS_EXCLUDED(remote_mu_);
+  bool MarkRemote(ObjectEntry* entry, bool* wanted);
+  void Want(ObjectEntry* entry) ABSL_LOCKS_EXCLUDED(remote_mu_);
 
   const detail::ValueBox& Await(ObjectEntry* entry, std::chrono::steady_clock::time_point deadline);
   size_t WaitMany(detail::ObjectHeader* const* objects, size_t count, size_t num_ready,
@@ -106,6 +132,10 @@ class ObjectStore {
   std::atomic<uint64_t> live_{0};
   std::atomic<int64_t> holds_{1};  // live entries + 1 while owned
   Shard shards_[kShards];
+
+  std::shared_ptr<RemoteValues> Remote() ABSL_LOCKS_EXCLUDED(remote_mu_);
+  Mutex remote_mu_;
+  std::shared_ptr<RemoteValues> remote_ ABSL_GUARDED_BY(remote_mu_);
 
   std::atomic<int> waiters_{0};
   Mutex wait_mu_;  // guards no field: waiters sleep on wait_cv_ with it, the states are atomic

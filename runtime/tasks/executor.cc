@@ -246,7 +246,7 @@ void Executor::Settle(Task* task, RunOutcome outcome) {
         return;
       }
       c.tasks_run.fetch_add(1, std::memory_order_relaxed);
-      Finish(task, std::move(outcome.value), nullptr);
+      Finish(task, std::move(outcome.value), nullptr, outcome.value_elsewhere);
       return;
   }
 }
@@ -258,10 +258,12 @@ void Executor::FailTask(Task* task, ErrorCode code, const std::string& location,
          MakeTaskError(code, task->name(), task->id, task->attempt, location, message, cause));
 }
 
-void Executor::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {
+void Executor::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
+                      bool value_elsewhere) {
   if (task->checkpoint_key != nullptr) checkpoints_.Forget(*task->checkpoint_key);  // done with them
-  std::vector<Task*> waiting = failure ? store_.Fail(task->result, std::move(failure))
-                                       : store_.Complete(task->result, std::move(value));
+  std::vector<Task*> waiting = failure          ? store_.Fail(task->result, std::move(failure))
+                               : value_elsewhere ? std::vector<Task*>()
+                                                 : store_.Complete(task->result, std::move(value));
   ObjectEntry* result = task->result;
   for (detail::ObjectHeader* h : task->deps) detail::Release(h);
   for (detail::ObjectHeader* h : task->nested) detail::Release(h);

@@ -114,7 +114,9 @@ class Executor {
   // unless the task had already stopped with its snapshot before the grace period ran out.
   void StoppedRun(LeaseRun* lease, const detail::TaskState& state, RunOutcome& out);
   // Resolves the task's result and frees the task; schedules whoever waited for the result.
-  void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
+  // `value_elsewhere`: done, with the result kept by a worker (its entry stays pending).
+  void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
+              bool value_elsewhere = false);
 
   // Constant after construction.
   JobRuntime* const runtime_;

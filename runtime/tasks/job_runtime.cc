@@ -170,10 +170,20 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
                              .checkpoint_staging_mib = o.checkpoint_staging_mib,
                              .linger_ms = o.worker_linger_ms};
   wo.pool_now = [this] { return pool_->Now(); };
+  remote_objects_ = std::make_shared<RemoteObjects>(
+      store_.get(), [this](Task* t, ObjectEntry* entry) { executor_->DependencyResolved(t, entry); });
+  store_->SetRemoteValues(remote_objects_);
+  remote_->set_objects(remote_objects_.get());
   wo.on_outcomes = [this](WorkerConnection& from, std::vector<wire::Outcome> outcomes) {
     remote_->OnOutcomes(from, std::move(outcomes));
   };
-  wo.on_lost = [this](WorkerConnection& gone, const absl::Status& why, bool bye) { remote_->OnLost(gone, why, bye); };
+  wo.on_lost = [this](WorkerConnection& gone, const absl::Status& why, bool bye) {
+    remote_->OnLost(gone, why, bye);
+    remote_objects_->OnLost(gone, why);
+  };
+  wo.on_fetched = [this](WorkerConnection& from, wire::Fetched answer) {
+    remote_objects_->OnFetched(from, std::move(answer));
+  };
   wo.on_checkpointed = [this](WorkerConnection&, const wire::Checkpointed& note) {
     pool_->Checkpointed(note.lease_id, CheckpointNote{note.task_key, note.version, note.step, note.path});
   };
@@ -187,6 +197,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
       answer.message = "it was freed, or never existed";
     } else if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
       answer.pending = true;  // a task still computes it (a failure's own code is never mistaken for this)
+      store_->Want(entry);    // or another worker keeps it: fetched from there meanwhile
       detail::Release(entry);
     } else {
       try {
@@ -315,6 +326,10 @@ RuntimeStats JobRuntime::Stats() const {
   }
   stats.scrubbed_bytes += gpus_->scrubbed_bytes();
   stats.live_objects = store_->live_objects();
+  if (remote_objects_ != nullptr) {
+    stats.objects_kept_by_workers = remote_objects_->held();
+    stats.bytes_fetched_from_workers = remote_objects_->bytes_fetched();
+  }
   return stats;
 }
 

@@ -52,6 +52,7 @@
 #include "runtime/tasks/rank_device_comm.h"
 #include "runtime/tasks/local_gpus.h"
 #include "runtime/tasks/remote_leases.h"
+#include "runtime/tasks/remote_objects.h"
 #include "runtime/tasks/worker_pool.h"
 #include "runtime/tasks/runtime_events.h"
 #include "runtime/tasks/task.h"
@@ -93,6 +94,8 @@ class JobRuntime final {
   // released it (a gap of one message; not yet closed).
   void EndDeviceUse(LeaseRun& run);
   ObjectExchange& exchange() { return *exchange_; }
+  // The objects its workers keep for this driver; null unless the job may start workers.
+  RemoteObjects* remote_objects() { return remote_objects_.get(); }
   RuntimeStats Stats() const;
   const std::string& notice() const { return notice_; }
   double clock_speed() const { return options_.clock_speed; }
@@ -148,6 +151,8 @@ class JobRuntime final {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<RemoteLeases> remote_;  // leases on other nodes: their tasks go to workers
   std::unique_ptr<WorkerPool> workers_;   // null unless the job may start workers
+  // Shared with the store, which may outlive this runtime (it asks and forgets through it).
+  std::shared_ptr<RemoteObjects> remote_objects_;
 };
 
 }  // namespace gpupool::runtime

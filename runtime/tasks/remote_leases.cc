@@ -202,7 +202,7 @@ void RemoteLeases::Drain(LeaseState& state) {
   }
 }
 
-RunOutcome RemoteLeases::Outcome(Task* task, wire::Outcome&& o) {
+RunOutcome RemoteLeases::Outcome(Task* task, WorkerConnection& from, wire::Outcome&& o) {
   RunOutcome out;
   out.kind = o.kind <= static_cast<uint64_t>(RunOutcome::Kind::kNotRun) ? static_cast<RunOutcome::Kind>(o.kind)
                                                                         : RunOutcome::Kind::kFailed;
@@ -214,12 +214,28 @@ RunOutcome RemoteLeases::Outcome(Task* task, wire::Outcome&& o) {
   out.lost_gpu_micros = o.lost_gpu_micros;
   out.system_failure = o.system_failure;
   out.resume_note = std::move(o.resume_note);
-  if (out.kind == RunOutcome::Kind::kDone) {
+  if (out.kind == RunOutcome::Kind::kDone && o.held != 0) {
+    // The worker kept it: the result's entry stays pending, fetched from there when needed.
+    out.value_elsewhere =
+        objects_ != nullptr && task->function->decode_result != nullptr &&
+        objects_->HoldResult(task->result, from, o.held, task->function->decode_result,
+                             absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"));
+    if (!out.value_elsewhere && !task->cancelled.load()) {
+      out.kind = RunOutcome::Kind::kFailed;
+      out.code = ErrorCode::kInternal;
+      out.message = "its worker kept its result, and this driver cannot fetch it";
+    }
+  } else if (out.kind == RunOutcome::Kind::kDone) {
     try {
       if (task->function->decode_result == nullptr) throw Error(ErrorCode::kInternal, "no decoder for its result");
+      RemoteObjects::DecodingFrom scope(&from);  // refs to the worker's objects are its holds
       Reader r(o.value);
       out.value = task->function->decode_result(r);
     } catch (const Error& e) {
+      out.kind = RunOutcome::Kind::kFailed;
+      out.code = ErrorCode::kDataLoss;
+      out.message = absl::StrCat("its result came back from the worker unreadable: ", e.what());
+    } catch (const std::exception& e) {  // a user's codec
       out.kind = RunOutcome::Kind::kFailed;
       out.code = ErrorCode::kDataLoss;
       out.message = absl::StrCat("its result came back from the worker unreadable: ", e.what());
@@ -258,7 +274,7 @@ void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome>
       f = it->second;
       in_flight_.erase(it);
     }
-    RunOutcome outcome = Outcome(f.task, std::move(o));
+    RunOutcome outcome = Outcome(f.task, from, std::move(o));
     if (outcome.lease_id.empty()) outcome.lease_id = f.lease->run->lease.id;
     // Before in_flight drops: the lease thread releases (with this busy time) only once it is 0.
     f.lease->run->busy_gpu_micros.fetch_add(outcome.busy_gpu_micros, std::memory_order_relaxed);

@@ -31,6 +31,7 @@
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/executor.h"
 #include "runtime/tasks/lease_run.h"
+#include "runtime/tasks/remote_objects.h"
 #include "runtime/tasks/runtime_events.h"
 #include "runtime/tasks/worker_pool.h"
 
@@ -49,6 +50,8 @@ class RemoteLeases {
 
   // Set once, before the first lease (the pool's handlers call this object, so it is made first).
   void set_workers(WorkerPool* workers) { workers_ = workers; }
+  // Where results a worker keeps are recorded (set once, before set_workers).
+  void set_objects(RemoteObjects* objects) { objects_ = objects; }
 
   // A lease thread's work for a lease on another node (LeaseManager::Deps::run_tasks).
   void RunLeaseTasks(LeaseRun* run) ABSL_LOCKS_EXCLUDED(mu_);
@@ -71,8 +74,8 @@ class RemoteLeases {
 
   // The task as the worker gets it; false (the task failed here) when an input cannot be encoded.
   bool Describe(Task* task, const std::string& options, wire::TaskToRun& out);
-  // The outcome the worker sent, as the executor settles it.
-  RunOutcome Outcome(Task* task, wire::Outcome&& o);
+  // The outcome `from` sent, as the executor settles it (a result it keeps is recorded with objects_).
+  RunOutcome Outcome(Task* task, WorkerConnection& from, wire::Outcome&& o);
   // Waits until the lease has nothing in flight, passing on a loss that happens meanwhile; when
   // the job shuts down, for kShutdownGrace at most.
   void Drain(LeaseState& state) ABSL_LOCKS_EXCLUDED(mu_);
@@ -90,6 +93,7 @@ class RemoteLeases {
   const std::string job_id_;
   const int64_t lease_linger_ms_;
   WorkerPool* workers_ = nullptr;
+  RemoteObjects* objects_ = nullptr;
   const std::atomic<bool>* stopping_;  // may be null (tests): never
 
   Mutex mu_;

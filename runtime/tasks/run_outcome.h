@@ -18,7 +18,7 @@ namespace gpupool::runtime {
 
 struct RunOutcome {
   enum class Kind {
-    kDone,       // `value` is the result
+    kDone,       // `value` is the result (or it is kept elsewhere: value_elsewhere)
     kFailed,     // the function threw (or could not be called): code, message, cause
     kCancelled,  // cancelled before or while it ran: message says which
     kStopped,    // its lease was revoked or lost mid-run: it runs again elsewhere
@@ -26,6 +26,9 @@ struct RunOutcome {
   };
   Kind kind = Kind::kFailed;
   std::unique_ptr<detail::ValueBox> value;
+  // kDone: the worker that ran it keeps the result, and the result's entry was marked so
+  // (runtime/tasks/remote_objects.h): settling leaves it pending, to be fetched when needed.
+  bool value_elsewhere = false;
   ErrorCode code = ErrorCode::kUnknown;
   std::string message;
   std::string cause;

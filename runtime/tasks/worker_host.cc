@@ -15,9 +15,29 @@
 
 namespace gpupool::runtime {
 
-thread_local bool encoding_for_driver = false;
+namespace {
 
-bool WorkerHost::EncodingForDriver() { return encoding_for_driver; }
+// Marks the calling thread as encoding for `host`'s driver until it goes out of scope, and
+// keeps the holds made meanwhile: an encoding that fails sends nothing, so they go back.
+class EncodingFor {
+ public:
+  explicit EncodingFor(WorkerHost* host) : host_(host), previous_(current) { current = this; }
+  ~EncodingFor() { current = previous_; }
+  static thread_local EncodingFor* current;
+  WorkerHost* host() const { return host_; }
+  std::vector<uint64_t> holds;
+
+ private:
+  WorkerHost* const host_;
+  EncodingFor* const previous_;
+};
+thread_local EncodingFor* EncodingFor::current = nullptr;
+
+}  // namespace
+
+WorkerHost* WorkerHost::EncodingForDriver() {
+  return EncodingFor::current != nullptr ? EncodingFor::current->host() : nullptr;
+}
 namespace {
 
 // Outcomes per frame, and how long a finished outcome may wait for company before it is sent.
@@ -54,9 +74,113 @@ WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::mi
 
 WorkerHost::~WorkerHost() {
   StopAll();
-  MutexLock lock(&fetch_mu_);
-  for (auto& [id, h] : imported_) detail::Release(h);
-  imported_.clear();
+  {
+    MutexLock lock(&fetch_mu_);
+    for (auto& [id, h] : imported_) detail::Release(h);
+    imported_.clear();
+  }
+  for (auto& [ask, h] : deferred_) detail::Release(h);
+  deferred_.clear();
+  MutexLock lock(&held_mu_);
+  for (auto& [id, held] : held_) detail::Release(held.first);
+  held_.clear();
+}
+
+void WorkerHost::HoldForDriver(detail::ObjectHeader* object) {
+  {
+    MutexLock lock(&held_mu_);
+    auto [it, first] = held_.try_emplace(object->id, object, 0);
+    if (first) detail::Retain(object);
+    ++it->second.second;
+  }
+  if (EncodingFor::current != nullptr && EncodingFor::current->host() == this) {
+    EncodingFor::current->holds.push_back(object->id);
+  }
+}
+
+void WorkerHost::DropHolds(const std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids) OnRelease(wire::Release{.object = id, .count = 1});
+}
+
+bool WorkerHost::HoldsAnything() {
+  MutexLock lock(&held_mu_);
+  return !held_.empty();
+}
+
+void WorkerHost::OnRelease(const wire::Release& release) {
+  detail::ObjectHeader* let_go = nullptr;
+  {
+    MutexLock lock(&held_mu_);
+    auto it = held_.find(release.object);
+    if (it == held_.end()) return;
+    if (release.count >= it->second.second) {
+      let_go = it->second.first;
+      held_.erase(it);
+    } else {
+      it->second.second -= release.count;
+    }
+  }
+  detail::Release(let_go);  // outside the lock: freeing may release what the value holds
+}
+
+wire::Fetched WorkerHost::Answer(uint64_t request, detail::ObjectHeader* object) {
+  wire::Fetched answer{.request = request};
+  EncodingFor scope(this);  // refs inside it go to the driver: held for it here
+  try {
+    detail::AwaitValue(object, std::chrono::steady_clock::now()).EncodeTo(answer.value);
+  } catch (const Error& e) {  // its failure, or a value that cannot be encoded
+    answer.code = static_cast<int64_t>(e.code());
+    answer.message = e.what();
+    answer.value.clear();
+  } catch (const std::exception& e) {  // a user's codec
+    answer.code = static_cast<int64_t>(ErrorCode::kInternal);
+    answer.message = absl::StrCat("its value could not be encoded: ", e.what());
+    answer.value.clear();
+  }
+  if (answer.value.size() > wire::kMaxWorkerFrameBytes) {
+    answer.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
+    answer.message = absl::StrCat("its value, ", answer.value.size(), " bytes, is over the ", wire::kMaxWorkerFrameBytes,
+                                  " bytes a worker sends its driver at once");
+    answer.value.clear();
+  }
+  if (answer.code != 0) DropHolds(scope.holds);
+  return answer;
+}
+
+void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
+  detail::ObjectHeader* object = nullptr;
+  {
+    MutexLock lock(&held_mu_);
+    if (auto it = held_.find(ask.object); it != held_.end()) {
+      object = it->second.first;
+      detail::Retain(object);
+    }
+  }
+  if (object == nullptr) {
+    (void)driver_.Send(wire::Encode(wire::Fetched{
+        .request = ask.request,
+        .code = static_cast<int64_t>(ErrorCode::kNotFound),
+        .message = absl::StrCat("worker pid ", getpid(), " keeps no object ", ask.object, " for its driver")}));
+    return;
+  }
+  if (object->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+    deferred_.emplace_back(ask, object);  // a task here still computes it: answered when it is done
+    return;
+  }
+  (void)driver_.Send(wire::Encode(Answer(ask.request, object)));
+  detail::Release(object);
+}
+
+void WorkerHost::AnswerDeferred() {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->second->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+      ++it;
+      continue;
+    }
+    (void)driver_.Send(wire::Encode(Answer(it->first.request, it->second)));
+    detail::Release(it->second);
+    it = deferred_.erase(it);
+  }
 }
 
 detail::ObjectHeader* WorkerHost::RetainImported(uint64_t object) {
@@ -155,10 +279,13 @@ void WorkerHost::OnFetched(wire::Fetched&& answer) {
 absl::Status WorkerHost::Serve() {
   auto idle_since = std::chrono::steady_clock::now();
   while (true) {
-    absl::StatusOr<std::string> frame = driver_.Receive(std::chrono::milliseconds(100));
+    absl::StatusOr<std::string> frame =
+        driver_.Receive(deferred_.empty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(2));
+    AnswerDeferred();
     if (!frame.ok() && frame.status().code() == absl::StatusCode::kDeadlineExceeded) {
       ReapFinished();
-      if (!leases_.empty()) {
+      // What it keeps for the driver would be lost with it: it stays while it keeps anything.
+      if (!leases_.empty() || HoldsAnything()) {
         idle_since = std::chrono::steady_clock::now();
       } else if (std::chrono::steady_clock::now() - idle_since >= linger_) {
         // Bye first: the driver sends nothing new once it has it, and hands back (unrun) what it
@@ -193,6 +320,18 @@ absl::Status WorkerHost::Serve() {
           absl::StatusOr<wire::Fetched> answer = wire::DecodeFetched(*frame);
           if (answer.ok()) OnFetched(*std::move(answer));
           bad = answer.status();
+          break;
+        }
+        case wire::Kind::kFetch: {
+          absl::StatusOr<wire::Fetch> ask = wire::DecodeFetch(*frame);
+          if (ask.ok()) OnDriverFetch(*ask);
+          bad = ask.status();
+          break;
+        }
+        case wire::Kind::kRelease: {
+          absl::StatusOr<wire::Release> release = wire::DecodeRelease(*frame);
+          if (release.ok()) OnRelease(*release);
+          bad = release.status();
           break;
         }
         case wire::Kind::kStop:
@@ -318,21 +457,32 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
                     .system_failure = o.system_failure,
                     .resume_note = std::move(o.resume_note)};
   if (o.kind == RunOutcome::Kind::kDone) {
+    bool encoded = true;
     auto fail = [&](ErrorCode code, const char* what) {
+      encoded = false;
       out.kind = static_cast<uint64_t>(RunOutcome::Kind::kFailed);
       out.code = static_cast<int64_t>(code);
       out.message = absl::StrCat("its result cannot be sent from the worker to the driver: ", what);
       out.value.clear();  // a part-encoded value is not sent
     };
     // Refs in it leave for the driver (ExportObject), however the encoding ends.
-    encoding_for_driver = true;
-    absl::Cleanup done_encoding = [] { encoding_for_driver = false; };
+    EncodingFor scope(this);
     try {
       o.value->EncodeTo(out.value);
     } catch (const Error& e) {
       fail(e.code(), e.what());
     } catch (const std::exception& e) {  // a user's codec: the task fails, the worker lives on
       fail(ErrorCode::kInternal, e.what());
+    }
+    if (!encoded) DropHolds(scope.holds);  // nothing goes: the holds made meanwhile go back
+    if (encoded && out.value.size() > wire::kInlineResultBytes) {
+      // Too big to go with its outcome: kept here, as its bytes (the refs inside were held for
+      // the driver as they were encoded, once), until the driver fetches it or drops it.
+      detail::ObjectHeader* held = rt_.store().CreateReady(std::make_unique<detail::EncodedValue>(std::move(out.value)));
+      HoldForDriver(held);
+      out.held = held->id;
+      out.value.clear();
+      detail::Release(held);
     }
   }
   // Done for good (not stopped): its snapshots here are no longer needed.

@@ -15,8 +15,11 @@
 //
 // Objects: refs to the driver's objects nested in a task's arguments are imported over the same
 // connection (Fetch/Fetched) under the driver's ids, so a ref a task returns or passes on still
-// names the driver's object. A ref to an object the worker made cannot leave in a result
-// (EncodingForDriver: ExportObject refuses it), since the driver does not fetch from workers yet.
+// names the driver's object. The other way, the worker keeps for the driver (HoldForDriver) a
+// result too big to go with its outcome, and each object it made whose ref went to the driver
+// (ExportObject, while EncodingForDriver); the driver fetches them when it needs the values and
+// gives the holds back (runtime/tasks/remote_objects.h is its side). A worker holding anything
+// for its driver does not leave on its linger.
 //
 // Thread-safety: Serve runs on the caller's thread (it reads the connection); each lease has its
 // own thread; sends are serialised by the FrameSocket.
@@ -84,9 +87,13 @@ class WorkerHost {
   absl::StatusOr<detail::ObjectHeader*> ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
                                                          std::chrono::steady_clock::time_point deadline)
       ABSL_LOCKS_EXCLUDED(fetch_mu_);
-  // Whether the calling thread is encoding a task's result for the driver: refs met there leave
-  // this process for the driver (a task's own SendValue to its group of one does not).
-  static bool EncodingForDriver();
+  // The host whose driver receives what the calling thread is encoding (a task's result, an
+  // answer to the driver's Fetch), or null: refs met there leave this process for the driver (a
+  // task's own SendValue to its group of one does not).
+  static WorkerHost* EncodingForDriver();
+  // One more hold on an object of this worker's whose ref goes to the driver (retained on the
+  // first), kept until the driver gives its holds back. Any thread.
+  void HoldForDriver(detail::ObjectHeader* object) ABSL_LOCKS_EXCLUDED(held_mu_);
 
  private:
   // Ends every import under way and refuses new ones: the worker is stopping (every exit of Serve
@@ -122,6 +129,21 @@ class WorkerHost {
   const std::string worker_name_;  // " (worker pid N)", appended to locations
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // Serve's thread only
   std::map<std::string, TaskShape*> shapes_;              // by encoded options; Serve's thread only
+
+  // What this worker keeps for its driver (HoldForDriver), by the object's id, with the driver's
+  // holds on it. The driver's Fetch is answered on Serve's thread; one for an object still being
+  // computed waits in deferred_ (Serve's thread only) and is answered once it is resolved.
+  void OnDriverFetch(const wire::Fetch& ask) ABSL_LOCKS_EXCLUDED(held_mu_);
+  void OnRelease(const wire::Release& release) ABSL_LOCKS_EXCLUDED(held_mu_);
+  void AnswerDeferred();
+  // Gives back one hold on each (an encoding that failed made them for nothing).
+  void DropHolds(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(held_mu_);
+  bool HoldsAnything() ABSL_LOCKS_EXCLUDED(held_mu_);
+  // The answer for a resolved object (its value encoded, or its failure).
+  wire::Fetched Answer(uint64_t request, detail::ObjectHeader* object);
+  Mutex held_mu_;
+  std::map<uint64_t, std::pair<detail::ObjectHeader*, uint64_t>> held_ ABSL_GUARDED_BY(held_mu_);
+  std::vector<std::pair<wire::Fetch, detail::ObjectHeader*>> deferred_;  // retained
 
   // Imports from the driver (ImportFromDriver), answered on Serve's thread.
   void OnFetched(wire::Fetched&& answer) ABSL_LOCKS_EXCLUDED(fetch_mu_);

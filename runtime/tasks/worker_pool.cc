@@ -204,6 +204,14 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
       (void)socket->Send(wire::Encode(welcome));
       return;
     }
+    // Each worker a range of object ids of its own, never reused in the job.
+    if (welcomed_ + 1 >= wire::kWorkerIdBase / wire::kWorkerIdSpan) {
+      welcome = wire::Welcome{.refusal = absl::StrCat("this driver has started ", welcomed_,
+                                                      " workers, all the ranges of object ids it has")};
+      (void)socket->Send(wire::Encode(welcome));
+      return;
+    }
+    welcome.object_id_base = wire::kWorkerIdBase + ++welcomed_ * wire::kWorkerIdSpan;
   }
   absl::StatusOr<std::string> inventory = options_.describe_node(hello->node);
   if (!inventory.ok()) {
@@ -214,7 +222,7 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   }
   if (!socket->Send(wire::Encode(welcome)).ok() || !welcome.refusal.empty()) return;
   socket->SetMaxFrame(FrameSocket::kDefaultMaxFrame);  // the job's own worker: batches may be big
-  auto worker = std::make_shared<WorkerConnection>(hello->node, hello->pid, std::move(socket));
+  auto worker = std::make_shared<WorkerConnection>(hello->node, hello->pid, welcome.object_id_base, std::move(socket));
   MutexLock lock(&mu_);
   Slot& slot = nodes_[hello->node];
   if (stopping_ || !slot.starting) {
@@ -273,6 +281,12 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
                                                         .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
                                                         .message = "this driver serves no objects"}));
         }
+        break;
+      }
+      case wire::Kind::kFetched: {
+        absl::StatusOr<wire::Fetched> answer = wire::DecodeFetched(*frame);
+        if (!answer.ok()) bad = answer.status();
+        else if (options_.on_fetched) options_.on_fetched(*worker, *std::move(answer));
         break;
       }
       case wire::Kind::kBye:

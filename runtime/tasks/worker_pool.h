@@ -35,12 +35,14 @@
 namespace gpupool::runtime {
 
 // One worker process of the job, connected.
-class WorkerConnection {
+class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
  public:
-  WorkerConnection(std::string node, int64_t pid, std::unique_ptr<FrameSocket> socket)
-      : node_(std::move(node)), pid_(pid), socket_(std::move(socket)) {}
+  WorkerConnection(std::string node, int64_t pid, uint64_t object_id_base, std::unique_ptr<FrameSocket> socket)
+      : node_(std::move(node)), pid_(pid), object_id_base_(object_id_base), socket_(std::move(socket)) {}
   const std::string& node() const { return node_; }
   int64_t pid() const { return pid_; }
+  // The worker's objects have ids from here (wire::kWorkerIdSpan of them).
+  uint64_t object_id_base() const { return object_id_base_; }
   absl::Status Send(std::string_view frame) { return socket_->Send(frame); }
   // The worker said Bye, or its connection ended: send it nothing new.
   bool leaving() const { return leaving_.load(); }
@@ -49,6 +51,7 @@ class WorkerConnection {
   friend class WorkerPool;
   const std::string node_;
   const int64_t pid_;
+  const uint64_t object_id_base_;
   std::unique_ptr<FrameSocket> socket_;
   std::atomic<bool> leaving_{false};
   std::thread reader_;
@@ -75,6 +78,8 @@ struct WorkerPoolOptions {
   std::function<void(WorkerConnection& from, const wire::Checkpointed& note)> on_checkpointed;
   // A worker asks for one of the driver's objects: answer with from.Send (wire::Fetched), at once.
   std::function<void(WorkerConnection& from, const wire::Fetch& ask)> on_fetch;
+  // A worker answers the driver's Fetch of an object it keeps for the driver.
+  std::function<void(WorkerConnection& from, wire::Fetched answer)> on_fetched;
 };
 
 class WorkerPool {
@@ -127,6 +132,8 @@ class WorkerPool {
   std::map<std::string, Slot> nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<WorkerConnection>> all_ ABSL_GUARDED_BY(mu_);  // every connection made, to join
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers welcomed so far: the next one's range of object ids (wire::Welcome::object_id_base).
+  uint64_t welcomed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpupool::runtime

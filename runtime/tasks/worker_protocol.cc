@@ -22,7 +22,7 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Welcome>) {
     f(m.refusal), f(m.team), f(m.driver), f(m.node_inventory), f(m.pool_now_s), f(m.clock_speed),
         f(m.checkpoint_dir), f(m.checkpoint_dir_shared), f(m.checkpoint_keep_last), f(m.checkpoint_staging_mib),
-        f(m.linger_ms);
+        f(m.linger_ms), f(m.object_id_base);
   } else if constexpr (std::is_same_v<T, TaskToRun>) {
     f(m.id), f(m.function), f(m.args), f(m.inputs), f(m.options), f(m.attempt), f(m.checkpoint_key),
         f(m.resume_from), f(m.checkpoint_interval_s);
@@ -37,7 +37,7 @@ void Fields(M& m, F&& f) {
     }
   } else if constexpr (std::is_same_v<T, Outcome>) {
     f(m.id), f(m.kind), f(m.value), f(m.code), f(m.message), f(m.cause), f(m.location), f(m.busy_gpu_micros),
-        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note);
+        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note), f(m.held);
   } else if constexpr (std::is_same_v<T, Log>) {
     f(m.is_stderr), f(m.line);
   } else if constexpr (std::is_same_v<T, Checkpointed>) {
@@ -46,6 +46,8 @@ void Fields(M& m, F&& f) {
     f(m.request), f(m.object);
   } else if constexpr (std::is_same_v<T, Fetched>) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
+  } else if constexpr (std::is_same_v<T, Release>) {
+    f(m.object), f(m.count);
   }
 }
 
@@ -127,6 +129,8 @@ template <>
 struct Codec<runtime::wire::Fetch> : WireCodec<runtime::wire::Fetch> {};
 template <>
 struct Codec<runtime::wire::Fetched> : WireCodec<runtime::wire::Fetched> {};
+template <>
+struct Codec<runtime::wire::Release> : WireCodec<runtime::wire::Release> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -142,12 +146,13 @@ std::string Encode(const Checkpointed& m) { return EncodeAs(Kind::kCheckpointed,
 std::string EncodeBye() { return Bare(Kind::kBye); }
 std::string Encode(const Fetch& m) { return EncodeAs(Kind::kFetch, m); }
 std::string Encode(const Fetched& m) { return EncodeAs(Kind::kFetched, m); }
+std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
 
 absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kFetched)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kRelease)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -169,6 +174,7 @@ absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view f) {
 }
 absl::StatusOr<Fetch> DecodeFetch(std::string_view f) { return DecodeAs<Fetch>(Kind::kFetch, f, "fetch"); }
 absl::StatusOr<Fetched> DecodeFetched(std::string_view f) { return DecodeAs<Fetched>(Kind::kFetched, f, "fetched"); }
+absl::StatusOr<Release> DecodeRelease(std::string_view f) { return DecodeAs<Release>(Kind::kRelease, f, "release"); }
 
 // Generous per-field overheads (varints and counts) beside the fields' bytes.
 size_t WireBytes(const TaskToRun& t) {

@@ -5,13 +5,21 @@
 // kind, then the message. Decoding treats the bytes as untrusted (gpupool::Error kDataLoss, turned
 // into a status here).
 //
-//   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Bye
-//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetched (answer to Fetch), Stop
+//   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Fetched,
+//                     Bye
+//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, Release, Stop
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
-// encoded); the worker sends back each task's outcome (the result encoded, or why it failed or
-// stopped), and imports the driver's objects that arguments name inside them (Fetch).
+// encoded); the worker sends back each task's outcome (a small result encoded in it, or why the
+// task failed or stopped), and imports the driver's objects that arguments name inside them
+// (Fetch, answered by Fetched).
+//
+// Objects the worker holds for the driver (Ray's ownership: the driver owns them, the worker
+// keeps their values): a result too big to go with its outcome (Outcome::held), and objects the
+// worker made whose refs went to the driver. The driver fetches them when something there needs
+// the value (Fetch, the other way), and lets go of them with Release once it has the value or
+// has dropped its refs. The worker counts one hold per ref it sent; Release says how many.
 #ifndef GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
 #define GPUPOOL_RUNTIME_TASKS_WORKER_PROTOCOL_H_
 
@@ -26,7 +34,7 @@ namespace gpupool::runtime::wire {
 
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
-  kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11,
+  kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11, kRelease = 12,
 };
 
 // The first frame a worker sends. `secret` is the job's worker key, which the worker read from
@@ -50,8 +58,16 @@ struct Welcome {
   bool checkpoint_dir_shared = false;
   int64_t checkpoint_keep_last = 2;
   uint64_t checkpoint_staging_mib = 2048;
-  int64_t linger_ms = 2000;    // exit after this long without a lease
+  int64_t linger_ms = 2000;    // exit after this long without a lease (and nothing held for the driver)
+  // The worker's own objects take ids from here up (kWorkerIdSpan of them): each worker of the
+  // job has a range of its own, so an id names its maker everywhere in the job.
+  uint64_t object_id_base = 0;
 };
+
+// The job's objects ids: the driver's count from 1; worker k's from kWorkerIdBase + k * kWorkerIdSpan.
+inline constexpr uint64_t kWorkerIdBase = uint64_t{1} << 47;
+inline constexpr uint64_t kWorkerIdSpan = uint64_t{1} << 32;
+inline bool IsWorkerObjectId(uint64_t id) { return id >= kWorkerIdBase && id < (kWorkerIdBase << 1); }
 
 struct TaskToRun {
   uint64_t id = 0;
@@ -96,7 +112,14 @@ struct Outcome {
   int64_t lost_gpu_micros = 0;
   bool system_failure = false;
   std::string resume_note;
+  // Non-zero: the result stayed in the worker (too big to go with its outcome) under this id of
+  // the worker's; `value` is empty and the driver fetches it when the value is needed.
+  uint64_t held = 0;
 };
+
+// Results whose encoding is over this stay in the worker until the driver fetches them (Ray
+// inlines returns up to 100 KiB the same way).
+inline constexpr size_t kInlineResultBytes = 100 << 10;
 
 // What a frame may hold between a driver and its workers (FrameSocket's limit, less room for the
 // framing), and about the bytes one task or outcome adds to a frame (never fewer).
@@ -124,19 +147,26 @@ struct Checkpointed {
   std::string path;
 };
 
-// A worker asks its driver for an object of the driver's by id (a ref nested in a task's
-// arguments, a function's export); the driver answers at once: the value, `pending` (a task
-// still computes it: the worker asks again), or why not.
+// One side asks the other for an object by id. A worker asks its driver (a ref nested in a
+// task's arguments, a function's export): the driver answers at once with the value, `pending`
+// (a task still computes it, or it is being fetched from the worker that holds it: ask again),
+// or why not. The driver asks a worker for an object the worker holds for it (see the top).
 struct Fetch {
-  uint64_t request = 0;  // the worker's, to match the answer
-  uint64_t object = 0;   // the driver's object id
+  uint64_t request = 0;  // the asker's, to match the answer
+  uint64_t object = 0;   // the object's id (a held result: the id in Outcome::held)
 };
 struct Fetched {
   uint64_t request = 0;
-  bool pending = false;  // not ready at the driver yet; `code` and `value` say nothing
+  bool pending = false;  // not ready yet; `code` and `value` say nothing
   int64_t code = 0;      // ErrorCode; 0 (kOk): `value` is the object's value, encoded
   std::string message;
   std::string value;
+};
+
+// The driver lets go of `count` of the holds a worker keeps on one of its objects.
+struct Release {
+  uint64_t object = 0;
+  uint64_t count = 0;
 };
 
 std::string Encode(const Hello& m);
@@ -150,6 +180,7 @@ std::string Encode(const Checkpointed& m);
 std::string EncodeBye();
 std::string Encode(const Fetch& m);
 std::string Encode(const Fetched& m);
+std::string Encode(const Release& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -162,6 +193,7 @@ absl::StatusOr<Log> DecodeLog(std::string_view frame);
 absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view frame);
 absl::StatusOr<Fetch> DecodeFetch(std::string_view frame);
 absl::StatusOr<Fetched> DecodeFetched(std::string_view frame);
+absl::StatusOr<Release> DecodeRelease(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 

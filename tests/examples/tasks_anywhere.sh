@@ -32,6 +32,18 @@ echo "$out" | grep -Eq '^nested: sum 42 on node-[01]/GPU [01] pid=[0-9]+$' \
 # Refs a worker received and returned are the driver's own again: it reads them.
 echo "$out" | grep -Eq '^passed back: 40 2$' \
   || { echo "FAIL: the driver could not read refs a worker returned: $out"; exit 1; }
+# Objects a worker made reach the driver: the worker keeps them until the driver reads them.
+echo "$out" | grep -Eq '^kept by workers: 2$' \
+  || { echo "FAIL: the worker's objects were not kept for the driver: $out"; exit 1; }
+echo "$out" | grep -Eq '^made in a worker: 7 8$' \
+  || { echo "FAIL: the driver could not read objects a worker made: $out"; exit 1; }
+# A result over 100 KiB stays in the worker until the driver reads it.
+echo "$out" | grep -Eq '^big result kept by a worker: 1$' \
+  || { echo "FAIL: the big result was not kept by its worker: $out"; exit 1; }
+echo "$out" | grep -Eq '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers$' \
+  || { echo "FAIL: the big result did not come back: $out"; exit 1; }
+fetched=$(echo "$out" | grep -Eo '[0-9]+ bytes fetched from workers' | cut -d' ' -f1)
+[ "$fetched" -ge 1048576 ] || { echo "FAIL: only $fetched bytes were fetched from workers"; exit 1; }
 driver_pid=$(echo "$out" | grep -Eo '^driver pid=[0-9]+' | cut -d= -f2)
 echo "$out" | grep -q "^nested: .* pid=$driver_pid$" && { echo "FAIL: the task ran in the driver"; exit 1; }
 echo "PASS"

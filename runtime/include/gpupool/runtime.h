@@ -169,6 +169,10 @@ struct RuntimeStats {
   std::vector<TeamUsage> teams;   // sorted by name
   uint64_t scrubbed_bytes = 0;    // device memory zeroed before changing team
   uint64_t live_objects = 0;
+  // Tasks anywhere: values this driver owns that its workers keep now (big results, objects a
+  // worker made), not fetched yet; and the bytes fetched from workers so far.
+  uint64_t objects_kept_by_workers = 0;
+  uint64_t bytes_fetched_from_workers = 0;
   uint64_t queued_tasks = 0;              // runnable, waiting for a worker or a lease
   uint64_t waiting_for_dependencies = 0;  // submitted, some input not there yet
   std::vector<OverdueTask> overdue;       // see OverdueTask

@@ -1,0 +1,204 @@
+// File: runtime/tasks/remote_objects.cc
+#include "runtime/tasks/remote_objects.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpupool/codec.h"
+#include "gpupool/error.h"
+
+namespace gpupool::runtime {
+namespace {
+
+thread_local WorkerConnection* decoding_from = nullptr;
+
+bool MadeBy(const WorkerConnection& worker, ObjectId id) {
+  return id >= worker.object_id_base() && id - worker.object_id_base() < wire::kWorkerIdSpan;
+}
+
+}  // namespace
+
+RemoteObjects::DecodingFrom::DecodingFrom(WorkerConnection* from) : previous_(decoding_from) { decoding_from = from; }
+RemoteObjects::DecodingFrom::~DecodingFrom() { decoding_from = previous_; }
+
+bool RemoteObjects::TryRetain(ObjectEntry* entry) {
+  int64_t refs = entry->refs.load(std::memory_order_relaxed);
+  while (refs > 0) {
+    if (entry->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count) {
+  if (count == 0) return;
+  // A failed send means the connection is going: the worker and its holds go with it.
+  (void)to.Send(wire::Encode(wire::Release{.object = object, .count = count}));
+}
+
+void RemoteObjects::Add(ObjectEntry* entry, Record record) {
+  bool wanted = false;
+  {
+    MutexLock lock(&mu_);
+    by_worker_[{record.worker.get(), record.worker_id}] = entry;
+    records_[entry] = std::move(record);
+  }
+  // Recorded before the mark, so a Want that sees the mark finds the record.
+  if (!store_.MarkRemote(entry, &wanted)) {
+    Record gone;
+    {
+      MutexLock lock(&mu_);
+      auto it = records_.find(entry);
+      gone = std::move(it->second);
+      by_worker_.erase({gone.worker.get(), gone.worker_id});
+      records_.erase(it);
+    }
+    SendRelease(*gone.worker, gone.worker_id, gone.holds);
+    return;
+  }
+  if (wanted) Want(entry);
+}
+
+bool RemoteObjects::HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
+                               std::string what) {
+  Add(result, Record{.worker = from.shared_from_this(), .worker_id = held, .decode = decode, .holds = 1, .what = std::move(what)});
+  return result->remote.load(std::memory_order_acquire);
+}
+
+detail::ObjectHeader* RemoteObjects::Import(ObjectId id, detail::BoxDecoder decode) {
+  WorkerConnection* from = decoding_from;
+  const bool theirs = from != nullptr && MadeBy(*from, id);
+  if (ObjectEntry* live = store_.Lookup(id)) {
+    if (theirs) {
+      // The worker counted a hold for this ref: it joins the record's, or goes back at once when
+      // the driver already has the value.
+      bool owed = true;
+      {
+        MutexLock lock(&mu_);
+        auto it = records_.find(live);
+        if (it != records_.end() && it->second.worker.get() == from) {
+          ++it->second.holds;
+          owed = false;
+        }
+      }
+      if (owed) SendRelease(*from, id, 1);
+    }
+    return live;
+  }
+  if (!theirs) {
+    throw Error(ErrorCode::kNotFound,
+                absl::StrCat("object ", id, ", which a worker of this job made, is no longer held here: every ref "
+                             "to it was dropped, or its worker is gone"));
+  }
+  ObjectEntry* entry = store_.CreatePendingWithId(id);
+  Add(entry, Record{.worker = from->shared_from_this(),
+                    .worker_id = id,
+                    .decode = decode,
+                    .holds = 1,
+                    .what = absl::StrCat("object ", id, ", made by worker pid ", from->pid(), " on node ",
+                                         from->node())});
+  return entry;
+}
+
+void RemoteObjects::Want(ObjectEntry* entry) {
+  std::shared_ptr<WorkerConnection> worker;
+  uint64_t id;
+  {
+    MutexLock lock(&mu_);
+    auto it = records_.find(entry);
+    if (it == records_.end() || it->second.asked) return;
+    it->second.asked = true;
+    worker = it->second.worker;
+    id = it->second.worker_id;
+  }
+  // A failed send means the connection is going: OnLost fails the entry.
+  (void)worker->Send(wire::Encode(wire::Fetch{.request = id, .object = id}));
+}
+
+void RemoteObjects::OnFetched(WorkerConnection& from, wire::Fetched answer) {
+  Record record;
+  ObjectEntry* entry;
+  {
+    MutexLock lock(&mu_);
+    auto at = by_worker_.find({&from, answer.request});
+    if (at == by_worker_.end()) return;  // forgotten meanwhile (its holds went back then)
+    entry = at->second;
+    auto it = records_.find(entry);
+    record = std::move(it->second);
+    records_.erase(it);
+    by_worker_.erase(at);
+    // Taken out, the record is this thread's: a Forget that follows finds nothing, so the entry
+    // is touched only when it is still alive.
+    if (!TryRetain(entry)) entry = nullptr;
+  }
+  bytes_fetched_.fetch_add(answer.value.size(), std::memory_order_relaxed);
+  std::unique_ptr<detail::ValueBox> value;
+  std::exception_ptr failure;
+  const std::string where = absl::StrCat(" from worker pid ", from.pid(), " on node ", from.node());
+  if (answer.pending) {
+    failure = std::make_exception_ptr(Error(ErrorCode::kInternal, absl::StrCat(record.what, ": the worker said it was "
+                                                                               "still being computed", where)));
+  } else if (answer.code != 0) {
+    failure = std::make_exception_ptr(
+        Error(static_cast<ErrorCode>(answer.code), absl::StrCat(record.what, where, ": ", answer.message)));
+  } else if (entry != nullptr) {
+    try {
+      DecodingFrom scope(&from);  // refs inside it are the worker's holds too
+      Reader r(answer.value);
+      value = record.decode(r);
+    } catch (const std::exception& e) {  // Error, or whatever a user's codec throws
+      failure = std::make_exception_ptr(
+          Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " arrived unreadable", where, ": ", e.what())));
+    }
+  }
+  Settle(std::move(record), entry, std::move(value), failure, true);
+}
+
+void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value,
+                           std::exception_ptr failure, bool worker_alive) {
+  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds);
+  if (entry == nullptr) return;
+  std::vector<Task*> waiting = failure ? store_.Fail(entry, std::move(failure)) : store_.Complete(entry, std::move(value));
+  for (Task* t : waiting) resolved_(t, entry);
+  detail::Release(entry);
+}
+
+void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
+  std::vector<std::pair<Record, ObjectEntry*>> lost;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = by_worker_.lower_bound({&gone, 0}); it != by_worker_.end() && it->first.first == &gone;) {
+      ObjectEntry* entry = it->second;
+      auto record = records_.find(entry);
+      lost.emplace_back(std::move(record->second), TryRetain(entry) ? entry : nullptr);
+      records_.erase(record);
+      it = by_worker_.erase(it);
+    }
+  }
+  for (auto& [record, entry] : lost) {
+    std::exception_ptr failure = std::make_exception_ptr(
+        Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " is lost: only worker pid ", gone.pid(), " on node ",
+                                                 gone.node(), " kept it, and it is gone (", why.message(), ")")));
+    Settle(std::move(record), entry, nullptr, failure, false);
+  }
+}
+
+void RemoteObjects::Forget(ObjectEntry* entry) {
+  Record record;
+  {
+    MutexLock lock(&mu_);
+    auto it = records_.find(entry);
+    if (it == records_.end()) return;
+    record = std::move(it->second);
+    by_worker_.erase({record.worker.get(), record.worker_id});
+    records_.erase(it);
+  }
+  SendRelease(*record.worker, record.worker_id, record.holds);
+}
+
+uint64_t RemoteObjects::held() const {
+  MutexLock lock(&mu_);
+  return records_.size();
+}
+
+}  // namespace gpupool::runtime

@@ -1,0 +1,112 @@
+// File: runtime/tasks/remote_objects.h
+//
+// The driver's objects whose values its workers keep (Ray's ownership model: the driver owns
+// every object of the job; the process that made a value keeps it until the owner needs it).
+// Two kinds reach the driver this way:
+//   - a task's result too big to travel with its outcome (wire::Outcome::held);
+//   - an object a worker made (a Put in its task, a CPU task it ran for itself) whose ref came to
+//     the driver inside a result or another such value. It keeps its id: the worker made it in
+//     its own range of ids (wire::Welcome::object_id_base), so the id names it everywhere.
+// Each is a pending entry of the driver's store, marked remote. The first Get, wait or task that
+// depends on it (ObjectStore's RemoteValues calls) asks the worker for it (wire::Fetch), and the
+// answer completes the entry; refs inside the value are imported the same way. The worker keeps
+// one hold per ref it sent; the driver gives them back (wire::Release) once it has the value, or
+// when the entry is freed unread. A worker asked for an object it is still computing answers
+// when it has it.
+//
+// A worker that goes away with values the driver had not fetched takes them along: their entries
+// fail with kDataLoss naming the object, the worker and why. Nothing rebuilds them (a held
+// result's task is not run again).
+//
+// Thread-safety: thread-safe. Import and HoldResult run on a worker connection's reader thread,
+// inside a DecodingFrom scope for that worker; Want and Forget on any thread. mu_ is never held
+// while sending, decoding or resolving an entry.
+#ifndef GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
+#define GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "runtime/objects/object_store.h"
+#include "runtime/sync/mutex.h"
+#include "runtime/tasks/worker_pool.h"
+
+namespace gpupool::runtime {
+
+class RemoteObjects final : public RemoteValues {
+ public:
+  // `resolved`: a task that waited for an entry this resolved (Executor::DependencyResolved).
+  RemoteObjects(ObjectStore* store, std::function<void(Task*, ObjectEntry*)> resolved)
+      : store_(*store), resolved_(std::move(resolved)) {}
+
+  // While a frame from `from` is decoded on this thread, refs to its objects are holds it keeps
+  // for the driver (Import).
+  class DecodingFrom {
+   public:
+    explicit DecodingFrom(WorkerConnection* from);
+    ~DecodingFrom();
+
+   private:
+    WorkerConnection* previous_;
+  };
+
+  // A task's result that `from` kept under its id `held`: the pending entry `result` is marked
+  // remote, fetched when needed and read with `decode`. `what` names it in errors ("the result
+  // of task 'f' (id 7)"). False when the entry was resolved meanwhile (its task was cancelled):
+  // the worker's hold is given back.
+  bool HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
+                  std::string what) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A ref to a worker's object met while decoding (detail::ImportObject in the driver): the live
+  // entry, or a new pending one that the worker being decoded keeps. Retained for the caller.
+  // Throws kNotFound when no live entry has the id and no worker being decoded made it.
+  detail::ObjectHeader* Import(ObjectId id, detail::BoxDecoder decode) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The worker's answer to a Fetch (WorkerPool's reader thread).
+  void OnFetched(WorkerConnection& from, wire::Fetched answer) ABSL_LOCKS_EXCLUDED(mu_);
+  // The worker is gone: every value it kept and the driver had not fetched is lost.
+  void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // RemoteValues.
+  void Want(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Forget(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Values workers keep for the driver now, and the bytes fetched from them so far.
+  uint64_t held() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t bytes_fetched() const { return bytes_fetched_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Record {
+    std::shared_ptr<WorkerConnection> worker;  // kept alive for a Release sent after its reader ended
+    uint64_t worker_id = 0;   // the object's id in the worker
+    detail::BoxDecoder decode = nullptr;
+    uint64_t holds = 0;       // the worker's holds the driver owes it back
+    bool asked = false;       // a Fetch went
+    std::string what;
+  };
+  // Retains a live entry; false when its count already reached zero (it is being freed).
+  static bool TryRetain(ObjectEntry* entry);
+  // Settles a record taken out of the maps: the entry (retained, or null when it was being
+  // freed) resolved with `value` or `failure`, and the worker's holds given back when it lives.
+  void Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
+              bool worker_alive);
+  void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
+  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count);
+
+  ObjectStore& store_;
+  const std::function<void(Task*, ObjectEntry*)> resolved_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<ObjectEntry*, Record> records_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<WorkerConnection*, uint64_t>, ObjectEntry*> by_worker_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> bytes_fetched_{0};
+};
+
+}  // namespace gpupool::runtime
+
+#endif  // GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
