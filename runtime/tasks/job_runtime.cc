@@ -187,39 +187,39 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   wo.on_checkpointed = [this](WorkerConnection&, const wire::Checkpointed& note) {
     pool_->Checkpointed(note.lease_id, CheckpointNote{note.task_key, note.version, note.step, note.path});
   };
-  // A worker's import of one of this job's objects: answered from the store at once (not ready
-  // yet: pending, and the worker asks again), so the connection's reader never waits.
+  // A worker's import of one of this job's objects, answered from the connection's sender thread
+  // (never the reader: see WorkerConnection::Post) once the object is resolved: a task may still
+  // compute it, or another worker keep it (fetched from there meanwhile).
   wo.on_fetch = [this](WorkerConnection& from, const wire::Fetch& ask) {
-    wire::Fetched answer{.request = ask.request};
-    ObjectEntry* entry = store_->Lookup(ask.object);
-    if (entry == nullptr) {
-      answer.code = static_cast<int64_t>(ErrorCode::kNotFound);
-      answer.message = "it was freed, or never existed";
-    } else if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
-      answer.pending = true;  // a task still computes it (a failure's own code is never mistaken for this)
-      store_->Want(entry);    // or another worker keeps it: fetched from there meanwhile
-      detail::Release(entry);
-    } else {
+    std::shared_ptr<ObjectEntry> entry(store_->Lookup(ask.object), [](ObjectEntry* e) { detail::Release(e); });
+    if (entry != nullptr) store_->Want(entry.get());
+    from.Post([entry, request = ask.request]() -> std::optional<std::string> {
+      wire::Fetched answer{.request = request};
+      if (entry == nullptr) {
+        answer.code = static_cast<int64_t>(ErrorCode::kNotFound);
+        answer.message = "it was freed, or never existed";
+        return wire::Encode(answer);
+      }
+      if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) return std::nullopt;
       try {
-        detail::AwaitValue(entry, std::chrono::steady_clock::now()).EncodeTo(answer.value);
+        detail::AwaitValue(entry.get(), std::chrono::steady_clock::now()).EncodeTo(answer.value);
       } catch (const Error& e) {
         answer.code = static_cast<int64_t>(e.code());
         answer.message = e.what();
         answer.value.clear();
-      } catch (const std::exception& e) {  // a user's codec: never out of the connection's reader
+      } catch (const std::exception& e) {  // a user's codec: never out of the sender thread
         answer.code = static_cast<int64_t>(ErrorCode::kInternal);
         answer.message = absl::StrCat("its value could not be encoded: ", e.what());
         answer.value.clear();
       }
-      detail::Release(entry);
-    }
-    if (answer.value.size() > wire::kMaxWorkerFrameBytes) {  // never a frame the socket refuses: the asker would wait
-      answer.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
-      answer.message = absl::StrCat("its value, ", answer.value.size(), " bytes, is over the ", wire::kMaxWorkerFrameBytes,
-                                    " bytes a driver sends a worker at once");
-      answer.value.clear();
-    }
-    (void)from.Send(wire::Encode(answer));
+      if (answer.value.size() > wire::kMaxWorkerFrameBytes) {  // never a frame the socket refuses: the asker would wait
+        answer.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
+        answer.message = absl::StrCat("its value, ", answer.value.size(), " bytes, is over the ",
+                                      wire::kMaxWorkerFrameBytes, " bytes a driver sends a worker at once");
+        answer.value.clear();
+      }
+      return wire::Encode(answer);
+    });
   };
   if (o.log_to_driver) {
     wo.on_log = [job = job_id_](WorkerConnection& from, const wire::Log& line) {

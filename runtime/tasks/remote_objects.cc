@@ -32,8 +32,7 @@ bool RemoteObjects::TryRetain(ObjectEntry* entry) {
 
 void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count) {
   if (count == 0) return;
-  // A failed send means the connection is going: the worker and its holds go with it.
-  (void)to.Send(wire::Encode(wire::Release{.object = object, .count = count}));
+  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count})] { return frame; });
 }
 
 void RemoteObjects::Add(ObjectEntry* entry, Record record) {
@@ -111,8 +110,8 @@ void RemoteObjects::Want(ObjectEntry* entry) {
     worker = it->second.worker;
     id = it->second.worker_id;
   }
-  // A failed send means the connection is going: OnLost fails the entry.
-  (void)worker->Send(wire::Encode(wire::Fetch{.request = id, .object = id}));
+  // Posted (this may be the connection's reader): a connection that is going fails the entry in OnLost.
+  worker->Post([frame = wire::Encode(wire::Fetch{.request = id, .object = id})] { return frame; });
 }
 
 void RemoteObjects::OnFetched(WorkerConnection& from, wire::Fetched answer) {

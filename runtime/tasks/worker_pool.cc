@@ -25,6 +25,58 @@ bool SameSecret(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+void WorkerConnection::Post(std::function<std::optional<std::string>()> make) {
+  {
+    MutexLock lock(&out_mu_);
+    if (closing_) return;
+    out_.push_back(std::move(make));
+  }
+  out_cv_.NotifyAll();
+}
+
+void WorkerConnection::SendLoop() {
+  std::vector<std::function<std::optional<std::string>()>> later;  // not ready: asked again soon
+  MutexLock lock(&out_mu_);
+  while (true) {
+    if (out_.empty() && !closing_) {
+      if (later.empty()) {
+        out_cv_.Wait(&out_mu_);
+      } else {
+        out_cv_.WaitUntil(&out_mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(2));
+        for (auto& f : later) out_.push_back(std::move(f));
+        later.clear();
+      }
+      continue;
+    }
+    if (closing_) break;
+    std::function<std::optional<std::string>()> make = std::move(out_.front());
+    out_.pop_front();
+    lock.Unlock();
+    std::optional<std::string> frame = make();
+    if (!frame.has_value()) {
+      later.push_back(std::move(make));
+    } else {
+      make = nullptr;  // what it held goes now, not with the next item
+      (void)socket_->Send(*frame);  // a failure is the connection ending: its reader reports it
+    }
+    lock.Lock();
+  }
+  std::deque<std::function<std::optional<std::string>()>> dropped;
+  dropped.swap(out_);
+  lock.Unlock();
+  dropped.clear();
+  later.clear();
+}
+
+void WorkerConnection::StopSending() {
+  {
+    MutexLock lock(&out_mu_);
+    closing_ = true;
+  }
+  out_cv_.NotifyAll();
+  if (sender_.joinable()) sender_.join();
+}
+
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(WorkerPoolOptions options) {
   if (options.launch.secret.empty()) {
     absl::StatusOr<std::string> secret = FreshToken();
@@ -71,6 +123,7 @@ WorkerPool::~WorkerPool() {
     }
     w->socket_->Shutdown();
     if (w->reader_.joinable()) w->reader_.join();
+    w->StopSending();
   }
 }
 
@@ -232,6 +285,7 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   slot.starting = false;
   slot.worker = worker;
   all_.push_back(worker);
+  worker->sender_ = std::thread([w = worker.get()] { w->SendLoop(); });
   worker->reader_ = std::thread([this, worker] { ReadLoop(worker); });
   cv_.NotifyAll();
 }

@@ -18,10 +18,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,17 +46,31 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // The worker's objects have ids from here (wire::kWorkerIdSpan of them).
   uint64_t object_id_base() const { return object_id_base_; }
   absl::Status Send(std::string_view frame) { return socket_->Send(frame); }
+  // Sends from threads that must never wait for the worker (above all the connection's reader:
+  // were it to block sending while the worker blocks sending to it, neither would read again).
+  // `make` runs on the connection's sender thread, in order, and gives the frame to send; or
+  // nothing yet (an answer whose object is still being computed), and it is asked again a few
+  // milliseconds later. Dropped unrun when the connection closes.
+  void Post(std::function<std::optional<std::string>()> make) ABSL_LOCKS_EXCLUDED(out_mu_);
   // The worker said Bye, or its connection ended: send it nothing new.
   bool leaving() const { return leaving_.load(); }
 
  private:
   friend class WorkerPool;
+  void SendLoop() ABSL_LOCKS_EXCLUDED(out_mu_);
+  void StopSending() ABSL_LOCKS_EXCLUDED(out_mu_);
+
   const std::string node_;
   const int64_t pid_;
   const uint64_t object_id_base_;
   std::unique_ptr<FrameSocket> socket_;
   std::atomic<bool> leaving_{false};
   std::thread reader_;
+  std::thread sender_;
+  Mutex out_mu_;
+  CondVar out_cv_;
+  std::deque<std::function<std::optional<std::string>()>> out_ ABSL_GUARDED_BY(out_mu_);
+  bool closing_ ABSL_GUARDED_BY(out_mu_) = false;
 };
 
 struct WorkerPoolOptions {

@@ -313,3 +313,53 @@ def test_a_node_where_the_job_has_a_worker_is_preferred_among_equals(two_node_po
         """, node="node-7")
         assert out.returncode == 0, out.stdout + out.stderr
         assert f"first {first} then {first} same worker True" in out.stdout, out.stdout
+
+
+def test_a_worker_keeps_what_it_made_until_the_driver_lets_go_and_its_death_loses_it_by_name(two_node_pool):
+    # A worker keeps the objects it made for the driver: past its linger it stays while the
+    # driver holds a ref, and leaves once the driver dropped it. A worker killed with such an
+    # object unread takes it along: reading it fails at once, naming the object and the worker.
+    out = run_driver(two_node_pool, """
+        import gc, os, signal, time
+        INIT()
+
+        def alive(pid):
+            try:
+                with open("/proc/%d/status" % pid) as f:
+                    return not any(l.startswith("State:") and "Z" in l.split()[1] for l in f)
+            except OSError:
+                return False
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def made_here(value):
+            return [gpupool.put(value), os.getpid()]
+
+        ref, pid = gpupool.get(made_here.submit(1), timeout=20)
+        time.sleep(1.5)  # five lingers
+        print("kept past its linger", alive(pid))
+        del ref
+        gc.collect()
+        deadline = time.time() + 10
+        while alive(pid) and time.time() < deadline:
+            time.sleep(0.05)
+        print("left once dropped", not alive(pid))
+
+        ref, pid = gpupool.get(made_here.submit(2), timeout=20)
+        os.kill(pid, signal.SIGKILL)
+        start = time.time()
+        try:
+            gpupool.get(ref, timeout=20)
+            print("lost: read anyway")
+        except Exception as e:  # noqa: BLE001 - the message is what is checked
+            print("lost:", type(e).__name__, "is lost: only worker pid %d on node node-1 kept it" % pid in str(e),
+                  "%.1f s" % (time.time() - start))
+        print("after", gpupool.get(made_here.submit(3), timeout=20)[1] != pid)
+    """, worker_linger_ms=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "kept past its linger True" in text, text
+    assert "left once dropped True" in text, text
+    assert "lost: GpupoolError True" in text, text
+    lost_s = float(text.split("lost: GpupoolError True ")[1].split()[0])
+    assert lost_s < 10, text
+    assert "after True" in text, text
