@@ -294,10 +294,8 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
     runtime::MutexLock lock(&slot.mu);
     if (--slot.imports == 0) slot.idle.NotifyAll();
   };
-  // As long as a task at the driver computes it, until the worker stops. (The driver sends a task
-  // only once its nested refs are ready, Executor::WaitForNestedRefs, so this waits only for one
-  // the driver lost and computes again.)
-  return runtime::ValueOrThrow(host->ImportFromDriver(id, decode, std::chrono::steady_clock::now() + std::chrono::hours(24)));
+  // Pending until something here needs the value (runtime/tasks/driver_imports.h).
+  return host->Import(id, decode);
 }
 
 ObjectHeader* LookupObject(ObjectId id) {
@@ -318,6 +316,7 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
   // the process.)
   if (runtime::WorkerHost* host = runtime::WorkerHost::EncodingForDriver()) {
     if (IsWorkersOwnObject(object->id)) host->HoldForDriver(object);
+    else host->KeepUntilSent(object);  // the driver's (or one it passed on): borrowed here until sent
     ticket->clear();
     return;
   }

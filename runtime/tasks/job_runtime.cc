@@ -184,6 +184,12 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   wo.on_fetched = [this](WorkerConnection& from, wire::Fetched answer) {
     remote_objects_->OnFetched(from, std::move(answer));
   };
+  wo.on_borrow = [this](WorkerConnection& from, const wire::Borrow& borrow) {
+    remote_objects_->Lend(from, borrow.object);
+  };
+  wo.on_release = [this](WorkerConnection& from, const wire::Release& release) {
+    remote_objects_->Returned(from, release);
+  };
   wo.on_checkpointed = [this](WorkerConnection&, const wire::Checkpointed& note) {
     pool_->Checkpointed(note.lease_id, CheckpointNote{note.task_key, note.version, note.step, note.path});
   };
@@ -193,7 +199,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   wo.on_fetch = [this](WorkerConnection& from, const wire::Fetch& ask) {
     std::shared_ptr<ObjectEntry> entry(store_->Lookup(ask.object), [](ObjectEntry* e) { detail::Release(e); });
     if (entry != nullptr) store_->Want(entry.get());
-    from.Post([entry, request = ask.request]() -> std::optional<std::string> {
+    from.Post([this, entry, request = ask.request]() -> std::optional<std::string> {
       wire::Fetched answer{.request = request};
       if (entry == nullptr) {
         answer.code = static_cast<int64_t>(ErrorCode::kNotFound);
@@ -218,6 +224,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
                                       wire::kMaxWorkerFrameBytes, " bytes a driver sends a worker at once");
         answer.value.clear();
       }
+      bytes_fetched_by_workers_.fetch_add(answer.value.size(), std::memory_order_relaxed);
       return wire::Encode(answer);
     });
   };
@@ -329,6 +336,7 @@ RuntimeStats JobRuntime::Stats() const {
   if (remote_objects_ != nullptr) {
     stats.objects_kept_by_workers = remote_objects_->held();
     stats.bytes_fetched_from_workers = remote_objects_->bytes_fetched();
+    stats.bytes_fetched_by_workers = bytes_fetched_by_workers_.load(std::memory_order_relaxed);
   }
   return stats;
 }

@@ -153,6 +153,7 @@ class JobRuntime final {
   std::unique_ptr<WorkerPool> workers_;   // null unless the job may start workers
   // Shared with the store, which may outlive this runtime (it asks and forgets through it).
   std::shared_ptr<RemoteObjects> remote_objects_;
+  std::atomic<uint64_t> bytes_fetched_by_workers_{0};
 };
 
 }  // namespace gpupool::runtime

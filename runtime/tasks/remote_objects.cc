@@ -162,10 +162,43 @@ void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<de
   detail::Release(entry);
 }
 
-void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
-  std::vector<std::pair<Record, ObjectEntry*>> lost;
+void RemoteObjects::Lend(WorkerConnection& to, ObjectId id) {
+  ObjectEntry* entry = store_.Lookup(id);
+  if (entry == nullptr) return;  // gone already: the worker's read fails, naming it
   {
     MutexLock lock(&mu_);
+    auto [it, first] = lent_.try_emplace({&to, id}, entry, 0);
+    ++it->second.second;
+    if (first) entry = nullptr;  // the lookup's reference is the loan's
+  }
+  detail::Release(entry);
+}
+
+void RemoteObjects::Returned(WorkerConnection& by, const wire::Release& release) {
+  ObjectEntry* let_go = nullptr;
+  {
+    MutexLock lock(&mu_);
+    auto it = lent_.find({&by, release.object});
+    if (it == lent_.end()) return;
+    if (release.count >= it->second.second) {
+      let_go = it->second.first;
+      lent_.erase(it);
+    } else {
+      it->second.second -= release.count;
+    }
+  }
+  detail::Release(let_go);  // outside mu_: freeing may come back here (Forget)
+}
+
+void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
+  std::vector<std::pair<Record, ObjectEntry*>> lost;
+  std::vector<ObjectEntry*> returned;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = lent_.lower_bound({&gone, 0}); it != lent_.end() && it->first.first == &gone;) {
+      returned.push_back(it->second.first);
+      it = lent_.erase(it);
+    }
     for (auto it = by_worker_.lower_bound({&gone, 0}); it != by_worker_.end() && it->first.first == &gone;) {
       ObjectEntry* entry = it->second;
       auto record = records_.find(entry);
@@ -174,6 +207,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
       it = by_worker_.erase(it);
     }
   }
+  for (ObjectEntry* entry : returned) detail::Release(entry);
   for (auto& [record, entry] : lost) {
     std::exception_ptr failure = std::make_exception_ptr(
         Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " is lost: only worker pid ", gone.pid(), " on node ",

@@ -18,6 +18,10 @@
 // fail with kDataLoss naming the object, the worker and why. Nothing rebuilds them (a held
 // result's task is not run again).
 //
+// The other way, the driver lends: a worker that holds a ref to one of the driver's objects says
+// so (wire::Borrow), and the driver keeps the object alive until the worker lets go (Release) or
+// goes away (runtime/tasks/driver_imports.h is the worker's side).
+//
 // Thread-safety: thread-safe. Import and HoldResult run on a worker connection's reader thread,
 // inside a DecodingFrom scope for that worker; Want and Forget on any thread. mu_ is never held
 // while sending, decoding or resolving an entry.
@@ -70,8 +74,13 @@ class RemoteObjects final : public RemoteValues {
 
   // The worker's answer to a Fetch (WorkerPool's reader thread).
   void OnFetched(WorkerConnection& from, wire::Fetched answer) ABSL_LOCKS_EXCLUDED(mu_);
-  // The worker is gone: every value it kept and the driver had not fetched is lost.
+  // The worker is gone: every value it kept and the driver had not fetched is lost, and what it
+  // borrowed goes back.
   void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // A worker borrows one of the driver's objects (one that no longer exists is not kept), and
+  // lets go of `count` of its borrows.
+  void Lend(WorkerConnection& to, ObjectId id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Returned(WorkerConnection& by, const wire::Release& release) ABSL_LOCKS_EXCLUDED(mu_);
 
   // RemoteValues.
   void Want(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -104,6 +113,8 @@ class RemoteObjects final : public RemoteValues {
   mutable Mutex mu_;
   absl::flat_hash_map<ObjectEntry*, Record> records_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<WorkerConnection*, uint64_t>, ObjectEntry*> by_worker_ ABSL_GUARDED_BY(mu_);
+  // The driver's objects workers borrow: retained once per (worker, object), with the count.
+  std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};
 };
 

@@ -22,10 +22,14 @@ namespace {
 class EncodingFor {
  public:
   explicit EncodingFor(WorkerHost* host) : host_(host), previous_(current) { current = this; }
-  ~EncodingFor() { current = previous_; }
+  ~EncodingFor() {
+    current = previous_;
+    for (detail::ObjectHeader* h : kept) detail::Release(h);  // what the caller did not take
+  }
   static thread_local EncodingFor* current;
   WorkerHost* host() const { return host_; }
-  std::vector<uint64_t> holds;
+  std::vector<uint64_t> holds;                // ids of this worker's objects held for the driver
+  std::vector<detail::ObjectHeader*> kept;    // the driver's objects met: retained until sent
 
  private:
   WorkerHost* const host_;
@@ -70,15 +74,29 @@ double DriverLink::Now() const {
 }
 
 WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger)
-    : rt_(runtime), driver_(driver), linger_(linger), worker_name_(absl::StrCat(" (worker pid ", getpid(), ")")) {}
+    : rt_(runtime),
+      driver_(driver),
+      linger_(linger),
+      worker_name_(absl::StrCat(" (worker pid ", getpid(), ")")),
+      imports_(std::make_shared<DriverImports>(&runtime.store(), &driver, [&runtime](Task* t, ObjectEntry* entry) {
+        runtime.executor().DependencyResolved(t, entry);
+      })) {
+  rt_.store().SetRemoteValues(imports_);
+}
+
+detail::ObjectHeader* WorkerHost::Import(uint64_t object, detail::BoxDecoder decode) {
+  return imports_->Import(object, decode);
+}
+
+void WorkerHost::KeepUntilSent(detail::ObjectHeader* object) {
+  if (EncodingFor::current == nullptr || EncodingFor::current->host() != this) return;
+  detail::Retain(object);
+  EncodingFor::current->kept.push_back(object);
+}
 
 WorkerHost::~WorkerHost() {
   StopAll();
-  {
-    MutexLock lock(&fetch_mu_);
-    for (auto& [id, h] : imported_) detail::Release(h);
-    imported_.clear();
-  }
+  rt_.store().SetRemoteValues(nullptr);  // the store may outlive this host: it asks nothing more of it
   for (auto& [ask, h] : deferred_) detail::Release(h);
   deferred_.clear();
   MutexLock lock(&held_mu_);
@@ -183,99 +201,6 @@ void WorkerHost::AnswerDeferred() {
   }
 }
 
-detail::ObjectHeader* WorkerHost::RetainImported(uint64_t object) {
-  auto it = imported_.find(object);
-  if (it == imported_.end()) return nullptr;
-  detail::Retain(it->second);
-  return it->second;
-}
-
-absl::StatusOr<detail::ObjectHeader*> WorkerHost::ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
-                                                                   std::chrono::steady_clock::time_point deadline) {
-  auto backoff = std::chrono::milliseconds(2);
-  while (true) {
-    uint64_t request;
-    {
-      MutexLock lock(&fetch_mu_);
-      if (detail::ObjectHeader* cached = RetainImported(object)) return cached;
-      if (!serving_) return absl::CancelledError("the worker is stopping");
-      request = next_fetch_++;
-      fetches_[request] = std::nullopt;
-    }
-    if (absl::Status st = driver_.Send(wire::Encode(wire::Fetch{.request = request, .object = object})); !st.ok()) {
-      MutexLock lock(&fetch_mu_);
-      fetches_.erase(request);
-      return absl::UnavailableError(absl::StrCat("cannot ask the driver for object ", object, ": ", st.message()));
-    }
-    wire::Fetched answer;
-    {
-      MutexLock lock(&fetch_mu_);
-      while (serving_ && !fetches_[request].has_value()) {
-        if (fetch_cv_.WaitUntil(&fetch_mu_, deadline) == std::cv_status::timeout &&
-            std::chrono::steady_clock::now() >= deadline) {
-          break;
-        }
-      }
-      std::optional<wire::Fetched> got = std::move(fetches_[request]);
-      fetches_.erase(request);
-      if (!got.has_value()) {
-        return serving_ ? absl::DeadlineExceededError(absl::StrCat("the driver did not send object ", object, " in time"))
-                        : absl::CancelledError("the worker is stopping");
-      }
-      answer = *std::move(got);
-    }
-    if (answer.pending) {  // a task at the driver still computes it: ask again, until stopped
-      if (std::chrono::steady_clock::now() + backoff >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("object ", object, " of the driver was not ready in time"));
-      }
-      // Until the retry's time, whatever other answers wake the condition; StopImports ends it.
-      const auto retry_at = std::chrono::steady_clock::now() + backoff;
-      MutexLock lock(&fetch_mu_);
-      while (serving_ && std::chrono::steady_clock::now() < retry_at) fetch_cv_.WaitUntil(&fetch_mu_, retry_at);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
-      continue;
-    }
-    if (answer.code != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(answer.code),
-                          absl::StrCat("object ", object, " of the driver: ", answer.message));
-    }
-    std::unique_ptr<detail::ValueBox> value;
-    try {
-      Reader r(answer.value);
-      value = decode(r);
-    } catch (const std::exception& e) {  // Error, or whatever a user's codec throws
-      return absl::DataLossError(absl::StrCat("object ", object, " of the driver arrived unreadable: ", e.what()));
-    }
-    MutexLock lock(&fetch_mu_);
-    // Imports nothing but this cache holds any more (their tasks ran) are let go, so a busy
-    // worker does not keep every value it ever imported; one asked for again is imported again.
-    if (imported_.size() >= kImportsKeptIdle) {
-      std::erase_if(imported_, [](const auto& entry) {
-        if (entry.second->refs.load(std::memory_order_acquire) != 1) return false;
-        detail::Release(entry.second);
-        return true;
-      });
-    }
-    if (detail::ObjectHeader* cached = RetainImported(object)) return cached;  // another thread imported it meanwhile
-    // Under the driver's own id (the worker's objects count from 2^47, so none collides): a ref
-    // to it that a task returns or passes on names the driver's object there.
-    detail::ObjectHeader* local = rt_.store().CreateReadyWithId(object, std::move(value));
-    imported_.emplace(object, local);
-    detail::Retain(local);
-    return local;
-  }
-}
-
-void WorkerHost::OnFetched(wire::Fetched&& answer) {
-  {
-    MutexLock lock(&fetch_mu_);
-    auto it = fetches_.find(answer.request);
-    if (it == fetches_.end()) return;  // its asker gave up
-    it->second = std::move(answer);
-  }
-  fetch_cv_.NotifyAll();
-}
-
 absl::Status WorkerHost::Serve() {
   auto idle_since = std::chrono::steady_clock::now();
   while (true) {
@@ -318,7 +243,7 @@ absl::Status WorkerHost::Serve() {
         }
         case wire::Kind::kFetched: {
           absl::StatusOr<wire::Fetched> answer = wire::DecodeFetched(*frame);
-          if (answer.ok()) OnFetched(*std::move(answer));
+          if (answer.ok()) imports_->OnFetched(*std::move(answer));
           bad = answer.status();
           break;
         }
@@ -445,7 +370,7 @@ void WorkerHost::DropTask(Task* task) {
   delete task;
 }
 
-wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
+wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std::vector<detail::ObjectHeader*>& kept) {
   wire::Outcome out{.id = task->id,
                     .kind = static_cast<uint64_t>(o.kind),
                     .code = static_cast<int64_t>(o.code),
@@ -475,6 +400,8 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
       fail(ErrorCode::kInternal, e.what());
     }
     if (!encoded) DropHolds(scope.holds);  // nothing goes: the holds made meanwhile go back
+    kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());  // released once the outcome went
+    scope.kept.clear();
     if (encoded && out.value.size() > wire::kInlineResultBytes) {
       // Too big to go with its outcome: kept here, as its bytes (the refs inside were held for
       // the driver as they were encoded, once), until the driver fetches it or drops it.
@@ -495,6 +422,12 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o) {
 
 void WorkerHost::LeaseLoop(Lease* lease) {
   std::vector<wire::Outcome> out;
+  std::vector<detail::ObjectHeader*> kept;  // the driver's objects in `out`: let go once it is sent
+  auto send = [&] {
+    Send(out);
+    for (detail::ObjectHeader* h : kept) detail::Release(h);
+    kept.clear();
+  };
   auto first_waiting = std::chrono::steady_clock::now();
   while (true) {
     Task* task = nullptr;
@@ -503,7 +436,7 @@ void WorkerHost::LeaseLoop(Lease* lease) {
       MutexLock lock(&lease->mu);
       if (lease->queue.empty() && !out.empty()) {
         lock.Unlock();
-        Send(out);
+        send();
         lock.Lock();
       }
       while (lease->queue.empty() && !lease->done && !lease->run.stop.load()) lease->cv.Wait(&lease->mu);
@@ -519,13 +452,13 @@ void WorkerHost::LeaseLoop(Lease* lease) {
     } else {
       outcome = rt_.executor().Run(task, &lease->run);
     }
-    out.push_back(Report(task, lease->run, std::move(outcome)));
+    out.push_back(Report(task, lease->run, std::move(outcome), kept));
     DropTask(task);
     if (!more || out.size() >= kOutcomesPerFrame || std::chrono::steady_clock::now() - first_waiting >= kOutcomeDelay) {
-      Send(out);
+      send();
     }
   }
-  Send(out);
+  send();
   rt_.EndDeviceUse(lease->run);
   lease->finished.store(true);
 }
@@ -569,13 +502,7 @@ void WorkerHost::ReapFinished() {
   }
 }
 
-void WorkerHost::StopImports() {
-  {
-    MutexLock lock(&fetch_mu_);
-    serving_ = false;
-  }
-  fetch_cv_.NotifyAll();
-}
+void WorkerHost::StopImports() { imports_->Stop(absl::CancelledError("the worker is stopping")); }
 
 void WorkerHost::StopAll() {
   StopImports();  // a task waiting on an import would hold up the stop

@@ -13,9 +13,9 @@
 // submitted from inside a worker's task are not supported yet) and passes snapshot notes to the
 // driver, which tells the head.
 //
-// Objects: refs to the driver's objects nested in a task's arguments are imported over the same
-// connection (Fetch/Fetched) under the driver's ids, so a ref a task returns or passes on still
-// names the driver's object. The other way, the worker keeps for the driver (HoldForDriver) a
+// Objects: refs to the driver's objects nested in a task's arguments are imported under the
+// driver's ids (runtime/tasks/driver_imports.h: fetched over the same connection when needed), so
+// a ref a task returns or passes on still names the driver's object. The other way, the worker keeps for the driver (HoldForDriver) a
 // result too big to go with its outcome, and each object it made whose ref went to the driver
 // (ExportObject, while EncodingForDriver); the driver fetches them when it needs the values and
 // gives the holds back (runtime/tasks/remote_objects.h is its side). A worker holding anything
@@ -42,6 +42,7 @@
 #include "runtime/client/pool_client.h"
 #include "runtime/rpc/frame_socket.h"
 #include "runtime/sync/mutex.h"
+#include "runtime/tasks/driver_imports.h"
 #include "runtime/tasks/job_runtime.h"
 #include "runtime/tasks/worker_protocol.h"
 
@@ -79,14 +80,10 @@ class WorkerHost {
   // OK for a stop or the linger; the connection's error otherwise.
   absl::Status Serve();
 
-  // An object of the driver's (by its id there), imported into this worker's store under that id
-  // and kept while tasks hold it (idle ones are let go past kImportsKeptIdle): a ref nested in a
-  // task's arguments, a function's export. Any thread (a task's); waits for the driver's answer,
-  // asking again while a task there still computes the object, until `deadline` or the worker
-  // stops (kCancelled). `decode` turns the bytes into the value. Errors name the object and why.
-  absl::StatusOr<detail::ObjectHeader*> ImportFromDriver(uint64_t object, detail::BoxDecoder decode,
-                                                         std::chrono::steady_clock::time_point deadline)
-      ABSL_LOCKS_EXCLUDED(fetch_mu_);
+  // The driver's object `id` in this worker's store under that id, fetched when a task needs
+  // its value and borrowed meanwhile (runtime/tasks/driver_imports.h); retained for the caller.
+  // Any thread.
+  detail::ObjectHeader* Import(uint64_t object, detail::BoxDecoder decode);
   // The host whose driver receives what the calling thread is encoding (a task's result, an
   // answer to the driver's Fetch), or null: refs met there leave this process for the driver (a
   // task's own SendValue to its group of one does not).
@@ -94,13 +91,15 @@ class WorkerHost {
   // One more hold on an object of this worker's whose ref goes to the driver (retained on the
   // first), kept until the driver gives its holds back. Any thread.
   void HoldForDriver(detail::ObjectHeader* object) ABSL_LOCKS_EXCLUDED(held_mu_);
+  // One of the driver's objects met while encoding for the driver: this worker's copy (and so
+  // its borrow) is kept until what is being encoded has been sent, so the driver reads the ref
+  // before it hears the worker let go of it.
+  void KeepUntilSent(detail::ObjectHeader* object);
 
  private:
-  // Ends every import under way and refuses new ones: the worker is stopping (every exit of Serve
-  // does this; the answers would never be read).
-  void StopImports() ABSL_LOCKS_EXCLUDED(fetch_mu_);
-  // The import of the driver's `object`, retained for the caller; null when there is none.
-  detail::ObjectHeader* RetainImported(uint64_t object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(fetch_mu_);
+  // Fails every import still waiting for its value and refuses new ones: the worker is stopping
+  // (every exit of Serve does this; the answers would never be read).
+  void StopImports();
 
   struct Lease {
     LeaseRun run;
@@ -119,7 +118,9 @@ class WorkerHost {
   void LeaseLoop(Lease* lease);
   // The task for a message, or null with `refusal` filled (a function this program lacks, bad options).
   Task* MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal);
-  wire::Outcome Report(Task* task, LeaseRun& run, RunOutcome&& outcome);
+  // The outcome as sent; the driver's objects its result names are added to `kept` (retained),
+  // to be let go once it has been sent.
+  wire::Outcome Report(Task* task, LeaseRun& run, RunOutcome&& outcome, std::vector<detail::ObjectHeader*>& kept);
   void DropTask(Task* task);
   void Send(std::vector<wire::Outcome>& outcomes);
 
@@ -145,15 +146,8 @@ class WorkerHost {
   std::map<uint64_t, std::pair<detail::ObjectHeader*, uint64_t>> held_ ABSL_GUARDED_BY(held_mu_);
   std::vector<std::pair<wire::Fetch, detail::ObjectHeader*>> deferred_;  // retained
 
-  // Imports from the driver (ImportFromDriver), answered on Serve's thread.
-  void OnFetched(wire::Fetched&& answer) ABSL_LOCKS_EXCLUDED(fetch_mu_);
-  Mutex fetch_mu_;
-  CondVar fetch_cv_;
-  uint64_t next_fetch_ ABSL_GUARDED_BY(fetch_mu_) = 1;
-  std::map<uint64_t, std::optional<wire::Fetched>> fetches_ ABSL_GUARDED_BY(fetch_mu_);  // by request
-  std::map<uint64_t, detail::ObjectHeader*> imported_ ABSL_GUARDED_BY(fetch_mu_);         // by driver id, retained
-  static constexpr size_t kImportsKeptIdle = 64;  // past this many, idle imports are let go
-  bool serving_ ABSL_GUARDED_BY(fetch_mu_) = true;
+  // The driver's objects this worker has copies of; shared with the store, which may outlive the host.
+  std::shared_ptr<DriverImports> imports_;
 };
 
 }  // namespace gpupool::runtime

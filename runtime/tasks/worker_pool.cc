@@ -343,6 +343,18 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
         else if (options_.on_fetched) options_.on_fetched(*worker, *std::move(answer));
         break;
       }
+      case wire::Kind::kBorrow: {
+        absl::StatusOr<wire::Borrow> borrow = wire::DecodeBorrow(*frame);
+        if (!borrow.ok()) bad = borrow.status();
+        else if (options_.on_borrow) options_.on_borrow(*worker, *borrow);
+        break;
+      }
+      case wire::Kind::kRelease: {
+        absl::StatusOr<wire::Release> release = wire::DecodeRelease(*frame);
+        if (!release.ok()) bad = release.status();
+        else if (options_.on_release) options_.on_release(*worker, *release);
+        break;
+      }
       case wire::Kind::kBye:
         worker->leaving_.store(true);
         bye = true;

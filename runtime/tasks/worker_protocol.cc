@@ -48,6 +48,8 @@ void Fields(M& m, F&& f) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   } else if constexpr (std::is_same_v<T, Release>) {
     f(m.object), f(m.count);
+  } else if constexpr (std::is_same_v<T, Borrow>) {
+    f(m.object);
   }
 }
 
@@ -131,6 +133,8 @@ template <>
 struct Codec<runtime::wire::Fetched> : WireCodec<runtime::wire::Fetched> {};
 template <>
 struct Codec<runtime::wire::Release> : WireCodec<runtime::wire::Release> {};
+template <>
+struct Codec<runtime::wire::Borrow> : WireCodec<runtime::wire::Borrow> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -147,12 +151,13 @@ std::string EncodeBye() { return Bare(Kind::kBye); }
 std::string Encode(const Fetch& m) { return EncodeAs(Kind::kFetch, m); }
 std::string Encode(const Fetched& m) { return EncodeAs(Kind::kFetched, m); }
 std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
+std::string Encode(const Borrow& m) { return EncodeAs(Kind::kBorrow, m); }
 
 absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kRelease)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kBorrow)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -175,6 +180,7 @@ absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view f) {
 absl::StatusOr<Fetch> DecodeFetch(std::string_view f) { return DecodeAs<Fetch>(Kind::kFetch, f, "fetch"); }
 absl::StatusOr<Fetched> DecodeFetched(std::string_view f) { return DecodeAs<Fetched>(Kind::kFetched, f, "fetched"); }
 absl::StatusOr<Release> DecodeRelease(std::string_view f) { return DecodeAs<Release>(Kind::kRelease, f, "release"); }
+absl::StatusOr<Borrow> DecodeBorrow(std::string_view f) { return DecodeAs<Borrow>(Kind::kBorrow, f, "borrow"); }
 
 // Generous per-field overheads (varints and counts) beside the fields' bytes.
 size_t WireBytes(const TaskToRun& t) {

@@ -6,14 +6,15 @@
 // into a status here).
 //
 //   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Fetched,
-//                     Bye
+//                     Borrow, Release, Bye
 //   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, Release, Stop
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
 // encoded); the worker sends back each task's outcome (a small result encoded in it, or why the
 // task failed or stopped), and imports the driver's objects that arguments name inside them
-// (Fetch, answered by Fetched).
+// (Fetch, answered by Fetched): lazily, when a task needs a value, keeping the object alive at the
+// driver while the worker holds a ref to it (Borrow, then Release: runtime/tasks/driver_imports.h).
 //
 // Objects the worker holds for the driver (Ray's ownership: the driver owns them, the worker
 // keeps their values): a result too big to go with its outcome (Outcome::held), and objects the
@@ -35,6 +36,7 @@ namespace gpupool::runtime::wire {
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
   kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11, kRelease = 12,
+  kBorrow = 13,
 };
 
 // The first frame a worker sends. `secret` is the job's worker key, which the worker read from
@@ -163,10 +165,16 @@ struct Fetched {
   std::string value;
 };
 
-// The driver lets go of `count` of the holds a worker keeps on one of its objects.
+// One side lets go of `count` holds it has on the other's object: the driver of a worker's
+// object the worker keeps for it, a worker of a borrowed object of the driver's.
 struct Release {
   uint64_t object = 0;
   uint64_t count = 0;
+};
+
+// A worker holds a ref to the driver's object: the driver keeps it alive until the worker's Release.
+struct Borrow {
+  uint64_t object = 0;
 };
 
 std::string Encode(const Hello& m);
@@ -181,6 +189,7 @@ std::string EncodeBye();
 std::string Encode(const Fetch& m);
 std::string Encode(const Fetched& m);
 std::string Encode(const Release& m);
+std::string Encode(const Borrow& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -194,6 +203,7 @@ absl::StatusOr<Checkpointed> DecodeCheckpointed(std::string_view frame);
 absl::StatusOr<Fetch> DecodeFetch(std::string_view frame);
 absl::StatusOr<Fetched> DecodeFetched(std::string_view frame);
 absl::StatusOr<Release> DecodeRelease(std::string_view frame);
+absl::StatusOr<Borrow> DecodeBorrow(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 

@@ -363,3 +363,55 @@ def test_a_worker_keeps_what_it_made_until_the_driver_lets_go_and_its_death_lose
     lost_s = float(text.split("lost: GpupoolError True ")[1].split()[0])
     assert lost_s < 10, text
     assert "after True" in text, text
+
+
+def test_a_worker_fetches_the_drivers_objects_only_when_read_and_borrows_what_it_keeps(two_node_pool):
+    # A ref nested in a task's argument travels as its id: the worker fetches the value only when
+    # its task reads it. A ref the worker keeps past its task (here in a global) is borrowed: the
+    # driver keeps the object while the worker holds it, so a later task can still return it
+    # after the driver dropped its own ref.
+    out = run_driver(two_node_pool, """
+        import gc, time
+        INIT()
+        ON_NODE_1 = dict(gpus=0.5, labels={"node": "node-1"})
+
+        @gpupool.remote(**ON_NODE_1)
+        def ignores(refs):
+            return len(refs)
+
+        @gpupool.remote(**ON_NODE_1)
+        def reads(refs):
+            return len(gpupool.get(refs[0]))
+
+        @gpupool.remote(**ON_NODE_1)
+        def keeps(refs):
+            import builtins
+            builtins.kept_by_this_worker = refs[0]
+            return 1
+
+        @gpupool.remote(**ON_NODE_1)
+        def gives_back():
+            import builtins
+            return [builtins.kept_by_this_worker]
+
+        big = gpupool.put(b"y" * (1 << 20))
+        before = gpupool.stats()["bytes_fetched_by_workers"]
+        print("ignored", gpupool.get(ignores.submit([big]), timeout=20),
+              gpupool.stats()["bytes_fetched_by_workers"] - before)
+        print("read", gpupool.get(reads.submit([big]), timeout=20),
+              gpupool.stats()["bytes_fetched_by_workers"] - before >= (1 << 20))
+        kept = gpupool.put("kept by the worker")
+        gpupool.get(keeps.submit([kept]), timeout=20)
+        del kept
+        gc.collect()
+        time.sleep(0.3)
+        back = gpupool.get(gives_back.submit(), timeout=20)
+        print("given back:", gpupool.get(back[0], timeout=20))
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    # Only the function's export (a few hundred bytes) travelled, not the 1 MiB it was given.
+    ignored_bytes = int(text.split("ignored 1 ")[1].split()[0])
+    assert ignored_bytes < (64 << 10), text
+    assert "read 1048576 True" in text, text
+    assert "given back: kept by the worker" in text, text

@@ -170,9 +170,11 @@ struct RuntimeStats {
   uint64_t scrubbed_bytes = 0;    // device memory zeroed before changing team
   uint64_t live_objects = 0;
   // Tasks anywhere: values this driver owns that its workers keep now (big results, objects a
-  // worker made), not fetched yet; and the bytes fetched from workers so far.
+  // worker made), not fetched yet; the bytes fetched from workers so far; and the bytes of
+  // objects workers fetched from this driver (refs nested in arguments, read there).
   uint64_t objects_kept_by_workers = 0;
   uint64_t bytes_fetched_from_workers = 0;
+  uint64_t bytes_fetched_by_workers = 0;
   uint64_t queued_tasks = 0;              // runnable, waiting for a worker or a lease
   uint64_t waiting_for_dependencies = 0;  // submitted, some input not there yet
   std::vector<OverdueTask> overdue;       // see OverdueTask

@@ -101,9 +101,10 @@ GPUPOOL_API ObjectHeader* LookupObject(ObjectId id);
 // job's other ranks). Decoding a ref finds the local object, or imports another rank's: its bytes
 // are fetched and turned back into a value by `decode`.
 using BoxDecoder = std::unique_ptr<ValueBox> (*)(Reader& r);
-// In a worker process (tasks anywhere): the driver's object `id`, imported into this process once
-// and retained for the caller; `decode` reads its bytes. Throws naming the object when the driver
-// no longer has it or does not answer, and kFailedPrecondition outside a worker.
+// In a worker process (tasks anywhere): the driver's object `id` in this process's store, retained
+// for the caller; its value is fetched from the driver when something here needs it, and `decode`
+// reads its bytes (a Get of it fails, naming the object, when the driver no longer has it). Throws
+// kFailedPrecondition outside a worker, kCancelled once the worker stops.
 GPUPOOL_API ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode);
 template <typename T>
 std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
@@ -115,7 +116,7 @@ std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
 }
 // Fills `lineage` with how to make the object again when it has that (runtime/objects/lineage.h).
 // In a worker, a ref in a task's result goes to its driver: one of the driver's own objects needs
-// nothing; one the worker made throws kUnimplemented (the driver cannot fetch from its workers yet).
+// nothing; the worker keeps one it made for the driver, which fetches it when it needs it.
 GPUPOOL_API void ExportObject(ObjectHeader* object, std::string* lineage);
 // Retained; throws kNotFound for a local id whose object was freed (or never existed).
 GPUPOOL_API ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string lineage);
