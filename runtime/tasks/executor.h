@@ -70,8 +70,9 @@ class Executor {
   void StartCpuWorkers(int workers);
   // From now on a task also waits for the refs nested in its arguments to be ready (not their
   // success: a failed one is the task's to read) before it runs. Set once, before the first
-  // task, when tasks may run in workers: a worker imports nested refs before the task starts,
-  // and one whose producer queued behind it on the same lease would wait for ever.
+  // task, when tasks may run in workers: a worker's task reading a nested ref whose producer
+  // queued behind it on the same lease (or in the window sent ahead to its worker) would wait for
+  // ever. A value a worker keeps (an entry marked remote) is made already and is not waited for.
   void WaitForNestedRefs() { wait_for_nested_.store(true, std::memory_order_relaxed); }
 
   // Takes over a task Submit made (its result entry and shape set): it fails at once when the

@@ -415,3 +415,35 @@ def test_a_worker_fetches_the_drivers_objects_only_when_read_and_borrows_what_it
     assert ignored_bytes < (64 << 10), text
     assert "read 1048576 True" in text, text
     assert "given back: kept by the worker" in text, text
+
+
+def test_one_workers_objects_reach_a_task_in_another_worker_through_the_driver(two_node_pool):
+    # A driver on no node of the pool: node-0's and node-1's tasks run in two workers. What
+    # node-1's worker made (a value it put, a result over 100 KiB) is read by a task in node-0's
+    # worker: it asks the driver, which fetches the value from node-1's worker meanwhile (the
+    # result, still being computed at submission, is fetched before the task is sent).
+    out = run_driver(two_node_pool, """
+        INIT()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def makes():
+            return [gpupool.put(b"z" * 1000)]
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def big():
+            return b"b" * (1 << 20)
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def reads(refs):
+            import os
+            return [len(gpupool.get(r)) for r in refs], os.getpid()
+
+        made = gpupool.get(makes.submit(), timeout=20)
+        sizes, pid = gpupool.get(reads.submit([made[0], big.submit()]), timeout=20)
+        import os
+        print("read in another worker", sizes, pid != os.getpid())
+        print("through the driver", gpupool.stats()["bytes_fetched_from_workers"] >= (1 << 20) + 1000)
+    """, node="elsewhere")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "read in another worker [1000, 1048576] True" in out.stdout, out.stdout
+    assert "through the driver True" in out.stdout, out.stdout
