@@ -11,7 +11,10 @@
 // Figures: no-op tasks/s from one driver (async: submit all, then get all) and sync round
 // trips/s (submit, get, one at a time), remote beside in-process; and worker start to first task
 // (submit to result with no worker running: the lease, the agent's start, the worker's hello,
-// the task) p50/p99 beside fork+exec of this same binary.
+// the task) p50/p99 beside fork+exec of this same binary. And objects the worker keeps: a task's
+// result of 1, 16 and 64 MiB (over the 100 KiB that travel with an outcome) stays in n1's worker
+// until the driver's Get fetches it; MB/s of that Get beside the same bytes sent as one frame
+// over a loopback connection in this process (FrameSocket, the transport under the fetch).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +30,7 @@
 #include "bench/common/json_figure.h"
 #include "gpupool/gpupool.h"
 #include "runtime/agent/node_agent.h"
+#include "runtime/rpc/frame_socket.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/service/pool_server.h"
 #include "runtime/service/pool_service.h"
@@ -36,6 +40,9 @@ namespace {
 
 int NoOp(int x) { return x; }
 GPUPOOL_REMOTE(NoOp);
+
+std::string Bytes(int mib) { return std::string(static_cast<size_t>(mib) << 20, 'b'); }
+GPUPOOL_REMOTE(Bytes);
 
 using Clock = std::chrono::steady_clock;
 
@@ -75,6 +82,42 @@ void Print(const std::vector<gpupool::bench::Figure>& rows, bool json) {
     gpupool::bench::PrintJsonFigure("remote", r.metric.c_str(), r.value, r.unit.c_str(), r.reference.c_str(),
                                     r.reference_value);
   }
+}
+
+// MB/s of Gets of a `mib` MiB result that n1's worker kept (the task done first, so only the
+// fetch is timed); the best of `rounds`.
+double FetchMBps(gpupool::Runtime& rt, int mib, int rounds) {
+  double best = 0;
+  for (int i = 0; i < rounds; ++i) {
+    gpupool::ObjectRef<std::string> ref = gpupool::Task(Bytes).Gpus(1).Label("node", "n1").Submit(mib);
+    while (rt.Stats().objects_kept_by_workers == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    auto t0 = Clock::now();
+    size_t bytes = gpupool::Get(ref)->size();
+    best = std::max(best, static_cast<double>(bytes) / 1e6 / Seconds(t0));
+  }
+  return best;
+}
+
+// MB/s of one frame of `mib` MiB over a loopback FrameSocket, sent and received in this process;
+// the best of `rounds`.
+double LoopbackMBps(int mib, int rounds) {
+  using gpupool::runtime::FrameListener;
+  using gpupool::runtime::FrameSocket;
+  auto listener = FrameListener::Listen("127.0.0.1", 0);
+  if (!listener.ok()) return 0;
+  auto sender = FrameSocket::Connect("127.0.0.1", (*listener)->port(), std::chrono::seconds(5));
+  auto receiver = (*listener)->Accept();
+  if (!sender.ok() || !receiver.ok()) return 0;
+  const std::string frame(static_cast<size_t>(mib) << 20, 'b');
+  double best = 0;
+  for (int i = 0; i < rounds; ++i) {
+    auto t0 = Clock::now();
+    std::thread send([&] { (void)(*sender)->Send(frame); });
+    auto got = (*receiver)->Receive();
+    send.join();
+    if (got.ok()) best = std::max(best, static_cast<double>(got->size()) / 1e6 / Seconds(t0));
+  }
+  return best;
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -175,6 +218,11 @@ int main(int argc, char** argv) {
                     Percentile(spawn, 0.5), "lease, agent start, hello, task, result"});
     rows.push_back({"worker_start_to_first_task_p99_ms", Percentile(first, 0.99), "ms", "fork_exec_same_binary_p99_ms",
                     Percentile(spawn, 0.99), ""});
+    for (int mib : {1, 16, 64}) {
+      rows.push_back({"fetch_kept_result_" + std::to_string(mib) + "MiB_MBps", FetchMBps(rt, mib, 5), "MB/s",
+                      "loopback_frame_" + std::to_string(mib) + "MiB_MBps", LoopbackMBps(mib, 5),
+                      mib == 1 ? "Get of a result n1's worker kept, beside the bare transport" : ""});
+    }
   }
   Print(rows, json);
   return 0;

@@ -84,7 +84,7 @@ void DriverImports::Resolve(ObjectEntry* entry, std::unique_ptr<detail::ValueBox
   detail::Release(entry);
 }
 
-void DriverImports::OnFetched(wire::Fetched answer) {
+void DriverImports::OnFetched(const wire::FetchedView& answer) {
   ObjectEntry* entry;
   Record record;
   {

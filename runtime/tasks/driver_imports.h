@@ -44,7 +44,7 @@ class DriverImports final : public RemoteValues {
   // entry read with `decode` once fetched. After Stop, a new one is failed (kCancelled).
   detail::ObjectHeader* Import(ObjectId id, detail::BoxDecoder decode) ABSL_LOCKS_EXCLUDED(mu_);
   // The driver's answer to a Fetch.
-  void OnFetched(wire::Fetched answer) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFetched(const wire::FetchedView& answer) ABSL_LOCKS_EXCLUDED(mu_);
   // The worker stops serving: entries still waiting for their values fail with `why`, nothing
   // more is sent, and the idle copies are let go.
   void Stop(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);

@@ -181,8 +181,8 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
     remote_->OnLost(gone, why, bye);
     remote_objects_->OnLost(gone, why);
   };
-  wo.on_fetched = [this](WorkerConnection& from, wire::Fetched answer) {
-    remote_objects_->OnFetched(from, std::move(answer));
+  wo.on_fetched = [this](WorkerConnection& from, const wire::FetchedView& answer) {
+    remote_objects_->OnFetched(from, answer);
   };
   wo.on_borrow = [this](WorkerConnection& from, const wire::Borrow& borrow) {
     remote_objects_->Lend(from, borrow.object);
@@ -200,32 +200,16 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
     std::shared_ptr<ObjectEntry> entry(store_->Lookup(ask.object), [](ObjectEntry* e) { detail::Release(e); });
     if (entry != nullptr) store_->Want(entry.get());
     from.Post([this, entry, request = ask.request]() -> std::optional<std::string> {
-      wire::Fetched answer{.request = request};
       if (entry == nullptr) {
-        answer.code = static_cast<int64_t>(ErrorCode::kNotFound);
-        answer.message = "it was freed, or never existed";
-        return wire::Encode(answer);
+        return wire::Encode(wire::Fetched{.request = request,
+                                          .code = static_cast<int64_t>(ErrorCode::kNotFound),
+                                          .message = "it was freed, or never existed"});
       }
       if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) return std::nullopt;
-      try {
-        detail::AwaitValue(entry.get(), std::chrono::steady_clock::now()).EncodeTo(answer.value);
-      } catch (const Error& e) {
-        answer.code = static_cast<int64_t>(e.code());
-        answer.message = e.what();
-        answer.value.clear();
-      } catch (const std::exception& e) {  // a user's codec: never out of the sender thread
-        answer.code = static_cast<int64_t>(ErrorCode::kInternal);
-        answer.message = absl::StrCat("its value could not be encoded: ", e.what());
-        answer.value.clear();
-      }
-      if (answer.value.size() > wire::kMaxWorkerFrameBytes) {  // never a frame the socket refuses: the asker would wait
-        answer.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
-        answer.message = absl::StrCat("its value, ", answer.value.size(), " bytes, is over the ",
-                                      wire::kMaxWorkerFrameBytes, " bytes a driver sends a worker at once");
-        answer.value.clear();
-      }
-      bytes_fetched_by_workers_.fetch_add(answer.value.size(), std::memory_order_relaxed);
-      return wire::Encode(answer);
+      bool sent_value = false;
+      std::string frame = wire::AnswerFetch(request, entry.get(), &sent_value);
+      if (sent_value) bytes_fetched_by_workers_.fetch_add(frame.size(), std::memory_order_relaxed);
+      return frame;
     });
   };
   if (o.log_to_driver) {

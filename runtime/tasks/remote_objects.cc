@@ -114,7 +114,7 @@ void RemoteObjects::Want(ObjectEntry* entry) {
   worker->Post([frame = wire::Encode(wire::Fetch{.request = id, .object = id})] { return frame; });
 }
 
-void RemoteObjects::OnFetched(WorkerConnection& from, wire::Fetched answer) {
+void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer) {
   Record record;
   ObjectEntry* entry;
   {

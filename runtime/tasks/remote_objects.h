@@ -73,7 +73,7 @@ class RemoteObjects final : public RemoteValues {
   detail::ObjectHeader* Import(ObjectId id, detail::BoxDecoder decode) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The worker's answer to a Fetch (WorkerPool's reader thread).
-  void OnFetched(WorkerConnection& from, wire::Fetched answer) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFetched(WorkerConnection& from, const wire::FetchedView& answer) ABSL_LOCKS_EXCLUDED(mu_);
   // The worker is gone: every value it kept and the driver had not fetched is lost, and what it
   // borrowed goes back.
   void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);

@@ -141,28 +141,12 @@ void WorkerHost::OnRelease(const wire::Release& release) {
   detail::Release(let_go);  // outside the lock: freeing may release what the value holds
 }
 
-wire::Fetched WorkerHost::Answer(uint64_t request, detail::ObjectHeader* object) {
-  wire::Fetched answer{.request = request};
+std::string WorkerHost::Answer(uint64_t request, detail::ObjectHeader* object) {
   EncodingFor scope(this);  // refs inside it go to the driver: held for it here
-  try {
-    detail::AwaitValue(object, std::chrono::steady_clock::now()).EncodeTo(answer.value);
-  } catch (const Error& e) {  // its failure, or a value that cannot be encoded
-    answer.code = static_cast<int64_t>(e.code());
-    answer.message = e.what();
-    answer.value.clear();
-  } catch (const std::exception& e) {  // a user's codec
-    answer.code = static_cast<int64_t>(ErrorCode::kInternal);
-    answer.message = absl::StrCat("its value could not be encoded: ", e.what());
-    answer.value.clear();
-  }
-  if (answer.value.size() > wire::kMaxWorkerFrameBytes) {
-    answer.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
-    answer.message = absl::StrCat("its value, ", answer.value.size(), " bytes, is over the ", wire::kMaxWorkerFrameBytes,
-                                  " bytes a worker sends its driver at once");
-    answer.value.clear();
-  }
-  if (answer.code != 0) DropHolds(scope.holds);
-  return answer;
+  bool sent_value = false;
+  std::string frame = wire::AnswerFetch(request, object, &sent_value);
+  if (!sent_value) DropHolds(scope.holds);
+  return frame;
 }
 
 void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
@@ -185,7 +169,7 @@ void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
     deferred_.emplace_back(ask, object);  // a task here still computes it: answered when it is done
     return;
   }
-  (void)driver_.Send(wire::Encode(Answer(ask.request, object)));
+  (void)driver_.Send(Answer(ask.request, object));
   detail::Release(object);
 }
 
@@ -195,7 +179,7 @@ void WorkerHost::AnswerDeferred() {
       ++it;
       continue;
     }
-    (void)driver_.Send(wire::Encode(Answer(it->first.request, it->second)));
+    (void)driver_.Send(Answer(it->first.request, it->second));
     detail::Release(it->second);
     it = deferred_.erase(it);
   }
@@ -242,8 +226,8 @@ absl::Status WorkerHost::Serve() {
           break;
         }
         case wire::Kind::kFetched: {
-          absl::StatusOr<wire::Fetched> answer = wire::DecodeFetched(*frame);
-          if (answer.ok()) imports_->OnFetched(*std::move(answer));
+          absl::StatusOr<wire::FetchedView> answer = wire::DecodeFetchedView(*frame);
+          if (answer.ok()) imports_->OnFetched(*answer);
           bad = answer.status();
           break;
         }

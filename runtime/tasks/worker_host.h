@@ -140,8 +140,8 @@ class WorkerHost {
   // Gives back one hold on each (an encoding that failed made them for nothing).
   void DropHolds(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(held_mu_);
   bool HoldsAnything() ABSL_LOCKS_EXCLUDED(held_mu_);
-  // The answer for a resolved object (its value encoded, or its failure).
-  wire::Fetched Answer(uint64_t request, detail::ObjectHeader* object);
+  // The answer for a resolved object, as a frame (wire::AnswerFetch).
+  std::string Answer(uint64_t request, detail::ObjectHeader* object);
   Mutex held_mu_;
   std::map<uint64_t, std::pair<detail::ObjectHeader*, uint64_t>> held_ ABSL_GUARDED_BY(held_mu_);
   std::vector<std::pair<wire::Fetch, detail::ObjectHeader*>> deferred_;  // retained

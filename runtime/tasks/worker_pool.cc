@@ -338,9 +338,9 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
         break;
       }
       case wire::Kind::kFetched: {
-        absl::StatusOr<wire::Fetched> answer = wire::DecodeFetched(*frame);
+        absl::StatusOr<wire::FetchedView> answer = wire::DecodeFetchedView(*frame);
         if (!answer.ok()) bad = answer.status();
-        else if (options_.on_fetched) options_.on_fetched(*worker, *std::move(answer));
+        else if (options_.on_fetched) options_.on_fetched(*worker, *answer);
         break;
       }
       case wire::Kind::kBorrow: {

@@ -95,7 +95,7 @@ struct WorkerPoolOptions {
   // A worker asks for one of the driver's objects: answer with from.Send (wire::Fetched), at once.
   std::function<void(WorkerConnection& from, const wire::Fetch& ask)> on_fetch;
   // A worker answers the driver's Fetch of an object it keeps for the driver.
-  std::function<void(WorkerConnection& from, wire::Fetched answer)> on_fetched;
+  std::function<void(WorkerConnection& from, const wire::FetchedView& answer)> on_fetched;
   // A worker holds a ref to one of the driver's objects, and lets go of it.
   std::function<void(WorkerConnection& from, const wire::Borrow& borrow)> on_borrow;
   std::function<void(WorkerConnection& from, const wire::Release& release)> on_release;

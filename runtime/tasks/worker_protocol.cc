@@ -5,7 +5,9 @@
 #include "runtime/tasks/worker_protocol.h"
 
 #include <algorithm>
+#include <chrono>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -181,6 +183,71 @@ absl::StatusOr<Fetch> DecodeFetch(std::string_view f) { return DecodeAs<Fetch>(K
 absl::StatusOr<Fetched> DecodeFetched(std::string_view f) { return DecodeAs<Fetched>(Kind::kFetched, f, "fetched"); }
 absl::StatusOr<Release> DecodeRelease(std::string_view f) { return DecodeAs<Release>(Kind::kRelease, f, "release"); }
 absl::StatusOr<Borrow> DecodeBorrow(std::string_view f) { return DecodeAs<Borrow>(Kind::kBorrow, f, "borrow"); }
+
+std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value) {
+  std::string scratch;
+  std::string_view bytes;
+  if (value.type() == typeid(detail::EncodedValue)) {
+    bytes = static_cast<const detail::EncodedValue&>(value).bytes;
+  } else {
+    value.EncodeTo(scratch);
+    bytes = scratch;
+  }
+  // Fetched's fields in order (Fields above), the value's string written from the view.
+  std::string out;
+  out.reserve(64 + bytes.size());
+  Writer w(out);
+  w.Varint(static_cast<uint64_t>(Kind::kFetched));
+  gpupool::Encode(w, request);
+  gpupool::Encode(w, false);
+  gpupool::Encode(w, int64_t{0});
+  gpupool::Encode(w, std::string());
+  w.Varint(bytes.size());
+  w.Bytes(bytes.data(), bytes.size());
+  return out;
+}
+
+std::string AnswerFetch(uint64_t request, detail::ObjectHeader* object, bool* sent_value) {
+  Fetched failed{.request = request};
+  try {
+    std::string frame = EncodeFetchedBox(request, detail::AwaitValue(object, std::chrono::steady_clock::now()));
+    if (frame.size() <= kMaxWorkerFrameBytes) {
+      *sent_value = true;
+      return frame;
+    }
+    failed.code = static_cast<int64_t>(ErrorCode::kResourceExhausted);
+    failed.message = absl::StrCat("its value, ", frame.size(), " bytes encoded, is over the ", kMaxWorkerFrameBytes,
+                                  " bytes one frame between a driver and its workers may hold");
+  } catch (const Error& e) {  // its failure, or a value that cannot be encoded
+    failed.code = static_cast<int64_t>(e.code());
+    failed.message = e.what();
+  } catch (const std::exception& e) {  // a user's codec: never out of the thread answering
+    failed.code = static_cast<int64_t>(ErrorCode::kInternal);
+    failed.message = absl::StrCat("its value could not be encoded: ", e.what());
+  }
+  *sent_value = false;
+  return Encode(failed);
+}
+
+absl::StatusOr<FetchedView> DecodeFetchedView(std::string_view frame) {
+  try {
+    Reader r(frame);
+    uint64_t got = r.Varint("a message kind");
+    if (got != static_cast<uint64_t>(Kind::kFetched)) {
+      return absl::DataLossError(absl::StrCat("expected a fetched message, got kind ", got));
+    }
+    FetchedView m;
+    m.request = gpupool::Decode<uint64_t>(r);
+    m.pending = gpupool::Decode<bool>(r);
+    m.code = gpupool::Decode<int64_t>(r);
+    m.message = gpupool::Decode<std::string>(r);
+    m.value = r.Take(r.Count("a string"), "a string");
+    if (r.remaining() != 0) return absl::DataLossError(absl::StrCat(r.remaining(), " stray bytes after a fetched message"));
+    return m;
+  } catch (const Error& e) {
+    return absl::DataLossError(absl::StrCat("malformed fetched message: ", e.what()));
+  }
+}
 
 // Generous per-field overheads (varints and counts) beside the fields' bytes.
 size_t WireBytes(const TaskToRun& t) {

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpupool/error.h"
+#include "gpupool/internal/object_header.h"
 
 namespace gpupool::runtime::wire {
 
@@ -164,6 +165,24 @@ struct Fetched {
   std::string message;
   std::string value;
 };
+
+// Big values move in fetches, so they are framed and read without the copies a Fetched's own
+// string field would cost: EncodeFetchedBox writes the answer for a value straight from its box
+// (a value that arrived encoded, as a result a worker keeps does, is copied once, into the frame);
+// FetchedView reads an answer whose value stays in the frame. Both agree with Encode(Fetched)
+// and DecodeFetched byte for byte.
+std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value);
+struct FetchedView {
+  uint64_t request = 0;
+  bool pending = false;
+  int64_t code = 0;
+  std::string message;
+  std::string_view value;  // into the frame: valid while it is
+};
+absl::StatusOr<FetchedView> DecodeFetchedView(std::string_view frame);
+// The answer to a Fetch of a resolved `object` (either side): its value, or its failure, or why
+// it cannot go (its codec threw; over kMaxWorkerFrameBytes). `*sent_value`: the value went.
+std::string AnswerFetch(uint64_t request, detail::ObjectHeader* object, bool* sent_value);
 
 // One side lets go of `count` holds it has on the other's object: the driver of a worker's
 // object the worker keeps for it, a worker of a borrowed object of the driver's.

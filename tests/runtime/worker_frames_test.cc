@@ -1,6 +1,8 @@
 // Batches between a driver and its workers as frames (runtime/tasks/worker_protocol.h): a batch
 // over a frame's limit is split, nothing is lost or reordered, and a result too big for any frame
-// fails its task naming its size instead of never arriving.
+// fails its task naming its size instead of never arriving. And the object messages: a fetched
+// value framed straight from its box reads back the same as the plain encoding, and holds,
+// borrows and id ranges survive the wire.
 #include <string>
 #include <vector>
 
@@ -77,6 +79,58 @@ TEST(WorkerFrames, AResultTooBigForAnyFrameFailsItsTaskNamingItsSizeAndTheRestAr
       EXPECT_EQ(got[i].value, std::string(200, 'v'));
     }
   }
+}
+
+TEST(WorkerObjects, AValueFramedFromItsBoxIsTheSameAnswerAsThePlainEncoding) {
+  const std::string bytes(300000, 'v');
+  detail::EncodedValue kept(bytes);             // a result a worker keeps: copied once, into the frame
+  detail::TypedBox<std::string> typed("seven");  // any other value: encoded, then framed
+  for (const detail::ValueBox* box : {static_cast<const detail::ValueBox*>(&kept),
+                                      static_cast<const detail::ValueBox*>(&typed)}) {
+    std::string value;
+    box->EncodeTo(value);
+    const std::string framed = EncodeFetchedBox(42, *box);
+    EXPECT_EQ(framed, Encode(Fetched{.request = 42, .value = value}));
+    absl::StatusOr<FetchedView> view = DecodeFetchedView(framed);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(view->request, 42u);
+    EXPECT_FALSE(view->pending);
+    EXPECT_EQ(view->code, 0);
+    EXPECT_EQ(view->value, value);
+  }
+  // A failure's answer reads back through the view too; a truncated one is refused.
+  const std::string failed = Encode(Fetched{.request = 7, .code = 5, .message = "gone"});
+  absl::StatusOr<FetchedView> view = DecodeFetchedView(failed);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->code, 5);
+  EXPECT_EQ(view->message, "gone");
+  EXPECT_TRUE(view->value.empty());
+  const std::string framed = EncodeFetchedBox(1, kept);
+  EXPECT_EQ(DecodeFetchedView(std::string_view(framed).substr(0, framed.size() - 1)).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeFetchedView(Encode(Release{.object = 1, .count = 1})).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(WorkerObjects, HoldsBorrowsAndIdRangesSurviveTheWire) {
+  absl::StatusOr<Release> release = DecodeRelease(Encode(Release{.object = kWorkerIdBase + 5, .count = 3}));
+  ASSERT_TRUE(release.ok()) << release.status();
+  EXPECT_EQ(release->object, kWorkerIdBase + 5);
+  EXPECT_EQ(release->count, 3u);
+  absl::StatusOr<Borrow> borrow = DecodeBorrow(Encode(Borrow{.object = 99}));
+  ASSERT_TRUE(borrow.ok()) << borrow.status();
+  EXPECT_EQ(borrow->object, 99u);
+  std::vector<Outcome> outcomes = {Outcome{.id = 1, .held = kWorkerIdBase + kWorkerIdSpan + 1}};
+  absl::StatusOr<std::vector<Outcome>> back = DecodeOutcomes(Encode(outcomes));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)[0].held, kWorkerIdBase + kWorkerIdSpan + 1);
+  absl::StatusOr<Welcome> welcome = DecodeWelcome(Encode(Welcome{.object_id_base = kWorkerIdBase + kWorkerIdSpan}));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  EXPECT_EQ(welcome->object_id_base, kWorkerIdBase + kWorkerIdSpan);
+  // The ranges: the driver's ids are below every worker's, the workers' below the next rank's.
+  EXPECT_FALSE(IsWorkerObjectId(1));
+  EXPECT_FALSE(IsWorkerObjectId(kWorkerIdBase - 1));
+  EXPECT_TRUE(IsWorkerObjectId(kWorkerIdBase + kWorkerIdSpan));
+  EXPECT_FALSE(IsWorkerObjectId(uint64_t{1} << 48));
 }
 
 }  // namespace
