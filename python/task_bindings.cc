@@ -17,7 +17,8 @@
 // that object's id in its arguments and holds it (as a nested ref) until it ran. In the driver
 // the function comes from the registry; a worker (`python -m gpupool.worker`) imports the export
 // from its driver the first time it meets the id (detail::ImportFromDriver), unpickles it once and
-// keeps it. Refs nested in arguments are imported from the driver the same way when unpickled.
+// keeps it. Refs nested in arguments become the driver's objects the same way when unpickled,
+// their values fetched when read.
 //
 // The GIL: a task's invoker takes it to run the function; get, wait, shutdown and sleeps release
 // it while they block. Python tasks of one process therefore take turns on the interpreter except
@@ -192,7 +193,7 @@ const detail::FunctionInfo* python_function = nullptr;
   throw ErrorWithCause(code, message, std::move(cause));
 }
 
-// The driver's object `id`, imported into this worker (GIL released while it travels).
+// The driver's object `id` in this worker: its value is fetched when it is read.
 PyRef ImportFromDriver(uint64_t id) {
   detail::ObjectHeader* h;
   {
@@ -212,6 +213,10 @@ py::object ExportedFunction(const std::string& key, uint64_t export_id) {
   py::object fn;
   try {
     PyRef blob = ImportFromDriver(export_id);
+    {
+      py::gil_scoped_release release;  // while it travels
+      (void)detail::AwaitValue(HeaderOf(blob), std::chrono::steady_clock::time_point::max());
+    }
     PyValue scratch;
     fn = Unpickle(ValueOf(HeaderOf(blob), &scratch).pickled);
   } catch (py::error_already_set& e) {

@@ -223,7 +223,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   if (!pool.ok()) return pool.status();
   workers_ = *std::move(pool);
   remote_->set_workers(workers_.get());
-  executor_->WaitForNestedRefs();  // a worker imports them before its task starts (executor.h)
+  executor_->WaitForNestedRefs();  // see executor.h for why
   return absl::OkStatus();
 }
 
@@ -237,7 +237,9 @@ JobRuntime::~JobRuntime() {
   if (executor_ != nullptr) executor_->JoinCpuWorkers();
   if (leases_ != nullptr) leases_->JoinWorkers();
   // Every lease thread is gone, so nothing is sent to a worker any more: they are told to stop.
+  // (What they kept for this driver is lost with them: RemoteObjects fails those entries.)
   workers_.reset();
+  if (remote_objects_ != nullptr) store_->SetRemoteValues(nullptr);  // the store may outlive this runtime
   if (executor_ != nullptr) executor_->Drain();
   if (before_stop_) before_stop_();
   exchange_.reset();  // before the group whose worker it runs on
