@@ -291,8 +291,8 @@ void InvokePython(detail::TaskCall& call) {
     }
     py::object result = fn(*py::tuple(args), **kwargs);
     PyValue value = MakeValue(result);
-    // In a worker, refs in the result go to the driver when it is sent (the worker's own objects
-    // fail it there, saying so: runtime ExportObject).
+    // In a worker, refs in the result go to the driver when it is sent (the worker keeps its own
+    // objects for the driver: runtime ExportObject).
     call.result = std::make_unique<detail::TypedBox<PyValue>>(std::move(value));
   } catch (py::error_already_set& e) {
     ThrowPythonFailure(e);

@@ -90,7 +90,14 @@ double FetchMBps(gpupool::Runtime& rt, int mib, int rounds) {
   double best = 0;
   for (int i = 0; i < rounds; ++i) {
     gpupool::ObjectRef<std::string> ref = gpupool::Task(Bytes).Gpus(1).Label("node", "n1").Submit(mib);
-    while (rt.Stats().objects_kept_by_workers == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    while (rt.Stats().objects_kept_by_workers == 0) {
+      if (Clock::now() > give_up) {
+        std::fprintf(stderr, "remote_bench: n1's worker kept no result of %d MiB within 30 s\n", mib);
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     auto t0 = Clock::now();
     size_t bytes = gpupool::Get(ref)->size();
     best = std::max(best, static_cast<double>(bytes) / 1e6 / Seconds(t0));

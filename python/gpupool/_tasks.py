@@ -275,7 +275,8 @@ def _ref_from_id(object_id):
         raise GpupoolError("an ObjectRef inside an argument cannot be read in a process=True task's worker "
                            "process; pass it as a top-level argument (the task then receives its value)")
     if _core._in_worker():
-        # The id names an object of the driver: imported from it (once) into this worker.
+        # This worker's own object, or one that came through the driver: its value is fetched
+        # from the driver when it is read.
         return _core._import_from_driver(object_id)
     return _core._ref_from_id(object_id)
 

@@ -275,7 +275,11 @@ void CancelObject(ObjectHeader* object) {
 }
 
 ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
-  if (IsWorkersOwnObject(id)) return LookupObject(id);
+  // One of its own it still has; else the driver's copy (the driver fetched it and the worker let
+  // go), or another process's object.
+  if (IsWorkersOwnObject(id)) {
+    if (runtime::ObjectEntry* live = Current().store().Lookup(id)) return live;
+  }
   WorkerHostSlot& slot = CurrentWorkerHost();
   runtime::WorkerHost* host;
   {
@@ -324,11 +328,10 @@ void ExportObject(ObjectHeader* object, std::string* ticket) {
 }
 
 ObjectHeader* ImportObject(ObjectId id, BoxDecoder decode, std::string ticket) {
-  // In a worker, a ref to an object it did not make: the driver's (nested in a task's
-  // arguments), or another worker's that the driver passes on (it fetches that one itself).
-  if (serving_as_worker.load(std::memory_order_acquire) && !IsWorkersOwnObject(id)) {
-    return ImportFromDriver(id, decode);
-  }
+  // In a worker, every ref is its own object or comes through the driver: the driver's (nested
+  // in a task's arguments), another worker's that the driver passes on (it fetches that one
+  // itself), or one of its own that the driver fetched and this worker has let go of since.
+  if (serving_as_worker.load(std::memory_order_acquire)) return ImportFromDriver(id, decode);
   runtime::JobRuntime& rt = Current();
   // In a driver, a ref to an object one of its workers made, met in what a worker sent.
   if (runtime::wire::IsWorkerObjectId(id) && rt.remote_objects() != nullptr) {

@@ -44,6 +44,8 @@ std::vector<Task*> ObjectStore::Resolve(ObjectEntry* entry, uint32_t state,
     // this state, or this thread sees the waiter and wakes it.
     entry->state.store(state, std::memory_order_seq_cst);
     dependents.swap(entry->dependents);
+    dependents.insert(dependents.end(), entry->made_waiters.begin(), entry->made_waiters.end());
+    entry->made_waiters.clear();
   }
   WakeWaiters();
   return dependents;
@@ -57,10 +59,15 @@ std::vector<Task*> ObjectStore::Fail(ObjectEntry* entry, std::exception_ptr fail
   return Resolve(entry, detail::kObjectFailed, nullptr, std::move(failure));
 }
 
-bool ObjectStore::AddDependent(ObjectEntry* entry, Task* task) {
+bool ObjectStore::AddDependent(ObjectEntry* entry, Task* task, bool need_value) {
   {
     MutexLock lock(&entry->mu);
     if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
+    if (!need_value) {
+      if (entry->remote.load(std::memory_order_relaxed)) return false;  // made, kept elsewhere
+      entry->made_waiters.push_back(task);
+      return true;
+    }
     entry->dependents.push_back(task);
   }
   Want(entry);
@@ -77,13 +84,14 @@ std::shared_ptr<RemoteValues> ObjectStore::Remote() {
   return remote_;
 }
 
-bool ObjectStore::MarkRemote(ObjectEntry* entry, bool* wanted) {
+bool ObjectStore::MarkRemote(ObjectEntry* entry, bool* wanted, std::vector<Task*>* made) {
   MutexLock lock(&entry->mu);
   if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
   entry->producer = nullptr;
   // seq_cst with Want's: of a mark and a want racing, at least one sees the other.
   entry->remote.store(true, std::memory_order_seq_cst);
   *wanted = entry->wanted.load(std::memory_order_seq_cst) || !entry->dependents.empty();
+  made->swap(entry->made_waiters);
   return true;
 }
 

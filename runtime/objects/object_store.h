@@ -56,6 +56,9 @@ struct ObjectEntry : detail::ObjectHeader {
 
   Mutex mu;  // guards the state transition and the fields below
   std::vector<Task*> dependents ABSL_GUARDED_BY(mu);  // tasks waiting for it (each holds a count on it)
+  // Tasks waiting only for it to be made, not for its value here (a ref nested in their
+  // arguments): a value kept elsewhere satisfies them (MarkRemote).
+  std::vector<Task*> made_waiters ABSL_GUARDED_BY(mu);
   Task* producer ABSL_GUARDED_BY(mu) = nullptr;  // the task that will produce it, while pending (for Cancel)
 };
 
@@ -87,17 +90,20 @@ class ObjectStore {
   std::vector<Task*> Fail(ObjectEntry* entry, std::exception_ptr failure);
 
   // Registers `task` as waiting for `entry` unless it is already resolved; returns whether it
-  // registered (false: resolved, look at its state). A value kept elsewhere is asked for.
-  bool AddDependent(ObjectEntry* entry, Task* task);
+  // registered (false: resolved, look at its state). A value kept elsewhere is asked for. With
+  // `need_value` false the task waits only for the value to be made: kept elsewhere is enough
+  // (false at once), and nothing is asked for.
+  bool AddDependent(ObjectEntry* entry, Task* task, bool need_value = true);
 
   // Values kept elsewhere. MarkRemote: a pending entry's value is kept by the source set here
   // (once, before the first such entry); the entry has no producer any more (it cannot be
-  // cancelled). False when it was resolved meanwhile (a cancelled task's result). `*wanted`: something already
-  // waits for it (the caller asks the source for it: a Want made before the mark found nothing
-  // to ask). Want: asks for the value of a pending remote entry (Await, WaitMany and
-  // AddDependent do this themselves).
+  // cancelled). False when it was resolved meanwhile (a cancelled task's result). `*wanted`:
+  // something already waits for its value (the caller asks the source for it: a Want made before
+  // the mark found nothing to ask). `*made`: the tasks that waited only for it to be made (the
+  // caller resolves them). Want: asks for the value of a pending remote entry (Await, WaitMany
+  // and AddDependent do this themselves).
   void SetRemoteValues(std::shared_ptr<RemoteValues> source) ABSL_LOCKS_EXCLUDED(remote_mu_);
-  bool MarkRemote(ObjectEntry* entry, bool* wanted);
+  bool MarkRemote(ObjectEntry* entry, bool* wanted, std::vector<Task*>* made);
   void Want(ObjectEntry* entry) ABSL_LOCKS_EXCLUDED(remote_mu_);
 
   const detail::ValueBox& Await(ObjectEntry* entry, std::chrono::steady_clock::time_point deadline);

@@ -64,7 +64,11 @@ detail::ObjectHeader* DriverImports::Import(ObjectId id, detail::BoxDecoder deco
   // this worker from here on.
   Send(wire::Encode(wire::Borrow{.object = id}));
   bool wanted = false;
-  if (store_.MarkRemote(entry, &wanted) && wanted) Want(entry);
+  std::vector<Task*> made;
+  if (store_.MarkRemote(entry, &wanted, &made)) {
+    for (Task* t : made) resolved_(t, entry);
+    if (wanted) Want(entry);
+  }
   return entry;
 }
 
@@ -124,6 +128,22 @@ void DriverImports::Forget(ObjectEntry* entry) {
     if (it != waiting_.end() && it->second.first == entry) waiting_.erase(it);
   }
   Send(wire::Encode(wire::Release{.object = entry->id, .count = 1}));  // the borrow ends
+}
+
+void DriverImports::DropIdle() {
+  std::vector<ObjectEntry*> idle;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = kept_.begin(); it != kept_.end();) {
+      if ((*it)->refs.load(std::memory_order_acquire) == 1) {
+        idle.push_back(*it);
+        it = kept_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (ObjectEntry* entry : idle) detail::Release(entry);  // outside mu_: Forget takes it
 }
 
 void DriverImports::Stop(const absl::Status& why) {

@@ -49,6 +49,10 @@ class DriverImports final : public RemoteValues {
   // more is sent, and the idle copies are let go.
   void Stop(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Lets go of the kept copies nothing else holds (the worker is idle: their borrows should not
+  // pin the driver's objects while it lingers).
+  void DropIdle() ABSL_LOCKS_EXCLUDED(mu_);
+
   // RemoteValues.
   void Want(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
   void Forget(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);

@@ -62,11 +62,10 @@ void Executor::Admit(Task* t) {
   for (detail::ObjectHeader* h : t->deps) wait_on(h);
   if (nested) {
     for (detail::ObjectHeader* h : t->nested) {
-      // A value a worker keeps is made already: nothing to wait for, and waiting would fetch it
-      // here (a task reading it has it fetched through this driver then).
+      // Only for it to be made: a value a worker keeps will do, and is not fetched here for this
+      // (a task reading it has it fetched through this driver then).
       auto* entry = static_cast<ObjectEntry*>(h);
-      if (entry->remote.load(std::memory_order_acquire)) DependencyResolved(t, entry);
-      else wait_on(h);
+      if (!store_.AddDependent(entry, t, /*need_value=*/false)) DependencyResolved(t, entry);
     }
   }
   if (t->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(t);

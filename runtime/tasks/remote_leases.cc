@@ -270,7 +270,11 @@ void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome>
     {
       MutexLock lock(&mu_);
       auto it = in_flight_.find(o.id);
-      if (it == in_flight_.end() || it->second.lease->worker != &from) continue;  // not this worker's
+      if (it == in_flight_.end() || it->second.lease->worker != &from) {  // not this worker's (any more)
+        // A result it kept for a task settled already (abandoned at shutdown): let it go.
+        if (o.held != 0) from.Post([frame = wire::Encode(wire::Release{.object = o.held, .count = 1})] { return frame; });
+        continue;
+      }
       f = it->second;
       in_flight_.erase(it);
     }

@@ -37,24 +37,26 @@ void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t 
 
 void RemoteObjects::Add(ObjectEntry* entry, Record record) {
   bool wanted = false;
+  std::vector<Task*> made;
   {
     MutexLock lock(&mu_);
     by_worker_[{record.worker.get(), record.worker_id}] = entry;
     records_[entry] = std::move(record);
   }
   // Recorded before the mark, so a Want that sees the mark finds the record.
-  if (!store_.MarkRemote(entry, &wanted)) {
+  if (!store_.MarkRemote(entry, &wanted, &made)) {
     Record gone;
     {
       MutexLock lock(&mu_);
       auto it = records_.find(entry);
       gone = std::move(it->second);
-      by_worker_.erase({gone.worker.get(), gone.worker_id});
       records_.erase(it);
+      Unmap(gone, entry);
     }
     SendRelease(*gone.worker, gone.worker_id, gone.holds);
     return;
   }
+  for (Task* t : made) resolved_(t, entry);
   if (wanted) Want(entry);
 }
 
@@ -116,19 +118,25 @@ void RemoteObjects::Want(ObjectEntry* entry) {
 
 void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer) {
   Record record;
-  ObjectEntry* entry;
+  ObjectEntry* entry = nullptr;
   {
     MutexLock lock(&mu_);
-    auto at = by_worker_.find({&from, answer.request});
-    if (at == by_worker_.end()) return;  // forgotten meanwhile (its holds went back then)
-    entry = at->second;
-    auto it = records_.find(entry);
-    record = std::move(it->second);
-    records_.erase(it);
-    by_worker_.erase(at);
-    // Taken out, the record is this thread's: a Forget that follows finds nothing, so the entry
-    // is touched only when it is still alive.
-    if (!TryRetain(entry)) entry = nullptr;
+    if (auto at = by_worker_.find({&from, answer.request}); at != by_worker_.end()) {
+      entry = at->second;
+      auto it = records_.find(entry);
+      record = std::move(it->second);
+      records_.erase(it);
+      by_worker_.erase(at);
+      // Taken out, the record is this thread's: a Forget that follows finds nothing, so the
+      // entry is touched only when it is still alive.
+      if (!TryRetain(entry)) entry = nullptr;
+    } else if (auto orphan = orphans_.find({&from, answer.request}); orphan != orphans_.end()) {
+      record = std::move(orphan->second.back());  // its entry was freed after the Fetch went
+      orphan->second.pop_back();
+      if (orphan->second.empty()) orphans_.erase(orphan);
+    } else {
+      return;
+    }
   }
   bytes_fetched_.fetch_add(answer.value.size(), std::memory_order_relaxed);
   std::unique_ptr<detail::ValueBox> value;
@@ -140,9 +148,11 @@ void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
   } else if (answer.code != 0) {
     failure = std::make_exception_ptr(
         Error(static_cast<ErrorCode>(answer.code), absl::StrCat(record.what, where, ": ", answer.message)));
-  } else if (entry != nullptr) {
+  } else {
+    // Read even when nobody here wants it any more: the refs inside are holds the worker counted
+    // for this driver, and only reading them (then dropping them) gives those back.
     try {
-      DecodingFrom scope(&from);  // refs inside it are the worker's holds too
+      DecodingFrom scope(&from);
       Reader r(answer.value);
       value = record.decode(r);
     } catch (const std::exception& e) {  // Error, or whatever a user's codec throws
@@ -199,6 +209,9 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
       returned.push_back(it->second.first);
       it = lent_.erase(it);
     }
+    for (auto it = orphans_.lower_bound({&gone, 0}); it != orphans_.end() && it->first.first == &gone;) {
+      it = orphans_.erase(it);
+    }
     for (auto it = by_worker_.lower_bound({&gone, 0}); it != by_worker_.end() && it->first.first == &gone;) {
       ObjectEntry* entry = it->second;
       auto record = records_.find(entry);
@@ -223,10 +236,22 @@ void RemoteObjects::Forget(ObjectEntry* entry) {
     auto it = records_.find(entry);
     if (it == records_.end()) return;
     record = std::move(it->second);
-    by_worker_.erase({record.worker.get(), record.worker_id});
     records_.erase(it);
+    Unmap(record, entry);
+    if (record.asked) {
+      // Its answer is on the way: it is read when it comes (OnFetched), and the holds go back then.
+      orphans_[{record.worker.get(), record.worker_id}].push_back(std::move(record));
+      return;
+    }
   }
   SendRelease(*record.worker, record.worker_id, record.holds);
+}
+
+void RemoteObjects::Unmap(const Record& record, ObjectEntry* entry) {
+  // Only its own mapping: a newer entry for the same object (made while this one was being
+  // freed) may hold the key now.
+  auto it = by_worker_.find({record.worker.get(), record.worker_id});
+  if (it != by_worker_.end() && it->second == entry) by_worker_.erase(it);
 }
 
 uint64_t RemoteObjects::held() const {

@@ -34,6 +34,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -106,6 +107,7 @@ class RemoteObjects final : public RemoteValues {
   void Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
               bool worker_alive);
   void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
+  void Unmap(const Record& record, ObjectEntry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count);
 
   ObjectStore& store_;
@@ -113,6 +115,8 @@ class RemoteObjects final : public RemoteValues {
   mutable Mutex mu_;
   absl::flat_hash_map<ObjectEntry*, Record> records_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<WorkerConnection*, uint64_t>, ObjectEntry*> by_worker_ ABSL_GUARDED_BY(mu_);
+  // Records whose entries were freed while their Fetch was out: the answer is still read.
+  std::map<std::pair<WorkerConnection*, uint64_t>, std::vector<Record>> orphans_ ABSL_GUARDED_BY(mu_);
   // The driver's objects workers borrow: retained once per (worker, object), with the count.
   std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};

@@ -100,16 +100,19 @@ WorkerHost::~WorkerHost() {
   for (auto& [ask, h] : deferred_) detail::Release(h);
   deferred_.clear();
   MutexLock lock(&held_mu_);
-  for (auto& [id, held] : held_) detail::Release(held.first);
+  for (auto& [id, held] : held_) {
+    detail::Release(held.object);
+    for (detail::ObjectHeader* h : held.kept) detail::Release(h);
+  }
   held_.clear();
 }
 
 void WorkerHost::HoldForDriver(detail::ObjectHeader* object) {
   {
     MutexLock lock(&held_mu_);
-    auto [it, first] = held_.try_emplace(object->id, object, 0);
+    auto [it, first] = held_.try_emplace(object->id, Held{.object = object});
     if (first) detail::Retain(object);
-    ++it->second.second;
+    ++it->second.holds;
   }
   if (EncodingFor::current != nullptr && EncodingFor::current->host() == this) {
     EncodingFor::current->holds.push_back(object->id);
@@ -126,27 +129,22 @@ bool WorkerHost::HoldsAnything() {
 }
 
 void WorkerHost::OnRelease(const wire::Release& release) {
-  detail::ObjectHeader* let_go = nullptr;
+  Held gone;
   {
     MutexLock lock(&held_mu_);
     auto it = held_.find(release.object);
     if (it == held_.end()) return;
-    if (release.count >= it->second.second) {
-      let_go = it->second.first;
-      held_.erase(it);
-    } else {
-      it->second.second -= release.count;
+    if (release.count < it->second.holds) {
+      it->second.holds -= release.count;
+      return;
     }
+    gone = std::move(it->second);
+    held_.erase(it);
   }
-  detail::Release(let_go);  // outside the lock: freeing may release what the value holds
-}
-
-std::string WorkerHost::Answer(uint64_t request, detail::ObjectHeader* object) {
-  EncodingFor scope(this);  // refs inside it go to the driver: held for it here
-  bool sent_value = false;
-  std::string frame = wire::AnswerFetch(request, object, &sent_value);
-  if (!sent_value) DropHolds(scope.holds);
-  return frame;
+  // Outside the lock: freeing may release what the value holds, and come back here.
+  if (!gone.answered) DropHolds(gone.nested);  // the driver never read the refs inside
+  for (detail::ObjectHeader* h : gone.kept) detail::Release(h);
+  detail::Release(gone.object);
 }
 
 void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
@@ -154,7 +152,7 @@ void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
   {
     MutexLock lock(&held_mu_);
     if (auto it = held_.find(ask.object); it != held_.end()) {
-      object = it->second.first;
+      object = it->second.object;
       detail::Retain(object);
     }
   }
@@ -171,6 +169,20 @@ void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
   }
   (void)driver_.Send(Answer(ask.request, object));
   detail::Release(object);
+}
+
+std::string WorkerHost::Answer(uint64_t request, detail::ObjectHeader* object) {
+  EncodingFor scope(this);  // refs inside it go to the driver: held for it here
+  bool sent_value = false;
+  std::string frame = wire::AnswerFetch(request, object, &sent_value);
+  if (!sent_value) {
+    DropHolds(scope.holds);
+  } else {
+    // A kept result's refs were held when it was first encoded: the driver reads them now.
+    MutexLock lock(&held_mu_);
+    if (auto it = held_.find(object->id); it != held_.end()) it->second.answered = true;
+  }
+  return frame;
 }
 
 void WorkerHost::AnswerDeferred() {
@@ -193,6 +205,7 @@ absl::Status WorkerHost::Serve() {
     AnswerDeferred();
     if (!frame.ok() && frame.status().code() == absl::StatusCode::kDeadlineExceeded) {
       ReapFinished();
+      if (leases_.empty()) imports_->DropIdle();  // no task will read them soon: the borrows go
       // What it keeps for the driver would be lost with it: it stays while it keeps anything.
       if (!leases_.empty() || HoldsAnything()) {
         idle_since = std::chrono::steady_clock::now();
@@ -384,17 +397,23 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std:
       fail(ErrorCode::kInternal, e.what());
     }
     if (!encoded) DropHolds(scope.holds);  // nothing goes: the holds made meanwhile go back
-    kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());  // released once the outcome went
-    scope.kept.clear();
     if (encoded && out.value.size() > wire::kInlineResultBytes) {
-      // Too big to go with its outcome: kept here, as its bytes (the refs inside were held for
-      // the driver as they were encoded, once), until the driver fetches it or drops it.
+      // Too big to go with its outcome: kept here, as its bytes, until the driver fetches it or
+      // drops it. The refs inside were held for the driver as they were encoded, once: those
+      // holds, and the driver's objects met (this worker's copies, so their borrows), stay with it.
       detail::ObjectHeader* held = rt_.store().CreateReady(std::make_unique<detail::EncodedValue>(std::move(out.value)));
-      HoldForDriver(held);
+      {
+        MutexLock lock(&held_mu_);
+        held_.emplace(held->id, Held{.object = held, .holds = 1, .nested = std::move(scope.holds),
+                                     .kept = std::move(scope.kept)});
+      }
+      scope.holds.clear();
+      scope.kept.clear();
       out.held = held->id;
       out.value.clear();
-      detail::Release(held);
     }
+    kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());  // released once the outcome went
+    scope.kept.clear();
   }
   // Done for good (not stopped): its snapshots here are no longer needed.
   if ((o.kind == RunOutcome::Kind::kDone || o.kind == RunOutcome::Kind::kFailed) && task->checkpoint_key != nullptr &&

@@ -142,8 +142,17 @@ class WorkerHost {
   bool HoldsAnything() ABSL_LOCKS_EXCLUDED(held_mu_);
   // The answer for a resolved object, as a frame (wire::AnswerFetch).
   std::string Answer(uint64_t request, detail::ObjectHeader* object);
+  struct Held {
+    detail::ObjectHeader* object = nullptr;  // retained
+    uint64_t holds = 0;                      // the driver's, not given back yet
+    // A kept result only: the holds made when it was encoded (dropped when the driver lets go of
+    // it unread), and the driver's objects it names (retained until then).
+    std::vector<uint64_t> nested;
+    std::vector<detail::ObjectHeader*> kept;
+    bool answered = false;  // its value went to the driver
+  };
   Mutex held_mu_;
-  std::map<uint64_t, std::pair<detail::ObjectHeader*, uint64_t>> held_ ABSL_GUARDED_BY(held_mu_);
+  std::map<uint64_t, Held> held_ ABSL_GUARDED_BY(held_mu_);
   std::vector<std::pair<wire::Fetch, detail::ObjectHeader*>> deferred_;  // retained
 
   // The driver's objects this worker has copies of; shared with the store, which may outlive the host.

@@ -112,8 +112,9 @@ WorkerPool::~WorkerPool() {
   }
   listener_->Shutdown();
   accept_thread_.join();
-  const std::string stop = wire::EncodeStop();
-  for (auto& w : all) (void)w->Send(stop);
+  // Posted, not sent: a sender in the middle of a big frame to a worker that stopped reading would
+  // hold a Send up for good; the shutdown below ends it.
+  for (auto& w : all) w->Post([] { return wire::EncodeStop(); });
   // A worker told to stop closes its end; one that does not (hung in a task) is cut off after a
   // while, and its agent kills it when the head sees this job gone.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -376,6 +377,7 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
   options_.on_lost(*worker, absl::Status(why.code(), absl::StrCat("worker pid ", worker->pid(), " on node ",
                                                                   worker->node(), ": ", why.message())),
                    bye);
+  worker->StopSending();  // its sender thread ends; what is still queued could not arrive
 }
 
 }  // namespace gpupool::runtime

@@ -92,7 +92,8 @@ struct WorkerPoolOptions {
   std::function<void(WorkerConnection& gone, const absl::Status& why, bool bye)> on_lost;
   std::function<void(WorkerConnection& from, const wire::Log& line)> on_log;
   std::function<void(WorkerConnection& from, const wire::Checkpointed& note)> on_checkpointed;
-  // A worker asks for one of the driver's objects: answer with from.Send (wire::Fetched), at once.
+  // A worker asks for one of the driver's objects: answer with from.Post (wire::Fetched), never
+  // with a Send on this thread (see WorkerConnection::Post).
   std::function<void(WorkerConnection& from, const wire::Fetch& ask)> on_fetch;
   // A worker answers the driver's Fetch of an object it keeps for the driver.
   std::function<void(WorkerConnection& from, const wire::FetchedView& answer)> on_fetched;

@@ -224,6 +224,9 @@ std::string AnswerFetch(uint64_t request, detail::ObjectHeader* object, bool* se
   } catch (const std::exception& e) {  // a user's codec: never out of the thread answering
     failed.code = static_cast<int64_t>(ErrorCode::kInternal);
     failed.message = absl::StrCat("its value could not be encoded: ", e.what());
+  } catch (...) {
+    failed.code = static_cast<int64_t>(ErrorCode::kInternal);
+    failed.message = "its value could not be encoded: its codec threw something other than an exception";
   }
   *sent_value = false;
   return Encode(failed);

@@ -67,10 +67,12 @@ struct Welcome {
   uint64_t object_id_base = 0;
 };
 
-// The job's objects ids: the driver's count from 1; worker k's from kWorkerIdBase + k * kWorkerIdSpan.
-inline constexpr uint64_t kWorkerIdBase = uint64_t{1} << 47;
-inline constexpr uint64_t kWorkerIdSpan = uint64_t{1} << 32;
-inline bool IsWorkerObjectId(uint64_t id) { return id >= kWorkerIdBase && id < (kWorkerIdBase << 1); }
+// The job's object ids: the driver's count from 1 (an mpirun rank's from rank << 48, far below);
+// the k-th worker's from kWorkerIdBase + k * kWorkerIdSpan (k < 2^23). A span of 2^40 ids outlasts
+// a worker making a million objects a second for twelve days; nothing checks past that.
+inline constexpr uint64_t kWorkerIdBase = uint64_t{1} << 63;
+inline constexpr uint64_t kWorkerIdSpan = uint64_t{1} << 40;
+inline bool IsWorkerObjectId(uint64_t id) { return id >= kWorkerIdBase; }
 
 struct TaskToRun {
   uint64_t id = 0;
@@ -150,10 +152,11 @@ struct Checkpointed {
   std::string path;
 };
 
-// One side asks the other for an object by id. A worker asks its driver (a ref nested in a
-// task's arguments, a function's export): the driver answers at once with the value, `pending`
-// (a task still computes it, or it is being fetched from the worker that holds it: ask again),
-// or why not. The driver asks a worker for an object the worker holds for it (see the top).
+// One side asks the other for an object by id, and the other answers once the object is
+// resolved (never `pending`: an answer waits while a task still computes the object, or while the
+// driver fetches it from the worker that keeps it). A worker asks its driver for the driver's
+// objects it holds refs to (runtime/tasks/driver_imports.h); the driver asks a worker for an
+// object the worker keeps for it (runtime/tasks/remote_objects.h).
 struct Fetch {
   uint64_t request = 0;  // the asker's, to match the answer
   uint64_t object = 0;   // the object's id (a held result: the id in Outcome::held)

@@ -354,6 +354,46 @@ def test_a_worker_keeps_what_it_made_until_the_driver_lets_go_and_its_death_lose
             print("lost:", type(e).__name__, "is lost: only worker pid %d on node node-1 kept it" % pid in str(e),
                   "%.1f s" % (time.time() - start))
         print("after", gpupool.get(made_here.submit(3), timeout=20)[1] != pid)
+
+        # A big result kept by the worker, naming an object it made and one of the driver's that
+        # nothing else holds: read later, both are still there.
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def big_with_refs(refs):
+            return [b"x" * (1 << 20), gpupool.put("made there"), refs[0], os.getpid()]
+
+        mine = gpupool.put("the driver's")
+        big = big_with_refs.submit([mine])
+        del mine
+        gc.collect()
+        time.sleep(0.5)
+        value = gpupool.get(big, timeout=20)
+        print("big with refs", len(value[0]), gpupool.get(value[1], timeout=20), gpupool.get(value[2], timeout=20))
+
+        # An object a worker made, read by the driver (the worker lets go of it), then passed back
+        # to a task on that worker: the worker gets it from the driver.
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def reads(refs):
+            return gpupool.get(refs[0]), os.getpid()
+
+        ref, maker = gpupool.get(made_here.submit(41), timeout=20)
+        print("read here", gpupool.get(ref))
+        print("passed back to its maker", gpupool.get(reads.submit([ref]), timeout=20) == (41, maker))
+
+        # A big result dropped unread, with a ref to an object its worker made inside: the worker
+        # lets go of both and lingers out.
+        kept_before = gpupool.stats()["objects_kept_by_workers"]
+        dropped = big_with_refs.submit([gpupool.put(0)])
+        pid = gpupool.get(reads.submit([gpupool.put(0)]), timeout=20)[1]
+        deadline = time.time() + 20  # done, not read (a wait would fetch it)
+        while gpupool.stats()["objects_kept_by_workers"] == kept_before and time.time() < deadline:
+            time.sleep(0.02)
+        print("kept unread", gpupool.stats()["objects_kept_by_workers"] > kept_before)
+        del dropped
+        gc.collect()
+        deadline = time.time() + 10
+        while alive(pid) and time.time() < deadline:
+            time.sleep(0.05)
+        print("lingered out after an unread result", not alive(pid))
     """, worker_linger_ms=300)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
@@ -363,6 +403,11 @@ def test_a_worker_keeps_what_it_made_until_the_driver_lets_go_and_its_death_lose
     lost_s = float(text.split("lost: GpupoolError True ")[1].split()[0])
     assert lost_s < 10, text
     assert "after True" in text, text
+    assert "big with refs 1048576 made there the driver's" in text, text
+    assert "read here 41" in text, text
+    assert "passed back to its maker True" in text, text
+    assert "kept unread True" in text, text
+    assert "lingered out after an unread result True" in text, text
 
 
 def test_a_worker_fetches_the_drivers_objects_only_when_read_and_borrows_what_it_keeps(two_node_pool):

@@ -104,7 +104,8 @@ using BoxDecoder = std::unique_ptr<ValueBox> (*)(Reader& r);
 // In a worker process (tasks anywhere): the driver's object `id` in this process's store, retained
 // for the caller; its value is fetched from the driver when something here needs it, and `decode`
 // reads its bytes (a Get of it fails, naming the object, when the driver no longer has it). Throws
-// kFailedPrecondition outside a worker, kCancelled once the worker stops.
+// kFailedPrecondition outside a worker; once the worker stops, the entry comes back failed
+// (kCancelled), or this throws kCancelled when the worker's host is gone already.
 GPUPOOL_API ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode);
 template <typename T>
 std::unique_ptr<ValueBox> DecodeBox(Reader& r) {
