@@ -123,7 +123,7 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   absl::StatusOr<rpc::DiscoveredPool> gpus = rpc::DecodeNodes(welcome->node_inventory);
   if (!gpus.ok()) return gpus.status();
   if (!wire::IsWorkerObjectId(welcome->object_id_base) ||
-      welcome->object_id_base > ~uint64_t{0} - wire::kWorkerIdSpan) {
+      welcome->object_id_base > ~uint64_t{0} - (wire::kWorkerIdSpan - 1)) {
     return absl::DataLossError(absl::StrCat("the driver gave this worker object ids from ", welcome->object_id_base,
                                             ", outside the range workers' objects take"));
   }

@@ -215,11 +215,14 @@ RunOutcome RemoteLeases::Outcome(Task* task, WorkerConnection& from, wire::Outco
   out.system_failure = o.system_failure;
   out.resume_note = std::move(o.resume_note);
   if (out.kind == RunOutcome::Kind::kDone && o.held != 0) {
-    // The worker kept it: the result's entry stays pending, fetched from there when needed.
+    // The worker kept it: the result's entry stays pending, fetched from there when needed (not
+    // for a task cancelled meanwhile: settled as cancelled, it lets the worker's copy go).
+    const bool can_hold = !task->cancelled.load() && objects_ != nullptr && task->function->decode_result != nullptr;
+    // (HoldResult gives the worker's copy back itself when the entry was resolved meanwhile.)
     out.value_elsewhere =
-        objects_ != nullptr && task->function->decode_result != nullptr &&
-        objects_->HoldResult(task->result, from, o.held, task->function->decode_result,
-                             absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"));
+        can_hold && objects_->HoldResult(task->result, from, o.held, task->function->decode_result,
+                                         absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"));
+    if (!can_hold) from.Post([frame = wire::Encode(wire::Release{.object = o.held, .count = 1})] { return frame; });
     if (!out.value_elsewhere && !task->cancelled.load()) {
       out.kind = RunOutcome::Kind::kFailed;
       out.code = ErrorCode::kInternal;

@@ -30,9 +30,9 @@ bool RemoteObjects::TryRetain(ObjectEntry* entry) {
   return false;
 }
 
-void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count) {
+void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool unread) {
   if (count == 0) return;
-  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count})] { return frame; });
+  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count, .unread = unread})] { return frame; });
 }
 
 void RemoteObjects::Add(ObjectEntry* entry, Record record) {
@@ -40,7 +40,6 @@ void RemoteObjects::Add(ObjectEntry* entry, Record record) {
   std::vector<Task*> made;
   {
     MutexLock lock(&mu_);
-    by_worker_[{record.worker.get(), record.worker_id}] = entry;
     records_[entry] = std::move(record);
   }
   // Recorded before the mark, so a Want that sees the mark finds the record.
@@ -51,7 +50,6 @@ void RemoteObjects::Add(ObjectEntry* entry, Record record) {
       auto it = records_.find(entry);
       gone = std::move(it->second);
       records_.erase(it);
-      Unmap(gone, entry);
     }
     SendRelease(*gone.worker, gone.worker_id, gone.holds);
     return;
@@ -104,16 +102,20 @@ detail::ObjectHeader* RemoteObjects::Import(ObjectId id, detail::BoxDecoder deco
 void RemoteObjects::Want(ObjectEntry* entry) {
   std::shared_ptr<WorkerConnection> worker;
   uint64_t id;
+  uint64_t request;
   {
     MutexLock lock(&mu_);
     auto it = records_.find(entry);
-    if (it == records_.end() || it->second.asked) return;
-    it->second.asked = true;
+    if (it == records_.end() || it->second.request != 0) return;
+    // A request of its own: an answer meets the record that asked, never another entry's for the
+    // same object (one freed meanwhile, whose answer is still read as an orphan's).
+    request = it->second.request = ++last_request_;
     worker = it->second.worker;
     id = it->second.worker_id;
+    asked_[{worker.get(), request}] = entry;
   }
   // Posted (this may be the connection's reader): a connection that is going fails the entry in OnLost.
-  worker->Post([frame = wire::Encode(wire::Fetch{.request = id, .object = id})] { return frame; });
+  worker->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
 }
 
 void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer) {
@@ -121,19 +123,19 @@ void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
   ObjectEntry* entry = nullptr;
   {
     MutexLock lock(&mu_);
-    if (auto at = by_worker_.find({&from, answer.request}); at != by_worker_.end()) {
+    const RequestKey key{&from, answer.request};
+    if (auto at = asked_.find(key); at != asked_.end()) {
       entry = at->second;
+      asked_.erase(at);
       auto it = records_.find(entry);
       record = std::move(it->second);
       records_.erase(it);
-      by_worker_.erase(at);
       // Taken out, the record is this thread's: a Forget that follows finds nothing, so the
       // entry is touched only when it is still alive.
       if (!TryRetain(entry)) entry = nullptr;
-    } else if (auto orphan = orphans_.find({&from, answer.request}); orphan != orphans_.end()) {
-      record = std::move(orphan->second.back());  // its entry was freed after the Fetch went
-      orphan->second.pop_back();
-      if (orphan->second.empty()) orphans_.erase(orphan);
+    } else if (auto orphan = orphans_.find(key); orphan != orphans_.end()) {
+      record = std::move(orphan->second);  // its entry was freed after the Fetch went
+      orphans_.erase(orphan);
     } else {
       return;
     }
@@ -160,12 +162,12 @@ void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
           Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " arrived unreadable", where, ": ", e.what())));
     }
   }
-  Settle(std::move(record), entry, std::move(value), failure, true);
+  Settle(std::move(record), entry, std::move(value), failure, true, /*unread=*/failure != nullptr && answer.code == 0);
 }
 
 void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value,
-                           std::exception_ptr failure, bool worker_alive) {
-  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds);
+                           std::exception_ptr failure, bool worker_alive, bool unread) {
+  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds, unread);
   if (entry == nullptr) return;
   std::vector<Task*> waiting = failure ? store_.Fail(entry, std::move(failure)) : store_.Complete(entry, std::move(value));
   for (Task* t : waiting) resolved_(t, entry);
@@ -212,12 +214,16 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
     for (auto it = orphans_.lower_bound({&gone, 0}); it != orphans_.end() && it->first.first == &gone;) {
       it = orphans_.erase(it);
     }
-    for (auto it = by_worker_.lower_bound({&gone, 0}); it != by_worker_.end() && it->first.first == &gone;) {
-      ObjectEntry* entry = it->second;
-      auto record = records_.find(entry);
-      lost.emplace_back(std::move(record->second), TryRetain(entry) ? entry : nullptr);
-      records_.erase(record);
-      it = by_worker_.erase(it);
+    for (auto it = asked_.lower_bound({&gone, 0}); it != asked_.end() && it->first.first == &gone;) {
+      it = asked_.erase(it);
+    }
+    for (auto it = records_.begin(); it != records_.end();) {
+      if (it->second.worker.get() != &gone) {
+        ++it;
+        continue;
+      }
+      lost.emplace_back(std::move(it->second), TryRetain(it->first) ? it->first : nullptr);
+      records_.erase(it++);
     }
   }
   for (ObjectEntry* entry : returned) detail::Release(entry);
@@ -237,22 +243,17 @@ void RemoteObjects::Forget(ObjectEntry* entry) {
     if (it == records_.end()) return;
     record = std::move(it->second);
     records_.erase(it);
-    Unmap(record, entry);
-    if (record.asked) {
+    if (record.request != 0) {
       // Its answer is on the way: it is read when it comes (OnFetched), and the holds go back then.
-      orphans_[{record.worker.get(), record.worker_id}].push_back(std::move(record));
+      const RequestKey key{record.worker.get(), record.request};
+      asked_.erase(key);
+      orphans_.emplace(key, std::move(record));
       return;
     }
   }
   SendRelease(*record.worker, record.worker_id, record.holds);
 }
 
-void RemoteObjects::Unmap(const Record& record, ObjectEntry* entry) {
-  // Only its own mapping: a newer entry for the same object (made while this one was being
-  // freed) may hold the key now.
-  auto it = by_worker_.find({record.worker.get(), record.worker_id});
-  if (it != by_worker_.end() && it->second == entry) by_worker_.erase(it);
-}
 
 uint64_t RemoteObjects::held() const {
   MutexLock lock(&mu_);

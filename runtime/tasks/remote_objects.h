@@ -97,26 +97,30 @@ class RemoteObjects final : public RemoteValues {
     uint64_t worker_id = 0;   // the object's id in the worker
     detail::BoxDecoder decode = nullptr;
     uint64_t holds = 0;       // the worker's holds the driver owes it back
-    bool asked = false;       // a Fetch went
+    uint64_t request = 0;     // the Fetch sent for it (0: none yet); its answer names it
     std::string what;
   };
+  using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)
   // Retains a live entry; false when its count already reached zero (it is being freed).
   static bool TryRetain(ObjectEntry* entry);
   // Settles a record taken out of the maps: the entry (retained, or null when it was being
   // freed) resolved with `value` or `failure`, and the worker's holds given back when it lives.
+  // `unread`: a value that came but could not be read (the worker drops the holds inside).
   void Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
-              bool worker_alive);
+              bool worker_alive, bool unread = false);
   void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
-  void Unmap(const Record& record, ObjectEntry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count);
+  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool unread = false);
 
   ObjectStore& store_;
   const std::function<void(Task*, ObjectEntry*)> resolved_;
   mutable Mutex mu_;
   absl::flat_hash_map<ObjectEntry*, Record> records_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<WorkerConnection*, uint64_t>, ObjectEntry*> by_worker_ ABSL_GUARDED_BY(mu_);
-  // Records whose entries were freed while their Fetch was out: the answer is still read.
-  std::map<std::pair<WorkerConnection*, uint64_t>, std::vector<Record>> orphans_ ABSL_GUARDED_BY(mu_);
+  // Fetches out, by (worker, request): the entry whose record sent it.
+  std::map<RequestKey, ObjectEntry*> asked_ ABSL_GUARDED_BY(mu_);
+  // Records whose entries were freed while their Fetch was out: the answer is still read (the
+  // refs inside are holds to give back), by the same key.
+  std::map<RequestKey, Record> orphans_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_request_ ABSL_GUARDED_BY(mu_) = 0;
   // The driver's objects workers borrow: retained once per (worker, object), with the count.
   std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};

@@ -134,6 +134,7 @@ void WorkerHost::OnRelease(const wire::Release& release) {
     MutexLock lock(&held_mu_);
     auto it = held_.find(release.object);
     if (it == held_.end()) return;
+    if (release.unread) it->second.answered = false;  // the refs inside were not read after all
     if (release.count < it->second.holds) {
       it->second.holds -= release.count;
       return;
@@ -164,6 +165,7 @@ void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
     return;
   }
   if (object->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+    rt_.store().Want(static_cast<ObjectEntry*>(object));  // a copy of the driver's: fetched meanwhile
     deferred_.emplace_back(ask, object);  // a task here still computes it: answered when it is done
     return;
   }

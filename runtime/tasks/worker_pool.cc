@@ -30,6 +30,7 @@ void WorkerConnection::Post(std::function<std::optional<std::string>()> make) {
     MutexLock lock(&out_mu_);
     if (closing_) return;
     out_.push_back(std::move(make));
+    if (!sender_.joinable()) sender_ = std::thread([this] { SendLoop(); });  // on first use
   }
   out_cv_.NotifyAll();
 }
@@ -69,12 +70,14 @@ void WorkerConnection::SendLoop() {
 }
 
 void WorkerConnection::StopSending() {
+  std::thread sender;
   {
     MutexLock lock(&out_mu_);
     closing_ = true;
+    sender.swap(sender_);  // Post starts none after this
   }
   out_cv_.NotifyAll();
-  if (sender_.joinable()) sender_.join();
+  if (sender.joinable()) sender.join();
 }
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(WorkerPoolOptions options) {
@@ -286,7 +289,6 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   slot.starting = false;
   slot.worker = worker;
   all_.push_back(worker);
-  worker->sender_ = std::thread([w = worker.get()] { w->SendLoop(); });
   worker->reader_ = std::thread([this, worker] { ReadLoop(worker); });
   cv_.NotifyAll();
 }
@@ -369,6 +371,7 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
     }
   }
   worker->leaving_.store(true);
+  worker->socket_->Shutdown();  // a bad frame ends the connection too (and any send blocked on it)
   {
     MutexLock lock(&mu_);
     auto it = nodes_.find(worker->node());

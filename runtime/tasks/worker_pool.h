@@ -41,6 +41,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
  public:
   WorkerConnection(std::string node, int64_t pid, uint64_t object_id_base, std::unique_ptr<FrameSocket> socket)
       : node_(std::move(node)), pid_(pid), object_id_base_(object_id_base), socket_(std::move(socket)) {}
+  ~WorkerConnection() { StopSending(); }
   const std::string& node() const { return node_; }
   int64_t pid() const { return pid_; }
   // The worker's objects have ids from here (wire::kWorkerIdSpan of them).

@@ -49,7 +49,7 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Fetched>) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   } else if constexpr (std::is_same_v<T, Release>) {
-    f(m.object), f(m.count);
+    f(m.object), f(m.count), f(m.unread);
   } else if constexpr (std::is_same_v<T, Borrow>) {
     f(m.object);
   }

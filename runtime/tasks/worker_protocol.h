@@ -192,6 +192,9 @@ std::string AnswerFetch(uint64_t request, detail::ObjectHeader* object, bool* se
 struct Release {
   uint64_t object = 0;
   uint64_t count = 0;
+  // The driver could not read the value it fetched (its codec threw partway): a result the
+  // worker keeps gives back the holds on the refs inside too.
+  bool unread = false;
 };
 
 // A worker holds a ref to the driver's object: the driver keeps it alive until the worker's Release.

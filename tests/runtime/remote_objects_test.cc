@@ -1,0 +1,193 @@
+// The driver's record of objects its workers keep (runtime/tasks/remote_objects.h), against a real
+// loopback connection whose worker end the test plays: what is fetched when, that an answer meets
+// the record that asked for it (never a newer entry's for the same object), that holds go back
+// exactly once however an entry ends, that a worker's loss fails what only it kept by name, and
+// that the driver keeps what a worker borrows until it lets go.
+#include "runtime/tasks/remote_objects.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "gpupool/codec.h"
+#include "runtime/rpc/frame_socket.h"
+
+namespace gpupool::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kBase = wire::kWorkerIdBase + wire::kWorkerIdSpan;  // the test worker's range
+
+class RemoteObjectsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto listener = FrameListener::Listen("127.0.0.1", 0);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    auto driver_end = FrameSocket::Connect("127.0.0.1", (*listener)->port(), std::chrono::seconds(5));
+    ASSERT_TRUE(driver_end.ok()) << driver_end.status();
+    auto worker_end = (*listener)->Accept();
+    ASSERT_TRUE(worker_end.ok()) << worker_end.status();
+    worker_end_ = *std::move(worker_end);
+    worker_ = std::make_shared<WorkerConnection>("node-1", 42, kBase, *std::move(driver_end));
+    store_ = std::make_unique<ObjectStore>();
+    objects_ = std::make_shared<RemoteObjects>(store_.get(), [](Task*, ObjectEntry*) {});
+    store_->SetRemoteValues(objects_);
+  }
+  void TearDown() override {
+    store_->SetRemoteValues(nullptr);
+    ObjectStore::Orphan(std::move(store_));
+  }
+
+  // A ref to the worker's object `id`, met while decoding what the worker sent.
+  detail::ObjectHeader* ImportFromWorker(ObjectId id) {
+    RemoteObjects::DecodingFrom scope(worker_.get());
+    return objects_->Import(id, &detail::DecodeBox<int>);
+  }
+  // What the driver sent the worker next, of the kind expected.
+  wire::Fetch NextFetch() {
+    absl::StatusOr<std::string> frame = worker_end_->Receive(std::chrono::seconds(5));
+    EXPECT_TRUE(frame.ok()) << frame.status();
+    absl::StatusOr<wire::Fetch> fetch = wire::DecodeFetch(frame.ok() ? *frame : "");
+    EXPECT_TRUE(fetch.ok()) << fetch.status();
+    return fetch.ok() ? *fetch : wire::Fetch{};
+  }
+  wire::Release NextRelease() {
+    absl::StatusOr<std::string> frame = worker_end_->Receive(std::chrono::seconds(5));
+    EXPECT_TRUE(frame.ok()) << frame.status();
+    absl::StatusOr<wire::Release> release = wire::DecodeRelease(frame.ok() ? *frame : "");
+    EXPECT_TRUE(release.ok()) << release.status();
+    return release.ok() ? *release : wire::Release{};
+  }
+  bool NothingSent() { return worker_end_->Receive(std::chrono::milliseconds(100)).status().code() ==
+                              absl::StatusCode::kDeadlineExceeded; }
+  // The worker answers `request` with the value `v`.
+  void Answer(uint64_t request, int v) {
+    std::string value;
+    {
+      Writer w(value);
+      gpupool::Encode(w, v);
+    }
+    const std::string frame = wire::Encode(wire::Fetched{.request = request, .value = value});
+    absl::StatusOr<wire::FetchedView> view = wire::DecodeFetchedView(frame);
+    ASSERT_TRUE(view.ok()) << view.status();
+    objects_->OnFetched(*worker_, *view);
+  }
+
+  std::unique_ptr<FrameSocket> worker_end_;
+  std::shared_ptr<WorkerConnection> worker_;
+  std::unique_ptr<ObjectStore> store_;
+  std::shared_ptr<RemoteObjects> objects_;
+};
+
+TEST_F(RemoteObjectsTest, NothingIsFetchedUntilNeededAndTheHoldsGoBackOnceRead) {
+  detail::ObjectHeader* x = ImportFromWorker(kBase + 1);
+  detail::ObjectHeader* again = ImportFromWorker(kBase + 1);  // a second ref in what was decoded
+  EXPECT_EQ(x, again);
+  EXPECT_EQ(x->state.load(), detail::kObjectPending);
+  EXPECT_EQ(objects_->held(), 1u);
+  EXPECT_TRUE(NothingSent());
+  store_->Want(static_cast<ObjectEntry*>(x));
+  store_->Want(static_cast<ObjectEntry*>(x));  // asked once
+  wire::Fetch fetch = NextFetch();
+  EXPECT_EQ(fetch.object, kBase + 1);
+  EXPECT_TRUE(NothingSent());
+  Answer(fetch.request, 7);
+  EXPECT_EQ(detail::ValueAs<int>(x->id, detail::AwaitValue(x, std::chrono::steady_clock::now())), 7);
+  wire::Release release = NextRelease();
+  EXPECT_EQ(release.object, kBase + 1);
+  EXPECT_EQ(release.count, 2u);  // both refs' holds
+  EXPECT_FALSE(release.unread);
+  EXPECT_EQ(objects_->held(), 0u);
+  // A ref met after the driver has the value: its hold goes back at once.
+  detail::ObjectHeader* third = ImportFromWorker(kBase + 1);
+  EXPECT_EQ(third, x);
+  EXPECT_EQ(NextRelease().count, 1u);
+  for (detail::ObjectHeader* h : {x, again, third}) detail::Release(h);
+  EXPECT_TRUE(NothingSent());
+}
+
+TEST_F(RemoteObjectsTest, AnAnswerMeetsTheRecordThatAskedAndAFreedEntrysHoldsStillGoBack) {
+  // Asked, then freed before the answer: its record waits for the answer as an orphan.
+  detail::ObjectHeader* first = ImportFromWorker(kBase + 5);
+  store_->Want(static_cast<ObjectEntry*>(first));
+  wire::Fetch asked = NextFetch();
+  detail::Release(first);
+  EXPECT_TRUE(NothingSent());  // its hold goes back with the answer, not before
+  // The same object met again: a new entry, not asked yet.
+  detail::ObjectHeader* second = ImportFromWorker(kBase + 5);
+  // The first Fetch's answer is read for the orphan (its hold goes back), and leaves the new
+  // entry alone: before requests were the record's own, it completed the new entry instead, and
+  // the orphan's hold stayed with the worker for good.
+  Answer(asked.request, 11);
+  EXPECT_EQ(second->state.load(), detail::kObjectPending);
+  wire::Release orphans = NextRelease();
+  EXPECT_EQ(orphans.object, kBase + 5);
+  EXPECT_EQ(orphans.count, 1u);
+  EXPECT_EQ(objects_->held(), 1u);
+  // The new entry asks for itself, with a request of its own.
+  store_->Want(static_cast<ObjectEntry*>(second));
+  wire::Fetch mine = NextFetch();
+  EXPECT_NE(mine.request, asked.request);
+  Answer(asked.request, 99);  // a stray repeat of the old answer is ignored
+  EXPECT_EQ(second->state.load(), detail::kObjectPending);
+  Answer(mine.request, 12);
+  EXPECT_EQ(detail::ValueAs<int>(second->id, detail::AwaitValue(second, std::chrono::steady_clock::now())), 12);
+  EXPECT_EQ(NextRelease().count, 1u);
+  detail::Release(second);
+  EXPECT_TRUE(NothingSent());
+}
+
+TEST_F(RemoteObjectsTest, AnEntryDroppedUnaskedGivesItsHoldsBackAndALostWorkerFailsWhatOnlyItKept) {
+  detail::ObjectHeader* dropped = ImportFromWorker(kBase + 7);
+  detail::ObjectHeader* kept = ImportFromWorker(kBase + 8);
+  detail::Release(dropped);
+  wire::Release release = NextRelease();
+  EXPECT_EQ(release.object, kBase + 7);
+  EXPECT_EQ(release.count, 1u);
+  objects_->OnLost(*worker_, absl::UnavailableError("killed"));
+  EXPECT_EQ(objects_->held(), 0u);
+  try {
+    (void)detail::AwaitValue(kept, std::chrono::steady_clock::now());
+    ADD_FAILURE() << "a value only a lost worker kept was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDataLoss);
+    EXPECT_THAT(e.what(), HasSubstr("is lost: only worker pid 42 on node node-1 kept it"));
+    EXPECT_THAT(e.what(), HasSubstr("killed"));
+  }
+  detail::Release(kept);
+  // An id of this worker's that nothing holds any more, met outside its frames: named, not guessed.
+  try {
+    (void)objects_->Import(kBase + 9, &detail::DecodeBox<int>);
+    ADD_FAILURE() << "an unknown worker object was made up";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+  }
+}
+
+TEST_F(RemoteObjectsTest, WhatAWorkerBorrowsLivesUntilItLetsGoOrGoes) {
+  detail::ObjectHeader* value = store_->CreateReady(std::make_unique<detail::TypedBox<int>>(3));
+  const ObjectId id = value->id;
+  objects_->Lend(*worker_, id);
+  objects_->Lend(*worker_, id);
+  detail::Release(value);  // the driver's own ref goes: the worker's borrows keep it
+  EXPECT_TRUE(store_->Holds(id));
+  objects_->Returned(*worker_, wire::Release{.object = id, .count = 1});
+  EXPECT_TRUE(store_->Holds(id));
+  objects_->Returned(*worker_, wire::Release{.object = id, .count = 1});
+  EXPECT_FALSE(store_->Holds(id));
+  // A borrow of what is gone keeps nothing; a worker that goes returns what it borrowed.
+  objects_->Lend(*worker_, id);
+  detail::ObjectHeader* other = store_->CreateReady(std::make_unique<detail::TypedBox<int>>(4));
+  objects_->Lend(*worker_, other->id);
+  const ObjectId other_id = other->id;
+  detail::Release(other);
+  EXPECT_TRUE(store_->Holds(other_id));
+  objects_->OnLost(*worker_, absl::UnavailableError("gone"));
+  EXPECT_FALSE(store_->Holds(other_id));
+}
+
+}  // namespace
+}  // namespace gpupool::runtime
