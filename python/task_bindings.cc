@@ -479,6 +479,7 @@ py::dict StatsToDict(const RuntimeStats& s) {
   d["objects_kept_by_workers"] = s.objects_kept_by_workers;
   d["bytes_fetched_from_workers"] = s.bytes_fetched_from_workers;
   d["bytes_fetched_by_workers"] = s.bytes_fetched_by_workers;
+  d["objects_fetched_over_ucx"] = s.objects_fetched_over_ucx;
   d["queued_tasks"] = s.queued_tasks;
   d["waiting_for_dependencies"] = s.waiting_for_dependencies;
   py::list overdue;

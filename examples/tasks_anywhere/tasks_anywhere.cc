@@ -103,8 +103,10 @@ int main(int argc, char** argv) {
     }
     std::printf("big result kept by a worker: %llu\n", static_cast<unsigned long long>(rt.Stats().objects_kept_by_workers));
     const size_t big_bytes = gpupool::Get(big)->size();
-    std::printf("big result: %zu bytes, %llu bytes fetched from workers\n", big_bytes,
-                static_cast<unsigned long long>(rt.Stats().bytes_fetched_from_workers));
+    const gpupool::RuntimeStats stats = rt.Stats();
+    std::printf("big result: %zu bytes, %llu bytes fetched from workers, %llu objects over UCX\n", big_bytes,
+                static_cast<unsigned long long>(stats.bytes_fetched_from_workers),
+                static_cast<unsigned long long>(stats.objects_fetched_over_ucx));
   }
   return 0;
 }

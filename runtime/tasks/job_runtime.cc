@@ -15,9 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "pool/devices/device_driver.h"
+#include "runtime/client/fresh_token.h"
 #include "runtime/objects/host_memory.h"
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/function_registry.h"
+#include "transport/fetch_wire.h"
 
 namespace gpupool::runtime {
 
@@ -173,6 +175,30 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   remote_objects_ = std::make_shared<RemoteObjects>(
       store_.get(), [this](Task* t, ObjectEntry* entry) { executor_->DependencyResolved(t, entry); });
   store_->SetRemoteValues(remote_objects_);
+  // The job's secret: workers present it to join, and the driver's UCX fetches of the results
+  // they keep carry it. UCX is optional: without it those go over the workers' connections.
+  if (wo.launch.secret.empty()) {
+    absl::StatusOr<std::string> secret = FreshToken();
+    if (!secret.ok()) return secret.status();
+    wo.launch.secret = *secret;
+  }
+  if (wo.launch.secret.size() <= transport::kMaxAccessKeyBytes) {
+    const bool loopback = wo.listen_host == "127.0.0.1" || wo.listen_host == "::1";
+    absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(
+        transport::UcxOptions{.net_devices = loopback ? "lo" : "", .name = "the driver"});
+    if (ucx.ok()) {
+      absl::StatusOr<std::unique_ptr<transport::ObjectFetcher>> fetcher =
+          transport::ObjectFetcher::Create(**ucx, wo.launch.secret);
+      if (fetcher.ok()) {
+        objects_ucx_ = *std::move(ucx);
+        objects_fetcher_ = *std::move(fetcher);
+        remote_objects_->UseUcx(objects_ucx_.get(), objects_fetcher_.get());
+      }
+    }
+  }
+  wo.on_objects_at = [this](WorkerConnection& from, const wire::ObjectsAt& at) {
+    remote_objects_->ObjectsAt(from, at.ucx_address);
+  };
   remote_->set_objects(remote_objects_.get());
   wo.on_outcomes = [this](WorkerConnection& from, std::vector<wire::Outcome> outcomes) {
     remote_->OnOutcomes(from, std::move(outcomes));
@@ -239,7 +265,12 @@ JobRuntime::~JobRuntime() {
   // Every lease thread is gone, so nothing is sent to a worker any more: they are told to stop.
   // (What they kept for this driver is lost with them: RemoteObjects fails those entries.)
   workers_.reset();
-  if (remote_objects_ != nullptr) store_->SetRemoteValues(nullptr);  // the store may outlive this runtime
+  if (remote_objects_ != nullptr) {
+    remote_objects_->UseUcx(nullptr, nullptr);
+    objects_fetcher_.reset();  // before its UCX worker
+    objects_ucx_.reset();
+    store_->SetRemoteValues(nullptr);  // the store may outlive this runtime
+  }
   if (executor_ != nullptr) executor_->Drain();
   if (before_stop_) before_stop_();
   exchange_.reset();  // before the group whose worker it runs on
@@ -323,6 +354,7 @@ RuntimeStats JobRuntime::Stats() const {
     stats.objects_kept_by_workers = remote_objects_->held();
     stats.bytes_fetched_from_workers = remote_objects_->bytes_fetched();
     stats.bytes_fetched_by_workers = bytes_fetched_by_workers_.load(std::memory_order_relaxed);
+    stats.objects_fetched_over_ucx = remote_objects_->fetched_over_ucx();
   }
   return stats;
 }

@@ -154,6 +154,10 @@ class JobRuntime final {
   // Shared with the store, which may outlive this runtime (it asks and forgets through it).
   std::shared_ptr<RemoteObjects> remote_objects_;
   std::atomic<uint64_t> bytes_fetched_by_workers_{0};
+  // UCX for fetching the results workers keep (null when it could not start); cleared from
+  // remote_objects_ and destroyed once the workers are gone.
+  std::unique_ptr<transport::UcxWorker> objects_ucx_;
+  std::unique_ptr<transport::ObjectFetcher> objects_fetcher_;
 };
 
 }  // namespace gpupool::runtime

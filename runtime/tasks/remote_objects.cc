@@ -30,9 +30,9 @@ bool RemoteObjects::TryRetain(ObjectEntry* entry) {
   return false;
 }
 
-void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool unread) {
+void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read) {
   if (count == 0) return;
-  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count, .unread = unread})] { return frame; });
+  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count, .read = read})] { return frame; });
 }
 
 void RemoteObjects::Add(ObjectEntry* entry, Record record) {
@@ -60,7 +60,12 @@ void RemoteObjects::Add(ObjectEntry* entry, Record record) {
 
 bool RemoteObjects::HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
                                std::string what) {
-  Add(result, Record{.worker = from.shared_from_this(), .worker_id = held, .decode = decode, .holds = 1, .what = std::move(what)});
+  Add(result, Record{.worker = from.shared_from_this(),
+                     .worker_id = held,
+                     .decode = decode,
+                     .holds = 1,
+                     .result = true,
+                     .what = std::move(what)});
   return result->remote.load(std::memory_order_acquire);
 }
 
@@ -113,6 +118,17 @@ void RemoteObjects::Want(ObjectEntry* entry) {
     worker = it->second.worker;
     id = it->second.worker_id;
     asked_[{worker.get(), request}] = entry;
+    auto peer = peers_.find(worker.get());
+    if (it->second.result && fetcher_ != nullptr && peer != peers_.end()) {
+      // A kept result's bytes over UCX, straight into a buffer of their size. (Under mu_: the
+      // fetch only posts to UCX's thread, and UseUcx clears the fetcher under it.)
+      fetcher_->FetchAsync(peer->second, std::to_string(id), transport::FetchOptions{.timeout = absl::Minutes(10)},
+                           [self = shared_from_this(), worker, request](
+                               absl::StatusOr<transport::FetchedObject> got) mutable {
+                             self->OnUcxFetched(worker, request, std::move(got));
+                           });
+      return;
+    }
   }
   // Posted (this may be the connection's reader): a connection that is going fails the entry in OnLost.
   worker->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
@@ -162,12 +178,12 @@ void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
           Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " arrived unreadable", where, ": ", e.what())));
     }
   }
-  Settle(std::move(record), entry, std::move(value), failure, true, /*unread=*/failure != nullptr && answer.code == 0);
+  Settle(std::move(record), entry, std::move(value), failure, true, /*read=*/failure == nullptr);
 }
 
 void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value,
-                           std::exception_ptr failure, bool worker_alive, bool unread) {
-  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds, unread);
+                           std::exception_ptr failure, bool worker_alive, bool read) {
+  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds, read);
   if (entry == nullptr) return;
   std::vector<Task*> waiting = failure ? store_.Fail(entry, std::move(failure)) : store_.Complete(entry, std::move(value));
   for (Task* t : waiting) resolved_(t, entry);
@@ -217,6 +233,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
     for (auto it = asked_.lower_bound({&gone, 0}); it != asked_.end() && it->first.first == &gone;) {
       it = asked_.erase(it);
     }
+    peers_.erase(&gone);
     for (auto it = records_.begin(); it != records_.end();) {
       if (it->second.worker.get() != &gone) {
         ++it;
@@ -254,6 +271,53 @@ void RemoteObjects::Forget(ObjectEntry* entry) {
   SendRelease(*record.worker, record.worker_id, record.holds);
 }
 
+
+void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, uint64_t request,
+                                 absl::StatusOr<transport::FetchedObject> got) {
+  if (got.ok()) {
+    fetched_over_ucx_.fetch_add(1, std::memory_order_relaxed);
+    wire::FetchedView answer{.request = request,
+                             .value = std::string_view(reinterpret_cast<const char*>(got->data.get()), got->size)};
+    OnFetched(*from, answer);
+    return;
+  }
+  // Asked again over the connection (a worker that died fails the record there, in OnLost).
+  uint64_t id = 0;
+  {
+    MutexLock lock(&mu_);
+    const RequestKey key{from.get(), request};
+    if (auto at = asked_.find(key); at != asked_.end()) {
+      id = records_[at->second].worker_id;
+    } else if (auto orphan = orphans_.find(key); orphan != orphans_.end()) {
+      id = orphan->second.worker_id;
+    } else {
+      return;
+    }
+  }
+  from->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
+}
+
+void RemoteObjects::UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* fetcher) {
+  MutexLock lock(&mu_);
+  ucx_ = ucx;
+  fetcher_ = fetcher;
+  if (ucx == nullptr) peers_.clear();
+}
+
+void RemoteObjects::ObjectsAt(WorkerConnection& worker, const std::string& ucx_address) {
+  transport::UcxWorker* ucx;
+  {
+    MutexLock lock(&mu_);
+    ucx = ucx_;
+  }
+  if (ucx == nullptr) return;  // this driver has no UCX: fetched over the connection
+  // Not under mu_: Connect waits for UCX's thread, where fetches end (and take mu_).
+  absl::StatusOr<transport::PeerId> peer =
+      ucx->Connect(ucx_address, absl::StrCat("worker pid ", worker.pid(), " on node ", worker.node()));
+  if (!peer.ok()) return;
+  MutexLock lock(&mu_);
+  if (ucx_ == ucx) peers_[&worker] = *peer;
+}
 
 uint64_t RemoteObjects::held() const {
   MutexLock lock(&mu_);

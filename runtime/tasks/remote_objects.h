@@ -41,10 +41,12 @@
 #include "runtime/objects/object_store.h"
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/worker_pool.h"
+#include "transport/object_transfer.h"
+#include "transport/ucx_worker.h"
 
 namespace gpupool::runtime {
 
-class RemoteObjects final : public RemoteValues {
+class RemoteObjects final : public RemoteValues, public std::enable_shared_from_this<RemoteObjects> {
  public:
   // `resolved`: a task that waited for an entry this resolved (Executor::DependencyResolved).
   RemoteObjects(ObjectStore* store, std::function<void(Task*, ObjectEntry*)> resolved)
@@ -87,9 +89,17 @@ class RemoteObjects final : public RemoteValues {
   void Want(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
   void Forget(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Values workers keep for the driver now, and the bytes fetched from them so far.
+  // UCX for the results workers keep (set once workers may start, cleared before they are
+  // destroyed; null: every fetch goes over the worker's connection).
+  void UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* fetcher) ABSL_LOCKS_EXCLUDED(mu_);
+  // Where `worker` serves the results it keeps over UCX (wire::ObjectsAt; its reader thread).
+  void ObjectsAt(WorkerConnection& worker, const std::string& ucx_address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Values workers keep for the driver now; the bytes fetched from them so far; and how many
+  // of those fetches went over UCX.
   uint64_t held() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t bytes_fetched() const { return bytes_fetched_.load(std::memory_order_relaxed); }
+  uint64_t fetched_over_ucx() const { return fetched_over_ucx_.load(std::memory_order_relaxed); }
 
  private:
   struct Record {
@@ -98,6 +108,7 @@ class RemoteObjects final : public RemoteValues {
     detail::BoxDecoder decode = nullptr;
     uint64_t holds = 0;       // the worker's holds the driver owes it back
     uint64_t request = 0;     // the Fetch sent for it (0: none yet); its answer names it
+    bool result = false;      // a task's result the worker keeps as bytes (served over UCX too)
     std::string what;
   };
   using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)
@@ -105,11 +116,15 @@ class RemoteObjects final : public RemoteValues {
   static bool TryRetain(ObjectEntry* entry);
   // Settles a record taken out of the maps: the entry (retained, or null when it was being
   // freed) resolved with `value` or `failure`, and the worker's holds given back when it lives.
-  // `unread`: a value that came but could not be read (the worker drops the holds inside).
+  // `read`: the value was read (the holds on the refs inside came back with it).
   void Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
-              bool worker_alive, bool unread = false);
+              bool worker_alive, bool read = false);
   void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
-  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool unread = false);
+  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read = false);
+  // A UCX fetch ended (the UCX loop thread): read like an answer on the connection, or, when it
+  // failed, asked again over the connection.
+  void OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, uint64_t request,
+                    absl::StatusOr<transport::FetchedObject> got) ABSL_LOCKS_EXCLUDED(mu_);
 
   ObjectStore& store_;
   const std::function<void(Task*, ObjectEntry*)> resolved_;
@@ -121,9 +136,13 @@ class RemoteObjects final : public RemoteValues {
   // refs inside are holds to give back), by the same key.
   std::map<RequestKey, Record> orphans_ ABSL_GUARDED_BY(mu_);
   uint64_t last_request_ ABSL_GUARDED_BY(mu_) = 0;
+  transport::UcxWorker* ucx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  transport::ObjectFetcher* fetcher_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::map<WorkerConnection*, transport::PeerId> peers_ ABSL_GUARDED_BY(mu_);  // workers serving over UCX
   // The driver's objects workers borrow: retained once per (worker, object), with the count.
   std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};
+  std::atomic<uint64_t> fetched_over_ucx_{0};
 };
 
 }  // namespace gpupool::runtime

@@ -5,13 +5,13 @@
 
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
 #include "gpupool/internal/task_options_codec.h"
 #include "runtime/rpc/lease_codec.h"
 #include "runtime/tasks/function_registry.h"
 #include "runtime/tasks/own_process.h"
+#include "transport/fetch_wire.h"
 
 namespace gpupool::runtime {
 
@@ -73,15 +73,37 @@ double DriverLink::Now() const {
   return base_s_ + since.count() * clock_speed_;
 }
 
-WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger)
+WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger,
+                       const std::string& objects_key, bool loopback)
     : rt_(runtime),
       driver_(driver),
       linger_(linger),
       worker_name_(absl::StrCat(" (worker pid ", getpid(), ")")),
+      objects_key_(objects_key),
+      loopback_(loopback),
       imports_(std::make_shared<DriverImports>(&runtime.store(), &driver, [&runtime](Task* t, ObjectEntry* entry) {
         runtime.executor().DependencyResolved(t, entry);
       })) {
   rt_.store().SetRemoteValues(imports_);
+}
+
+bool WorkerHost::ServingOverUcx() {
+  MutexLock lock(&ucx_mu_);
+  if (ucx_tried_) return ucx_server_ != nullptr;
+  ucx_tried_ = true;  // once: a worker that cannot start UCX serves over its connection
+  if (objects_key_.empty() || objects_key_.size() > transport::kMaxAccessKeyBytes) return false;
+  // Peer failure is detected, so on one host UCX uses tcp loopback.
+  absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(
+      transport::UcxOptions{.net_devices = loopback_ ? "lo" : "", .name = absl::StrCat("worker pid ", getpid())});
+  if (!ucx.ok()) return false;
+  absl::StatusOr<std::unique_ptr<transport::ObjectServer>> server =
+      transport::ObjectServer::Start(**ucx, registry_.AsLookup(), objects_key_);
+  if (!server.ok()) return false;
+  ucx_ = *std::move(ucx);
+  ucx_server_ = *std::move(server);
+  // Before the outcome that names the first kept result: the driver knows where to fetch it.
+  (void)driver_.Send(wire::Encode(wire::ObjectsAt{.ucx_address = ucx_->address()}));
+  return true;
 }
 
 detail::ObjectHeader* WorkerHost::Import(uint64_t object, detail::BoxDecoder decode) {
@@ -99,8 +121,13 @@ WorkerHost::~WorkerHost() {
   rt_.store().SetRemoteValues(nullptr);  // the store may outlive this host: it asks nothing more of it
   for (auto& [ask, h] : deferred_) detail::Release(h);
   deferred_.clear();
+  {
+    MutexLock lock(&ucx_mu_);
+    ucx_server_.reset();  // no transfer reads a kept result past here
+  }
   MutexLock lock(&held_mu_);
   for (auto& [id, held] : held_) {
+    if (held.served) (void)registry_.Remove(std::to_string(id));
     detail::Release(held.object);
     for (detail::ObjectHeader* h : held.kept) detail::Release(h);
   }
@@ -134,7 +161,7 @@ void WorkerHost::OnRelease(const wire::Release& release) {
     MutexLock lock(&held_mu_);
     auto it = held_.find(release.object);
     if (it == held_.end()) return;
-    if (release.unread) it->second.answered = false;  // the refs inside were not read after all
+    if (release.read) it->second.read = true;  // the driver has the refs inside
     if (release.count < it->second.holds) {
       it->second.holds -= release.count;
       return;
@@ -142,8 +169,9 @@ void WorkerHost::OnRelease(const wire::Release& release) {
     gone = std::move(it->second);
     held_.erase(it);
   }
+  if (gone.served) (void)registry_.Remove(std::to_string(release.object));  // waits for a transfer under way
   // Outside the lock: freeing may release what the value holds, and come back here.
-  if (!gone.answered) DropHolds(gone.nested);  // the driver never read the refs inside
+  if (!gone.read) DropHolds(gone.nested);  // the driver never read the refs inside
   for (detail::ObjectHeader* h : gone.kept) detail::Release(h);
   detail::Release(gone.object);
 }
@@ -177,13 +205,7 @@ std::string WorkerHost::Answer(uint64_t request, detail::ObjectHeader* object) {
   EncodingFor scope(this);  // refs inside it go to the driver: held for it here
   bool sent_value = false;
   std::string frame = wire::AnswerFetch(request, object, &sent_value);
-  if (!sent_value) {
-    DropHolds(scope.holds);
-  } else {
-    // A kept result's refs were held when it was first encoded: the driver reads them now.
-    MutexLock lock(&held_mu_);
-    if (auto it = held_.find(object->id); it != held_.end()) it->second.answered = true;
-  }
+  if (!sent_value) DropHolds(scope.holds);
   return frame;
 }
 
@@ -403,11 +425,17 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std:
       // Too big to go with its outcome: kept here, as its bytes, until the driver fetches it or
       // drops it. The refs inside were held for the driver as they were encoded, once: those
       // holds, and the driver's objects met (this worker's copies, so their borrows), stay with it.
-      detail::ObjectHeader* held = rt_.store().CreateReady(std::make_unique<detail::EncodedValue>(std::move(out.value)));
+      auto bytes = std::make_unique<detail::EncodedValue>(std::move(out.value));
+      const std::string& served = bytes->bytes;  // stable: the box is never changed
+      detail::ObjectHeader* held = rt_.store().CreateReady(std::move(bytes));
+      const bool over_ucx =
+          ServingOverUcx() &&
+          registry_.Add(std::to_string(held->id), absl::MakeConstSpan(reinterpret_cast<const std::byte*>(served.data()),
+                                                                      served.size())).ok();
       {
         MutexLock lock(&held_mu_);
         held_.emplace(held->id, Held{.object = held, .holds = 1, .nested = std::move(scope.holds),
-                                     .kept = std::move(scope.kept)});
+                                     .kept = std::move(scope.kept), .served = over_ucx});
       }
       scope.holds.clear();
       scope.kept.clear();

@@ -45,6 +45,8 @@
 #include "runtime/tasks/driver_imports.h"
 #include "runtime/tasks/job_runtime.h"
 #include "runtime/tasks/worker_protocol.h"
+#include "transport/object_transfer.h"
+#include "transport/ucx_worker.h"
 
 namespace gpupool::runtime {
 
@@ -72,8 +74,12 @@ class DriverLink final : public PoolClient {
 
 class WorkerHost {
  public:
-  // `linger`: with no lease for this long, the worker says Bye and Serve returns.
-  WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger);
+  // `linger`: with no lease for this long, the worker says Bye and Serve returns. `objects_key`:
+  // the job's secret, which the driver's UCX fetches of kept results must carry (results are
+  // served over this connection only when UCX cannot start, or the key is too long for it);
+  // `loopback`: the driver is on this host's loopback.
+  WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger,
+             const std::string& objects_key = "", bool loopback = true);
   ~WorkerHost();
 
   // Serves until the driver says stop, the connection ends, or the linger passes with no lease.
@@ -128,6 +134,8 @@ class WorkerHost {
   FrameSocket& driver_;
   const std::chrono::milliseconds linger_;
   const std::string worker_name_;  // " (worker pid N)", appended to locations
+  const std::string objects_key_;  // the job's secret (ServingOverUcx)
+  const bool loopback_;
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // Serve's thread only
   std::map<std::string, TaskShape*> shapes_;              // by encoded options; Serve's thread only
 
@@ -149,7 +157,8 @@ class WorkerHost {
     // it unread), and the driver's objects it names (retained until then).
     std::vector<uint64_t> nested;
     std::vector<detail::ObjectHeader*> kept;
-    bool answered = false;  // its value went to the driver
+    bool read = false;      // the driver said it read the value (wire::Release::read)
+    bool served = false;    // in registry_ (the driver may fetch it over UCX)
   };
   Mutex held_mu_;
   std::map<uint64_t, Held> held_ ABSL_GUARDED_BY(held_mu_);
@@ -157,6 +166,17 @@ class WorkerHost {
 
   // The driver's objects this worker has copies of; shared with the store, which may outlive the host.
   std::shared_ptr<DriverImports> imports_;
+
+  // Kept results served over UCX, started with the first one (so a worker that keeps none pays
+  // nothing for it): whether it serves them so. Any thread.
+  bool ServingOverUcx() ABSL_LOCKS_EXCLUDED(ucx_mu_);
+  // In this order: the server goes before the registry, the registry's entries before it, the
+  // UCX worker last. Null when UCX could not start.
+  Mutex ucx_mu_;
+  bool ucx_tried_ ABSL_GUARDED_BY(ucx_mu_) = false;
+  std::unique_ptr<transport::UcxWorker> ucx_;
+  transport::ObjectRegistry registry_;
+  std::unique_ptr<transport::ObjectServer> ucx_server_;
 };
 
 }  // namespace gpupool::runtime

@@ -358,6 +358,12 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
         else if (options_.on_release) options_.on_release(*worker, *release);
         break;
       }
+      case wire::Kind::kObjectsAt: {
+        absl::StatusOr<wire::ObjectsAt> at = wire::DecodeObjectsAt(*frame);
+        if (!at.ok()) bad = at.status();
+        else if (options_.on_objects_at) options_.on_objects_at(*worker, *at);
+        break;
+      }
       case wire::Kind::kBye:
         worker->leaving_.store(true);
         bye = true;

@@ -101,6 +101,8 @@ struct WorkerPoolOptions {
   // A worker holds a ref to one of the driver's objects, and lets go of it.
   std::function<void(WorkerConnection& from, const wire::Borrow& borrow)> on_borrow;
   std::function<void(WorkerConnection& from, const wire::Release& release)> on_release;
+  // Where a worker serves the results it keeps over UCX.
+  std::function<void(WorkerConnection& from, const wire::ObjectsAt& at)> on_objects_at;
 };
 
 class WorkerPool {

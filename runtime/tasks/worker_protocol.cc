@@ -49,9 +49,11 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Fetched>) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   } else if constexpr (std::is_same_v<T, Release>) {
-    f(m.object), f(m.count), f(m.unread);
+    f(m.object), f(m.count), f(m.read);
   } else if constexpr (std::is_same_v<T, Borrow>) {
     f(m.object);
+  } else if constexpr (std::is_same_v<T, ObjectsAt>) {
+    f(m.ucx_address);
   }
 }
 
@@ -137,6 +139,8 @@ template <>
 struct Codec<runtime::wire::Release> : WireCodec<runtime::wire::Release> {};
 template <>
 struct Codec<runtime::wire::Borrow> : WireCodec<runtime::wire::Borrow> {};
+template <>
+struct Codec<runtime::wire::ObjectsAt> : WireCodec<runtime::wire::ObjectsAt> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -154,12 +158,13 @@ std::string Encode(const Fetch& m) { return EncodeAs(Kind::kFetch, m); }
 std::string Encode(const Fetched& m) { return EncodeAs(Kind::kFetched, m); }
 std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
 std::string Encode(const Borrow& m) { return EncodeAs(Kind::kBorrow, m); }
+std::string Encode(const ObjectsAt& m) { return EncodeAs(Kind::kObjectsAt, m); }
 
 absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kBorrow)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kObjectsAt)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -183,6 +188,9 @@ absl::StatusOr<Fetch> DecodeFetch(std::string_view f) { return DecodeAs<Fetch>(K
 absl::StatusOr<Fetched> DecodeFetched(std::string_view f) { return DecodeAs<Fetched>(Kind::kFetched, f, "fetched"); }
 absl::StatusOr<Release> DecodeRelease(std::string_view f) { return DecodeAs<Release>(Kind::kRelease, f, "release"); }
 absl::StatusOr<Borrow> DecodeBorrow(std::string_view f) { return DecodeAs<Borrow>(Kind::kBorrow, f, "borrow"); }
+absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view f) {
+  return DecodeAs<ObjectsAt>(Kind::kObjectsAt, f, "objects-at");
+}
 
 std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value) {
   std::string scratch;

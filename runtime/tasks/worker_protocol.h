@@ -6,7 +6,7 @@
 // into a status here).
 //
 //   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Fetched,
-//                     Borrow, Release, Bye
+//                     Borrow, Release, ObjectsAt, Bye
 //   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, Release, Stop
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
@@ -37,7 +37,7 @@ namespace gpupool::runtime::wire {
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
   kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11, kRelease = 12,
-  kBorrow = 13,
+  kBorrow = 13, kObjectsAt = 14,
 };
 
 // The first frame a worker sends. `secret` is the job's worker key, which the worker read from
@@ -192,14 +192,22 @@ std::string AnswerFetch(uint64_t request, detail::ObjectHeader* object, bool* se
 struct Release {
   uint64_t object = 0;
   uint64_t count = 0;
-  // The driver could not read the value it fetched (its codec threw partway): a result the
-  // worker keeps gives back the holds on the refs inside too.
-  bool unread = false;
+  // The driver read the value (and so the refs inside, whose holds it returns with theirs). A
+  // result the worker keeps, released without this, gives back the holds on the refs inside
+  // itself: dropped unread, or the driver's codec threw partway.
+  bool read = false;
 };
 
 // A worker holds a ref to the driver's object: the driver keeps it alive until the worker's Release.
 struct Borrow {
   uint64_t object = 0;
+};
+
+// Where the driver may fetch the results a worker keeps over UCX (transport/object_transfer.h:
+// the worker's ObjectServer, keyed by the job's secret, serves each by its id in decimal). Sent
+// once, first, by a worker that has UCX; without it the driver fetches over this connection.
+struct ObjectsAt {
+  std::string ucx_address;
 };
 
 std::string Encode(const Hello& m);
@@ -215,6 +223,7 @@ std::string Encode(const Fetch& m);
 std::string Encode(const Fetched& m);
 std::string Encode(const Release& m);
 std::string Encode(const Borrow& m);
+std::string Encode(const ObjectsAt& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -229,6 +238,7 @@ absl::StatusOr<Fetch> DecodeFetch(std::string_view frame);
 absl::StatusOr<Fetched> DecodeFetched(std::string_view frame);
 absl::StatusOr<Release> DecodeRelease(std::string_view frame);
 absl::StatusOr<Borrow> DecodeBorrow(std::string_view frame);
+absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 

@@ -40,8 +40,8 @@ echo "$out" | grep -Eq '^made in a worker: 7 8$' \
 # A result over 100 KiB stays in the worker until the driver reads it.
 echo "$out" | grep -Eq '^big result kept by a worker: 1$' \
   || { echo "FAIL: the big result was not kept by its worker: $out"; exit 1; }
-echo "$out" | grep -Eq '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers$' \
-  || { echo "FAIL: the big result did not come back: $out"; exit 1; }
+echo "$out" | grep -Eq '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers, 1 objects over UCX$' \
+  || { echo "FAIL: the big result did not come back over UCX: $out"; exit 1; }
 fetched=$(echo "$out" | grep -Eo '[0-9]+ bytes fetched from workers' | cut -d' ' -f1)
 [ "$fetched" -ge 1048576 ] || { echo "FAIL: only $fetched bytes were fetched from workers"; exit 1; }
 driver_pid=$(echo "$out" | grep -Eo '^driver pid=[0-9]+' | cut -d= -f2)

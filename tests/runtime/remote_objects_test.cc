@@ -99,7 +99,7 @@ TEST_F(RemoteObjectsTest, NothingIsFetchedUntilNeededAndTheHoldsGoBackOnceRead) 
   wire::Release release = NextRelease();
   EXPECT_EQ(release.object, kBase + 1);
   EXPECT_EQ(release.count, 2u);  // both refs' holds
-  EXPECT_FALSE(release.unread);
+  EXPECT_TRUE(release.read);
   EXPECT_EQ(objects_->held(), 0u);
   // A ref met after the driver has the value: its hold goes back at once.
   detail::ObjectHeader* third = ImportFromWorker(kBase + 1);

@@ -175,6 +175,7 @@ struct RuntimeStats {
   uint64_t objects_kept_by_workers = 0;
   uint64_t bytes_fetched_from_workers = 0;
   uint64_t bytes_fetched_by_workers = 0;
+  uint64_t objects_fetched_over_ucx = 0;  // of those fetched from workers (the rest: over the connection)
   uint64_t queued_tasks = 0;              // runnable, waiting for a worker or a lease
   uint64_t waiting_for_dependencies = 0;  // submitted, some input not there yet
   std::vector<OverdueTask> overdue;       // see OverdueTask
