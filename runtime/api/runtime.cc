@@ -165,7 +165,7 @@ const std::string& Runtime::node() const { return impl_->node(); }
   current_runtime.store(rt->get(), std::memory_order_release);
   absl::Status served;
   {
-    runtime::WorkerHost host(**rt, *join->driver, join->linger, join->secret, join->driver_on_loopback);
+    runtime::WorkerHost host(**rt, *join->driver, join->linger, join->objects_key, join->driver_on_loopback);
     WorkerHostSlot& slot = CurrentWorkerHost();
     {
       runtime::MutexLock lock(&slot.mu);

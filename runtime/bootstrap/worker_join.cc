@@ -139,8 +139,8 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   o.cpu_workers = 2;  // CPU tasks a worker's tasks submit; GPU work runs on the leases' threads
   out.linger = std::chrono::milliseconds(welcome->linger_ms);
   out.object_id_base = welcome->object_id_base;
-  out.secret = *secret;
-  out.driver_on_loopback = host == "127.0.0.1" || host == "::1" || host == "localhost";
+  out.objects_key = welcome->objects_key;
+  out.driver_on_loopback = wire::IsLoopbackHost(host);
   out.joined.pool = std::make_unique<DriverLink>(socket->get(), welcome->pool_now_s, welcome->clock_speed);
   out.joined.local_nodes = std::move(gpus->nodes);
   out.joined.driver = welcome->driver.empty() ? gpus->driver : welcome->driver;

@@ -39,7 +39,7 @@ struct WorkerJoin {
   std::unique_ptr<FrameSocket> driver;
   std::chrono::milliseconds linger{2000};
   uint64_t object_id_base = 0;  // this worker's objects take ids from here (Welcome::object_id_base)
-  std::string secret;           // the job's: what the driver's UCX fetches of this worker's objects carry
+  std::string objects_key;      // what the driver's UCX fetches of this worker's kept results carry
   bool driver_on_loopback = false;  // the driver is on this host's loopback (UCX stays on "lo")
 };
 

@@ -19,7 +19,6 @@
 #include "runtime/objects/host_memory.h"
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/function_registry.h"
-#include "transport/fetch_wire.h"
 
 namespace gpupool::runtime {
 
@@ -175,21 +174,17 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   remote_objects_ = std::make_shared<RemoteObjects>(
       store_.get(), [this](Task* t, ObjectEntry* entry) { executor_->DependencyResolved(t, entry); });
   store_->SetRemoteValues(remote_objects_);
-  // The job's secret: workers present it to join, and the driver's UCX fetches of the results
-  // they keep carry it. UCX is optional: without it those go over the workers' connections.
-  if (wo.launch.secret.empty()) {
-    absl::StatusOr<std::string> secret = FreshToken();
-    if (!secret.ok()) return secret.status();
-    wo.launch.secret = *secret;
-  }
-  if (wo.launch.secret.size() <= transport::kMaxAccessKeyBytes) {
-    const bool loopback = wo.listen_host == "127.0.0.1" || wo.listen_host == "::1";
-    absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(
-        transport::UcxOptions{.net_devices = loopback ? "lo" : "", .name = "the driver"});
+  // The results workers keep are fetched over UCX, with a key of their own (UCX carries it in
+  // clear; the job's secret, which admits workers, never leaves the workers' connections). UCX is
+  // optional: without it those go over the workers' connections.
+  if (absl::StatusOr<std::string> key = FreshToken(); key.ok()) {
+    absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(transport::UcxOptions{
+        .net_devices = wire::IsLoopbackHost(wo.listen_host) ? "lo" : "", .name = "the driver"});
     if (ucx.ok()) {
       absl::StatusOr<std::unique_ptr<transport::ObjectFetcher>> fetcher =
-          transport::ObjectFetcher::Create(**ucx, wo.launch.secret);
+          transport::ObjectFetcher::Create(**ucx, *key);
       if (fetcher.ok()) {
+        wo.welcome.objects_key = *key;  // none: workers serve nothing over UCX
         objects_ucx_ = *std::move(ucx);
         objects_fetcher_ = *std::move(fetcher);
         remote_objects_->UseUcx(objects_ucx_.get(), objects_fetcher_.get());

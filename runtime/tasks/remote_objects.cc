@@ -11,7 +11,7 @@
 namespace gpupool::runtime {
 namespace {
 
-thread_local WorkerConnection* decoding_from = nullptr;
+thread_local RemoteObjects::DecodingFrom* decoding = nullptr;
 
 bool MadeBy(const WorkerConnection& worker, ObjectId id) {
   return id >= worker.object_id_base() && id - worker.object_id_base() < wire::kWorkerIdSpan;
@@ -19,8 +19,8 @@ bool MadeBy(const WorkerConnection& worker, ObjectId id) {
 
 }  // namespace
 
-RemoteObjects::DecodingFrom::DecodingFrom(WorkerConnection* from) : previous_(decoding_from) { decoding_from = from; }
-RemoteObjects::DecodingFrom::~DecodingFrom() { decoding_from = previous_; }
+RemoteObjects::DecodingFrom::DecodingFrom(WorkerConnection* from) : from_(from), previous_(decoding) { decoding = this; }
+RemoteObjects::DecodingFrom::~DecodingFrom() { decoding = previous_; }
 
 bool RemoteObjects::TryRetain(ObjectEntry* entry) {
   int64_t refs = entry->refs.load(std::memory_order_relaxed);
@@ -30,9 +30,18 @@ bool RemoteObjects::TryRetain(ObjectEntry* entry) {
   return false;
 }
 
-void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read) {
+void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read,
+                                uint64_t refs_read) {
   if (count == 0) return;
-  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count, .read = read})] { return frame; });
+  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count, .read = read, .refs_read = refs_read})] {
+    return frame;
+  });
+}
+
+std::exception_ptr RemoteObjects::LostWith(const Record& record, const WorkerConnection& gone, const absl::Status& why) {
+  return std::make_exception_ptr(
+      Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " is lost: only worker pid ", gone.pid(), " on node ",
+                                               gone.node(), " kept it, and it is gone (", why.message(), ")")));
 }
 
 void RemoteObjects::Add(ObjectEntry* entry, Record record) {
@@ -40,6 +49,14 @@ void RemoteObjects::Add(ObjectEntry* entry, Record record) {
   std::vector<Task*> made;
   {
     MutexLock lock(&mu_);
+    if (gone_.contains(record.worker.get())) {
+      // Met in a value read after its worker went (fetched over UCX, read meanwhile): lost now.
+      lock.Unlock();
+      std::vector<Task*> waiting =
+          store_.Fail(entry, LostWith(record, *record.worker, absl::UnavailableError("its connection ended")));
+      for (Task* t : waiting) resolved_(t, entry);
+      return;
+    }
     records_[entry] = std::move(record);
   }
   // Recorded before the mark, so a Want that sees the mark finds the record.
@@ -70,8 +87,9 @@ bool RemoteObjects::HoldResult(ObjectEntry* result, WorkerConnection& from, uint
 }
 
 detail::ObjectHeader* RemoteObjects::Import(ObjectId id, detail::BoxDecoder decode) {
-  WorkerConnection* from = decoding_from;
+  WorkerConnection* from = decoding != nullptr ? decoding->from() : nullptr;
   const bool theirs = from != nullptr && MadeBy(*from, id);
+  if (theirs) ++decoding->refs_read;  // one of the holds it counted, taken here either way
   if (ObjectEntry* live = store_.Lookup(id)) {
     if (theirs) {
       // The worker counted a hold for this ref: it joins the record's, or goes back at once when
@@ -122,11 +140,14 @@ void RemoteObjects::Want(ObjectEntry* entry) {
     if (it->second.result && fetcher_ != nullptr && peer != peers_.end()) {
       // A kept result's bytes over UCX, straight into a buffer of their size. (Under mu_: the
       // fetch only posts to UCX's thread, and UseUcx clears the fetcher under it.)
-      fetcher_->FetchAsync(peer->second, std::to_string(id), transport::FetchOptions{.timeout = absl::Minutes(10)},
-                           [self = shared_from_this(), worker, request](
-                               absl::StatusOr<transport::FetchedObject> got) mutable {
-                             self->OnUcxFetched(worker, request, std::move(got));
-                           });
+      fetcher_->FetchAsync(
+          peer->second, std::to_string(id), transport::FetchOptions{.timeout = absl::Seconds(60)},
+          [self = shared_from_this(), worker, request](absl::StatusOr<transport::FetchedObject> got) mutable {
+            // Off UCX's thread: reading it may run a user's codec and settle tasks.
+            auto fetched = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
+            RemoteObjects* raw = self.get();  // decode_ is stopped before the driver lets go of it
+            raw->decode_.Post([raw, worker, request, fetched] { raw->OnUcxFetched(worker, request, std::move(*fetched)); });
+          });
       return;
     }
   }
@@ -134,7 +155,7 @@ void RemoteObjects::Want(ObjectEntry* entry) {
   worker->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
 }
 
-void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer) {
+bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer) {
   Record record;
   ObjectEntry* entry = nullptr;
   {
@@ -153,12 +174,13 @@ void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
       record = std::move(orphan->second);  // its entry was freed after the Fetch went
       orphans_.erase(orphan);
     } else {
-      return;
+      return false;
     }
   }
   bytes_fetched_.fetch_add(answer.value.size(), std::memory_order_relaxed);
   std::unique_ptr<detail::ValueBox> value;
   std::exception_ptr failure;
+  uint64_t refs_read = 0;
   const std::string where = absl::StrCat(" from worker pid ", from.pid(), " on node ", from.node());
   if (answer.pending) {
     failure = std::make_exception_ptr(Error(ErrorCode::kInternal, absl::StrCat(record.what, ": the worker said it was "
@@ -169,21 +191,23 @@ void RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
   } else {
     // Read even when nobody here wants it any more: the refs inside are holds the worker counted
     // for this driver, and only reading them (then dropping them) gives those back.
+    DecodingFrom scope(&from);
     try {
-      DecodingFrom scope(&from);
       Reader r(answer.value);
       value = record.decode(r);
     } catch (const std::exception& e) {  // Error, or whatever a user's codec throws
       failure = std::make_exception_ptr(
           Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " arrived unreadable", where, ": ", e.what())));
+      refs_read = scope.refs_read;
     }
   }
-  Settle(std::move(record), entry, std::move(value), failure, true, /*read=*/failure == nullptr);
+  Settle(std::move(record), entry, std::move(value), failure, true, /*read=*/failure == nullptr, refs_read);
+  return true;
 }
 
 void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value,
-                           std::exception_ptr failure, bool worker_alive, bool read) {
-  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds, read);
+                           std::exception_ptr failure, bool worker_alive, bool read, uint64_t refs_read) {
+  if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds, read, refs_read);
   if (entry == nullptr) return;
   std::vector<Task*> waiting = failure ? store_.Fail(entry, std::move(failure)) : store_.Complete(entry, std::move(value));
   for (Task* t : waiting) resolved_(t, entry);
@@ -234,6 +258,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
       it = asked_.erase(it);
     }
     peers_.erase(&gone);
+    gone_.insert(&gone);
     for (auto it = records_.begin(); it != records_.end();) {
       if (it->second.worker.get() != &gone) {
         ++it;
@@ -245,9 +270,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
   }
   for (ObjectEntry* entry : returned) detail::Release(entry);
   for (auto& [record, entry] : lost) {
-    std::exception_ptr failure = std::make_exception_ptr(
-        Error(ErrorCode::kDataLoss, absl::StrCat(record.what, " is lost: only worker pid ", gone.pid(), " on node ",
-                                                 gone.node(), " kept it, and it is gone (", why.message(), ")")));
+    std::exception_ptr failure = LostWith(record, gone, why);
     Settle(std::move(record), entry, nullptr, failure, false);
   }
 }
@@ -275,19 +298,22 @@ void RemoteObjects::Forget(ObjectEntry* entry) {
 void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, uint64_t request,
                                  absl::StatusOr<transport::FetchedObject> got) {
   if (got.ok()) {
-    fetched_over_ucx_.fetch_add(1, std::memory_order_relaxed);
     wire::FetchedView answer{.request = request,
                              .value = std::string_view(reinterpret_cast<const char*>(got->data.get()), got->size)};
-    OnFetched(*from, answer);
+    if (OnFetched(*from, answer)) fetched_over_ucx_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // Asked again over the connection (a worker that died fails the record there, in OnLost).
+  // Asked again over the connection (a worker that died fails the record there, in OnLost), and
+  // the worker's later results too: a UCX path that failed once is not waited on again.
   uint64_t id = 0;
   {
     MutexLock lock(&mu_);
+    peers_.erase(from.get());
     const RequestKey key{from.get(), request};
     if (auto at = asked_.find(key); at != asked_.end()) {
-      id = records_[at->second].worker_id;
+      auto record = records_.find(at->second);
+      if (record == records_.end()) return;
+      id = record->second.worker_id;
     } else if (auto orphan = orphans_.find(key); orphan != orphans_.end()) {
       id = orphan->second.worker_id;
     } else {
@@ -298,10 +324,17 @@ void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, 
 }
 
 void RemoteObjects::UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* fetcher) {
-  MutexLock lock(&mu_);
-  ucx_ = ucx;
-  fetcher_ = fetcher;
-  if (ucx == nullptr) peers_.clear();
+  {
+    MutexLock lock(&mu_);
+    if (ucx == nullptr && ucx_ != nullptr) {
+      // Fetches still receiving from a worker that stopped sending end now, not at their deadline.
+      for (const auto& [worker, peer] : peers_) ucx_->FailPeer(peer, absl::CancelledError("the job is shutting down"));
+      peers_.clear();
+    }
+    ucx_ = ucx;
+    fetcher_ = fetcher;
+  }
+  if (ucx == nullptr) decode_.Stop();  // what it has not read is dropped (its records are settled)
 }
 
 void RemoteObjects::ObjectsAt(WorkerConnection& worker, const std::string& ucx_address) {

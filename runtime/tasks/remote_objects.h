@@ -22,9 +22,10 @@
 // so (wire::Borrow), and the driver keeps the object alive until the worker lets go (Release) or
 // goes away (runtime/tasks/driver_imports.h is the worker's side).
 //
-// Thread-safety: thread-safe. Import and HoldResult run on a worker connection's reader thread,
-// inside a DecodingFrom scope for that worker; Want and Forget on any thread. mu_ is never held
-// while sending, decoding or resolving an entry.
+// Thread-safety: thread-safe. HoldResult runs on a worker connection's reader thread; Import
+// inside a DecodingFrom scope for the worker whose bytes are read (its reader, or decode_ for a
+// value fetched over UCX); Want and Forget on any thread. mu_ is never held while decoding or
+// resolving an entry, nor while sending (FetchAsync and Post only queue, and are called under it).
 #ifndef GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
 #define GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
 
@@ -32,12 +33,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "runtime/client/callback_thread.h"
 #include "runtime/objects/object_store.h"
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/worker_pool.h"
@@ -58,9 +61,13 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
    public:
     explicit DecodingFrom(WorkerConnection* from);
     ~DecodingFrom();
+    WorkerConnection* from() const { return from_; }
+    // Refs to `from`'s own objects read so far (each took one of the holds it counted).
+    uint64_t refs_read = 0;
 
    private:
-    WorkerConnection* previous_;
+    WorkerConnection* const from_;
+    DecodingFrom* const previous_;
   };
 
   // A task's result that `from` kept under its id `held`: the pending entry `result` is marked
@@ -75,8 +82,9 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // Throws kNotFound when no live entry has the id and no worker being decoded made it.
   detail::ObjectHeader* Import(ObjectId id, detail::BoxDecoder decode) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The worker's answer to a Fetch (WorkerPool's reader thread).
-  void OnFetched(WorkerConnection& from, const wire::FetchedView& answer) ABSL_LOCKS_EXCLUDED(mu_);
+  // The worker's answer to a Fetch (WorkerPool's reader thread). False when no record asked for
+  // it (a stale answer, dropped).
+  bool OnFetched(WorkerConnection& from, const wire::FetchedView& answer) ABSL_LOCKS_EXCLUDED(mu_);
   // The worker is gone: every value it kept and the driver had not fetched is lost, and what it
   // borrowed goes back.
   void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -116,13 +124,18 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   static bool TryRetain(ObjectEntry* entry);
   // Settles a record taken out of the maps: the entry (retained, or null when it was being
   // freed) resolved with `value` or `failure`, and the worker's holds given back when it lives.
-  // `read`: the value was read (the holds on the refs inside came back with it).
+  // `read`: the value was read (the holds on the refs inside came back with it); else the first
+  // `refs_read` refs inside were.
   void Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
-              bool worker_alive, bool read = false);
+              bool worker_alive, bool read = false, uint64_t refs_read = 0);
+  // The failure of a value only `gone` kept.
+  static std::exception_ptr LostWith(const Record& record, const WorkerConnection& gone, const absl::Status& why);
   void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
-  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read = false);
-  // A UCX fetch ended (the UCX loop thread): read like an answer on the connection, or, when it
-  // failed, asked again over the connection.
+  static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read = false,
+                          uint64_t refs_read = 0);
+  // A UCX fetch ended (on decode_, never UCX's own thread: reading a value may run a user's codec
+  // and settle tasks): read like an answer on the connection, or, when it failed, asked again
+  // over the connection, and that worker is no longer fetched from over UCX.
   void OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, uint64_t request,
                     absl::StatusOr<transport::FetchedObject> got) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -139,10 +152,16 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   transport::UcxWorker* ucx_ ABSL_GUARDED_BY(mu_) = nullptr;
   transport::ObjectFetcher* fetcher_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<WorkerConnection*, transport::PeerId> peers_ ABSL_GUARDED_BY(mu_);  // workers serving over UCX
+  // Workers gone (OnLost ran): a record for one, made by a read that ended after, is lost at once.
+  std::set<WorkerConnection*> gone_ ABSL_GUARDED_BY(mu_);
+
   // The driver's objects workers borrow: retained once per (worker, object), with the count.
   std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};
   std::atomic<uint64_t> fetched_over_ucx_{0};
+  // Reads values fetched over UCX, in order (stopped by UseUcx(nullptr, nullptr)). Last: what
+  // it runs uses the members above.
+  CallbackThread decode_;
 };
 
 }  // namespace gpupool::runtime

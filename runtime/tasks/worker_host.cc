@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -162,6 +163,7 @@ void WorkerHost::OnRelease(const wire::Release& release) {
     auto it = held_.find(release.object);
     if (it == held_.end()) return;
     if (release.read) it->second.read = true;  // the driver has the refs inside
+    it->second.refs_read = std::max(it->second.refs_read, release.refs_read);
     if (release.count < it->second.holds) {
       it->second.holds -= release.count;
       return;
@@ -171,7 +173,9 @@ void WorkerHost::OnRelease(const wire::Release& release) {
   }
   if (gone.served) (void)registry_.Remove(std::to_string(release.object));  // waits for a transfer under way
   // Outside the lock: freeing may release what the value holds, and come back here.
-  if (!gone.read) DropHolds(gone.nested);  // the driver never read the refs inside
+  if (!gone.read && gone.refs_read < gone.nested.size()) {  // the refs inside the driver never read
+    DropHolds(std::vector<uint64_t>(gone.nested.begin() + static_cast<ptrdiff_t>(gone.refs_read), gone.nested.end()));
+  }
   for (detail::ObjectHeader* h : gone.kept) detail::Release(h);
   detail::Release(gone.object);
 }

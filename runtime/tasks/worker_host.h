@@ -75,8 +75,8 @@ class DriverLink final : public PoolClient {
 class WorkerHost {
  public:
   // `linger`: with no lease for this long, the worker says Bye and Serve returns. `objects_key`:
-  // the job's secret, which the driver's UCX fetches of kept results must carry (results are
-  // served over this connection only when UCX cannot start, or the key is too long for it);
+  // what the driver's UCX fetches of kept results must carry (Welcome::objects_key; results are
+  // served over this connection only when UCX cannot start, or the key is empty or too long);
   // `loopback`: the driver is on this host's loopback.
   WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger,
              const std::string& objects_key = "", bool loopback = true);
@@ -134,7 +134,7 @@ class WorkerHost {
   FrameSocket& driver_;
   const std::chrono::milliseconds linger_;
   const std::string worker_name_;  // " (worker pid N)", appended to locations
-  const std::string objects_key_;  // the job's secret (ServingOverUcx)
+  const std::string objects_key_;  // Welcome::objects_key (ServingOverUcx)
   const bool loopback_;
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // Serve's thread only
   std::map<std::string, TaskShape*> shapes_;              // by encoded options; Serve's thread only
@@ -158,6 +158,7 @@ class WorkerHost {
     std::vector<uint64_t> nested;
     std::vector<detail::ObjectHeader*> kept;
     bool read = false;      // the driver said it read the value (wire::Release::read)
+    uint64_t refs_read = 0;  // or the first this many refs inside, before its codec threw
     bool served = false;    // in registry_ (the driver may fetch it over UCX)
   };
   Mutex held_mu_;

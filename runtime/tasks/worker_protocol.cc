@@ -24,7 +24,7 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Welcome>) {
     f(m.refusal), f(m.team), f(m.driver), f(m.node_inventory), f(m.pool_now_s), f(m.clock_speed),
         f(m.checkpoint_dir), f(m.checkpoint_dir_shared), f(m.checkpoint_keep_last), f(m.checkpoint_staging_mib),
-        f(m.linger_ms), f(m.object_id_base);
+        f(m.linger_ms), f(m.object_id_base), f(m.objects_key);
   } else if constexpr (std::is_same_v<T, TaskToRun>) {
     f(m.id), f(m.function), f(m.args), f(m.inputs), f(m.options), f(m.attempt), f(m.checkpoint_key),
         f(m.resume_from), f(m.checkpoint_interval_s);
@@ -49,7 +49,7 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Fetched>) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   } else if constexpr (std::is_same_v<T, Release>) {
-    f(m.object), f(m.count), f(m.read);
+    f(m.object), f(m.count), f(m.read), f(m.refs_read);
   } else if constexpr (std::is_same_v<T, Borrow>) {
     f(m.object);
   } else if constexpr (std::is_same_v<T, ObjectsAt>) {

@@ -65,7 +65,15 @@ struct Welcome {
   // The worker's own objects take ids from here up (kWorkerIdSpan of them): each worker of the
   // job has a range of its own, so an id names its maker everywhere in the job.
   uint64_t object_id_base = 0;
+  // What the driver's UCX fetches of the results this worker keeps carry (a key of their own:
+  // UCX carries it in clear, so never the job's secret).
+  std::string objects_key;
 };
+
+// Whether `host` names this host's loopback: both sides then keep UCX on "lo".
+inline bool IsLoopbackHost(std::string_view host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost";
+}
 
 // The job's object ids: the driver's count from 1 (an mpirun rank's from rank << 48, far below);
 // the k-th worker's from kWorkerIdBase + k * kWorkerIdSpan (k < 2^23). A span of 2^40 ids outlasts
@@ -194,8 +202,10 @@ struct Release {
   uint64_t count = 0;
   // The driver read the value (and so the refs inside, whose holds it returns with theirs). A
   // result the worker keeps, released without this, gives back the holds on the refs inside
-  // itself: dropped unread, or the driver's codec threw partway.
+  // itself, past the first `refs_read` (those the driver read before its codec threw; 0 when it
+  // dropped the value unread).
   bool read = false;
+  uint64_t refs_read = 0;
 };
 
 // A worker holds a ref to the driver's object: the driver keeps it alive until the worker's Release.
@@ -204,8 +214,9 @@ struct Borrow {
 };
 
 // Where the driver may fetch the results a worker keeps over UCX (transport/object_transfer.h:
-// the worker's ObjectServer, keyed by the job's secret, serves each by its id in decimal). Sent
-// once, first, by a worker that has UCX; without it the driver fetches over this connection.
+// the worker's ObjectServer, keyed by Welcome::objects_key, serves each by its id in decimal).
+// Sent once, before the outcome of the worker's first kept result, by a worker that could start
+// UCX; without it the driver fetches over this connection.
 struct ObjectsAt {
   std::string ucx_address;
 };

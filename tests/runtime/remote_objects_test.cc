@@ -158,6 +158,12 @@ TEST_F(RemoteObjectsTest, AnEntryDroppedUnaskedGivesItsHoldsBackAndALostWorkerFa
     EXPECT_THAT(e.what(), HasSubstr("killed"));
   }
   detail::Release(kept);
+  // Met in a value read after the worker went (one fetched over UCX, read on another thread):
+  // lost at once, never a record that nothing would settle.
+  detail::ObjectHeader* late = ImportFromWorker(kBase + 10);
+  EXPECT_EQ(late->state.load(), detail::kObjectFailed);
+  EXPECT_EQ(objects_->held(), 0u);
+  detail::Release(late);
   // An id of this worker's that nothing holds any more, met outside its frames: named, not guessed.
   try {
     (void)objects_->Import(kBase + 9, &detail::DecodeBox<int>);
