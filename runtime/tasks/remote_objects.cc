@@ -45,26 +45,40 @@ std::exception_ptr RemoteObjects::LostWith(const Record& record, const WorkerCon
 }
 
 void RemoteObjects::Add(ObjectEntry* entry, Record record) {
-  bool wanted = false;
-  std::vector<Task*> made;
+  const std::shared_ptr<WorkerConnection> worker = record.worker;
+  bool lost;
   {
     MutexLock lock(&mu_);
-    if (gone_.contains(record.worker.get())) {
-      // Met in a value read after its worker went (fetched over UCX, read meanwhile): lost now.
-      lock.Unlock();
-      std::vector<Task*> waiting =
-          store_.Fail(entry, LostWith(record, *record.worker, absl::UnavailableError("its connection ended")));
-      for (Task* t : waiting) resolved_(t, entry);
-      return;
-    }
-    records_[entry] = std::move(record);
+    lost = !Insert(entry, std::move(record));
   }
+  if (lost) FailLost(entry, *worker);
+  else Mark(entry);
+}
+
+bool RemoteObjects::Insert(ObjectEntry* entry, Record record) {
+  // Met in a value read after its worker went (fetched over UCX, read meanwhile): lost now.
+  if (gone_.contains(record.worker.get())) return false;
+  records_[entry] = std::move(record);
+  return true;
+}
+
+void RemoteObjects::FailLost(ObjectEntry* entry, const WorkerConnection& gone) {
+  Record what{.what = absl::StrCat("object ", entry->id)};
+  std::vector<Task*> waiting = store_.Fail(entry, LostWith(what, gone, absl::UnavailableError("its connection ended")));
+  for (Task* t : waiting) resolved_(t, entry);
+}
+
+void RemoteObjects::Mark(ObjectEntry* entry) {
+  bool wanted = false;
+  std::vector<Task*> made;
   // Recorded before the mark, so a Want that sees the mark finds the record.
   if (!store_.MarkRemote(entry, &wanted, &made)) {
     Record gone;
     {
       MutexLock lock(&mu_);
       auto it = records_.find(entry);
+      // OnLost took it meanwhile (its worker went while a UCX fetch's value was read): settled there.
+      if (it == records_.end()) return;
       gone = std::move(it->second);
       records_.erase(it);
     }
@@ -90,35 +104,40 @@ detail::ObjectHeader* RemoteObjects::Import(ObjectId id, detail::BoxDecoder deco
   WorkerConnection* from = decoding != nullptr ? decoding->from() : nullptr;
   const bool theirs = from != nullptr && MadeBy(*from, id);
   if (theirs) ++decoding->refs_read;  // one of the holds it counted, taken here either way
-  if (ObjectEntry* live = store_.Lookup(id)) {
-    if (theirs) {
-      // The worker counted a hold for this ref: it joins the record's, or goes back at once when
-      // the driver already has the value.
-      bool owed = true;
-      {
-        MutexLock lock(&mu_);
+  ObjectEntry* entry = nullptr;
+  bool owed = false;   // the worker's hold goes back at once: the driver has the value
+  bool fresh = false;  // a new pending entry, recorded
+  bool lost = false;   // a new entry for a worker already gone
+  {
+    // The lookup and the new entry under one lock: two threads reading refs to one object (a
+    // worker's reader, and the thread reading a UCX fetch) make one entry for it, not two.
+    MutexLock lock(&mu_);
+    if (ObjectEntry* live = store_.Lookup(id)) {
+      entry = live;
+      if (theirs) {
         auto it = records_.find(live);
-        if (it != records_.end() && it->second.worker.get() == from) {
-          ++it->second.holds;
-          owed = false;
-        }
+        if (it != records_.end() && it->second.worker.get() == from) ++it->second.holds;  // joins the record's
+        else owed = true;
       }
-      if (owed) SendRelease(*from, id, 1);
+    } else if (theirs) {
+      entry = store_.CreatePendingWithId(id);
+      fresh = Insert(entry, Record{.worker = from->shared_from_this(),
+                                   .worker_id = id,
+                                   .decode = decode,
+                                   .holds = 1,
+                                   .what = absl::StrCat("object ", id, ", made by worker pid ", from->pid(), " on node ",
+                                                        from->node())});
+      lost = !fresh;
     }
-    return live;
   }
-  if (!theirs) {
+  if (owed) SendRelease(*from, id, 1);
+  if (entry == nullptr) {
     throw Error(ErrorCode::kNotFound,
                 absl::StrCat("object ", id, ", which a worker of this job made, is no longer held here: every ref "
                              "to it was dropped, or its worker is gone"));
   }
-  ObjectEntry* entry = store_.CreatePendingWithId(id);
-  Add(entry, Record{.worker = from->shared_from_this(),
-                    .worker_id = id,
-                    .decode = decode,
-                    .holds = 1,
-                    .what = absl::StrCat("object ", id, ", made by worker pid ", from->pid(), " on node ",
-                                         from->node())});
+  if (lost) FailLost(entry, *from);
+  else if (fresh) Mark(entry);
   return entry;
 }
 
@@ -141,7 +160,9 @@ void RemoteObjects::Want(ObjectEntry* entry) {
       // A kept result's bytes over UCX, straight into a buffer of their size. (Under mu_: the
       // fetch only posts to UCX's thread, and UseUcx clears the fetcher under it.)
       fetcher_->FetchAsync(
-          peer->second, std::to_string(id), transport::FetchOptions{.timeout = absl::Seconds(60)},
+          // Long: the deadline covers the whole transfer of what may be gigabytes; a worker that dies
+          // ends it sooner (OnLost fails its peer).
+          peer->second, std::to_string(id), transport::FetchOptions{.timeout = absl::Minutes(10)},
           [self = shared_from_this(), worker, request](absl::StatusOr<transport::FetchedObject> got) mutable {
             // Off UCX's thread: reading it may run a user's codec and settle tasks.
             auto fetched = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
@@ -155,7 +176,7 @@ void RemoteObjects::Want(ObjectEntry* entry) {
   worker->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
 }
 
-bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer) {
+bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer, bool over_ucx) {
   Record record;
   ObjectEntry* entry = nullptr;
   {
@@ -177,7 +198,9 @@ bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
       return false;
     }
   }
+  // Counted before the entry resolves: whoever waited on it sees the figures that include it.
   bytes_fetched_.fetch_add(answer.value.size(), std::memory_order_relaxed);
+  if (over_ucx) fetched_over_ucx_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<detail::ValueBox> value;
   std::exception_ptr failure;
   uint64_t refs_read = 0;
@@ -257,7 +280,12 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
     for (auto it = asked_.lower_bound({&gone, 0}); it != asked_.end() && it->first.first == &gone;) {
       it = asked_.erase(it);
     }
-    peers_.erase(&gone);
+    if (auto peer = peers_.find(&gone); peer != peers_.end()) {
+      // A fetch still receiving from it ends now, not at its deadline (UCX may not notice the
+      // peer's death by itself); FailPeer only posts.
+      if (ucx_ != nullptr) ucx_->FailPeer(peer->second, why);
+      peers_.erase(peer);
+    }
     gone_.insert(&gone);
     for (auto it = records_.begin(); it != records_.end();) {
       if (it->second.worker.get() != &gone) {
@@ -300,15 +328,18 @@ void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, 
   if (got.ok()) {
     wire::FetchedView answer{.request = request,
                              .value = std::string_view(reinterpret_cast<const char*>(got->data.get()), got->size)};
-    if (OnFetched(*from, answer)) fetched_over_ucx_.fetch_add(1, std::memory_order_relaxed);
+    (void)OnFetched(*from, answer, /*over_ucx=*/true);
     return;
   }
-  // Asked again over the connection (a worker that died fails the record there, in OnLost), and
-  // the worker's later results too: a UCX path that failed once is not waited on again.
+  // Asked again over the connection (a worker that died fails the record there, in OnLost); a
+  // UCX path that failed (not a refusal of one object) is not tried again for that worker.
   uint64_t id = 0;
   {
     MutexLock lock(&mu_);
-    peers_.erase(from.get());
+    if (got.status().code() == absl::StatusCode::kUnavailable ||
+        got.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      peers_.erase(from.get());
+    }
     const RequestKey key{from.get(), request};
     if (auto at = asked_.find(key); at != asked_.end()) {
       auto record = records_.find(at->second);
@@ -326,13 +357,9 @@ void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, 
 void RemoteObjects::UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* fetcher) {
   {
     MutexLock lock(&mu_);
-    if (ucx == nullptr && ucx_ != nullptr) {
-      // Fetches still receiving from a worker that stopped sending end now, not at their deadline.
-      for (const auto& [worker, peer] : peers_) ucx_->FailPeer(peer, absl::CancelledError("the job is shutting down"));
-      peers_.clear();
-    }
     ucx_ = ucx;
     fetcher_ = fetcher;
+    if (ucx == nullptr) peers_.clear();
   }
   if (ucx == nullptr) decode_.Stop();  // what it has not read is dropped (its records are settled)
 }
@@ -344,10 +371,10 @@ void RemoteObjects::ObjectsAt(WorkerConnection& worker, const std::string& ucx_a
     ucx = ucx_;
   }
   if (ucx == nullptr) return;  // this driver has no UCX: fetched over the connection
-  // Not under mu_: Connect waits for UCX's thread, where fetches end (and take mu_).
+  // Not under mu_: Connect waits for UCX's thread, which must not wait for mu_ meanwhile.
   absl::StatusOr<transport::PeerId> peer =
       ucx->Connect(ucx_address, absl::StrCat("worker pid ", worker.pid(), " on node ", worker.node()));
-  if (!peer.ok()) return;
+  if (!peer.ok()) return;  // fetched over the connection
   MutexLock lock(&mu_);
   if (ucx_ == ucx) peers_[&worker] = *peer;
 }

@@ -84,7 +84,8 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
 
   // The worker's answer to a Fetch (WorkerPool's reader thread). False when no record asked for
   // it (a stale answer, dropped).
-  bool OnFetched(WorkerConnection& from, const wire::FetchedView& answer) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnFetched(WorkerConnection& from, const wire::FetchedView& answer, bool over_ucx = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The worker is gone: every value it kept and the driver had not fetched is lost, and what it
   // borrowed goes back.
   void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -97,8 +98,9 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   void Want(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
   void Forget(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // UCX for the results workers keep (set once workers may start, cleared before they are
-  // destroyed; null: every fetch goes over the worker's connection).
+  // UCX for the results workers keep (set once workers may start; null: every fetch goes over
+  // the worker's connection). Clearing it is final (it stops decode_): only once every worker
+  // is gone (their records settled), before the fetcher and its UCX worker are destroyed.
   void UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* fetcher) ABSL_LOCKS_EXCLUDED(mu_);
   // Where `worker` serves the results it keeps over UCX (wire::ObjectsAt; its reader thread).
   void ObjectsAt(WorkerConnection& worker, const std::string& ucx_address) ABSL_LOCKS_EXCLUDED(mu_);
@@ -130,7 +132,12 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
               bool worker_alive, bool read = false, uint64_t refs_read = 0);
   // The failure of a value only `gone` kept.
   static std::exception_ptr LostWith(const Record& record, const WorkerConnection& gone, const absl::Status& why);
+  // A record for a pending entry, then its mark (Insert, Mark); an entry whose worker is gone
+  // fails at once instead (FailLost).
   void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Insert(ObjectEntry* entry, Record record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Mark(ObjectEntry* entry) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailLost(ObjectEntry* entry, const WorkerConnection& gone);
   static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read = false,
                           uint64_t refs_read = 0);
   // A UCX fetch ended (on decode_, never UCX's own thread: reading a value may run a user's codec
@@ -153,6 +160,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   transport::ObjectFetcher* fetcher_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<WorkerConnection*, transport::PeerId> peers_ ABSL_GUARDED_BY(mu_);  // workers serving over UCX
   // Workers gone (OnLost ran): a record for one, made by a read that ended after, is lost at once.
+  // Raw pointers, never reused: the WorkerPool keeps every connection until it is destroyed.
   std::set<WorkerConnection*> gone_ ABSL_GUARDED_BY(mu_);
 
   // The driver's objects workers borrow: retained once per (worker, object), with the count.
