@@ -25,7 +25,7 @@ std::string SlotShape::ToString() const {
     case SlotKind::kFraction: out = absl::StrCat("fraction:", memory_mib, "MiB/", compute_milli, "m"); break;
   }
   if (cpu_milli > 0) absl::StrAppend(&out, "+cpu:", cpu_milli, "m");
-  if (host_memory_mib > 0) absl::StrAppend(&out, "+mem:", host_memory_mib, "MiB");
+  if (host_memory_mib > 0) absl::StrAppend(&out, "+host-memory:", host_memory_mib, "MiB");
   return out;
 }
 

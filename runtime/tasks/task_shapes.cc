@@ -42,6 +42,10 @@ absl::Status TaskShapes::ResolveShape(TaskShape& shape) const {
   }
   if (o.max_retries < 0) return absl::InvalidArgumentError("MaxRetries cannot be negative");
   if (o.gpu_memory_mib < 0) return absl::InvalidArgumentError("GpuMemoryMib cannot be negative");
+  if (!(o.cpus >= 0) || std::isinf(o.cpus)) {
+    return absl::InvalidArgumentError(absl::StrCat("Cpus(", o.cpus, ") must be a number of cores, 0 or more"));
+  }
+  if (o.host_memory_mib < 0) return absl::InvalidArgumentError("HostMemoryMib cannot be negative");
   {
     const std::string& name = o.priority_class.empty() ? std::string("training") : o.priority_class;
     const pool::PriorityClass* c = pool_.config().scheduling.FindClass(name);
@@ -52,6 +56,11 @@ absl::Status TaskShapes::ResolveShape(TaskShape& shape) const {
     if (o.gpu_memory_mib > 0 || !o.models.empty() || o.hardware_isolation) {
       return absl::InvalidArgumentError(
           "GPU options (memory, models, isolation) were given to a CPU task: set Gpus(...) too");
+    }
+    if (o.cpus > 0 || o.host_memory_mib > 0) {
+      return absl::InvalidArgumentError(
+          "Cpus and HostMemoryMib are what a GPU task's lease holds on its node; a CPU task (Gpus(0)) runs on this "
+          "process's threads and holds nothing in the pool: set Gpus(...) too, or drop them");
     }
     return absl::OkStatus();
   }
@@ -99,6 +108,10 @@ absl::Status TaskShapes::ResolveShape(TaskShape& shape) const {
     // A task runs in one process, so its GPUs are on one node.
     r.topology = r.slot_count > 1 ? pool::GangTopology::kSameNode : pool::GangTopology::kAny;
   }
+  // Host resources go with each slot on its node: a gang's total, split evenly (rounded up).
+  const int64_t slots = std::max(1, r.slot_count);
+  r.slot.cpu_milli = (static_cast<int64_t>(std::ceil(o.cpus * 1000)) + slots - 1) / slots;
+  r.slot.host_memory_mib = (o.host_memory_mib + slots - 1) / slots;
   return absl::OkStatus();
 }
 

@@ -225,6 +225,12 @@ def test_bad_requests_name_what_is_wrong():
     assert "matches no GPU" in str(info.value)
     with pytest.raises(TypeError):
         gpupool.get(42)
+    # Host cores and memory belong to a GPU task's lease: a CPU task refuses them, saying so; on
+    # nodes that declare none they are not counted, and the task runs.
+    with pytest.raises(gpupool.TaskError) as info:
+        gpupool.get(square.options(cpus=2).submit(1), timeout=30)
+    assert "a CPU task" in str(info.value)
+    assert gpupool.get(square.options(gpus=1, cpus=4, host_memory_mib=1024).submit(5), timeout=30) == 25
     assert gpupool.get(square.submit(3)) == 9      # still serving
 
 

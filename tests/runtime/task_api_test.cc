@@ -89,6 +89,18 @@ GPUPOOL_REMOTE(SumRefs);
 GPUPOOL_REMOTE(WhereAmI);
 GPUPOOL_REMOTE(AllocateMiB);
 
+// Holds its lease for `ms`, and says when it held it: {start, end} in steady-clock microseconds.
+std::vector<int64_t> HoldFor(int ms) {
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t start = now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {start, now()};
+}
+GPUPOOL_REMOTE(HoldFor);
+
 gpupool::RuntimeOptions TestPool() {
   gpupool::RuntimeOptions o;
   o.simulate = "4xH100-80GB";
@@ -329,6 +341,59 @@ TEST(TaskApi, BadConfigFailsInitCleanlyAndInitWorksAfter) {
   }
   gpupool::Runtime rt = gpupool::Init(TestPool());
   EXPECT_EQ(*gpupool::Get(gpupool::Submit(Square, 5)), 25);
+}
+
+// Host cores and memory a GPU task's lease holds, counted against a node that declares its own:
+// two one-GPU tasks asking 6 of its 8 cores take turns although it has two GPUs free, the same
+// tasks without them overlap, and a task asking more cores or memory than any node has fails at
+// once, with the scheduler's reason. A CPU task refuses them (it holds nothing in the pool).
+TEST(TaskApi, HostCpusAndMemoryAreHeldByTheLeaseAndCountedAgainstTheNode) {
+  gpupool::RuntimeOptions o;
+  o.config_text = R"(
+nodes:
+  - name: box
+    cpus: 8
+    memory_gib: 16
+    gpus:
+      - {model: H100-80GB, count: 2}
+)";
+  o.lease_linger_ms = 20;
+  gpupool::Runtime rt = gpupool::Init(o);
+  auto overlap = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    return a[0] < b[1] && b[0] < a[1];
+  };
+  {
+    auto a = gpupool::Task(HoldFor).Gpus(1).Submit(300);
+    auto b = gpupool::Task(HoldFor).Gpus(1).Submit(300);
+    EXPECT_TRUE(overlap(*gpupool::Get(a), *gpupool::Get(b))) << "two GPUs free, nothing else asked: together";
+  }
+  {
+    auto a = gpupool::Task(HoldFor).Gpus(1).Cpus(6).HostMemoryMib(4096).Submit(300);
+    auto b = gpupool::Task(HoldFor).Gpus(1).Cpus(6).HostMemoryMib(4096).Submit(300);
+    EXPECT_FALSE(overlap(*gpupool::Get(a), *gpupool::Get(b))) << "12 cores asked of 8: one at a time";
+  }
+  {
+    auto a = gpupool::Task(HoldFor).Gpus(1).HostMemoryMib(12 << 10).Submit(300);
+    auto b = gpupool::Task(HoldFor).Gpus(1).HostMemoryMib(12 << 10).Submit(300);
+    EXPECT_FALSE(overlap(*gpupool::Get(a), *gpupool::Get(b))) << "24 GiB asked of 16: one at a time";
+  }
+  for (auto too_big : {gpupool::TaskOptions().Gpus(1).Cpus(16), gpupool::TaskOptions().Gpus(1).HostMemoryMib(32 << 10)}) {
+    auto start = std::chrono::steady_clock::now();
+    try {
+      (void)*gpupool::Get(gpupool::Task(HoldFor).Options(too_big).Submit(1));
+      ADD_FAILURE() << "a task asking more than any node has ran";
+    } catch (const gpupool::Error& e) {
+      EXPECT_THAT(e.what(), ::testing::AnyOf(::testing::HasSubstr("cpu"), ::testing::HasSubstr("CPU"),
+                                             ::testing::HasSubstr("host-memory")));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "it must fail at once";
+  }
+  try {
+    (void)*gpupool::Get(gpupool::Task(Square).Cpus(2).Submit(3));
+    ADD_FAILURE() << "a CPU task took Cpus";
+  } catch (const gpupool::Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("a CPU task"));
+  }
 }
 
 }  // namespace

@@ -59,7 +59,11 @@ using TaskLabelMap = std::map<std::string, std::string>;  // label -> value
   X(int, max_retries, MaxRetries, VALUE, "max_retries", 3,                                          \
     "retries after system failures (lost leases); preemptions do not count")                       \
   X(std::string, name, Name, VALUE, "name", {},                                                     \
-    "shown in errors and events; empty: the function's registered name")
+    "shown in errors and events; empty: the function's registered name")                           \
+  X(double, cpus, Cpus, VALUE, "cpus", 0,                                                           \
+    "host CPU cores a GPU task's lease holds on its node (a gang's split over its GPUs); 0: none") \
+  X(int64_t, host_memory_mib, HostMemoryMib, VALUE, "host_memory_mib", 0,                           \
+    "host memory a GPU task's lease holds on its node, in MiB (split likewise); 0: none")
 // clang-format on
 
 #endif  // GPUPOOL_TASK_OPTION_LIST_H_

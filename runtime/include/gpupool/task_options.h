@@ -11,6 +11,11 @@
 //     is GpuMemoryMib, or f of the smallest eligible GPU's memory when not given. Several
 //     fractional tasks share one GPU, each within its own budget.
 //   - Gpus(n), n = 1, 2, ...: n whole GPUs, granted together (a gang) on one node.
+//   - Cpus(c), HostMemoryMib(m): the host CPU cores and memory a GPU task's lease holds on its
+//     node beside the GPUs (a gang's split evenly over them), counted against nodes that declare
+//     theirs (`cpus`, `memory_gib` in the pool's configuration). A task asking more than any
+//     node has fails at once, with the scheduler's reason. Not for CPU tasks (Gpus(0)): those run
+//     on the process's threads and hold nothing in the pool.
 // Tasks with the same options share leases: the runtime asks the pool for leases of that shape
 // while it has backlog, runs many tasks on each, and hands them back after a short linger.
 //
