@@ -11,7 +11,7 @@ namespace gpupool::runtime {
 namespace {
 // Bumped when the layout below changes; a row added to GPUPOOL_TASK_OPTIONS changes it too, but
 // lineage only crosses the ranks of one job, which run one binary.
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;  // 3: the cpus and host_memory_mib options
 }  // namespace
 
 std::string EncodeLineage(const Lineage& l) {
