@@ -363,8 +363,8 @@ nodes:
     return a[0] < b[1] && b[0] < a[1];
   };
   {
-    auto a = gpupool::Task(HoldFor).Gpus(1).Submit(300);
-    auto b = gpupool::Task(HoldFor).Gpus(1).Submit(300);
+    auto a = gpupool::Task(HoldFor).Gpus(1).Submit(800);  // long: together even on a busy machine
+    auto b = gpupool::Task(HoldFor).Gpus(1).Submit(800);
     EXPECT_TRUE(overlap(*gpupool::Get(a), *gpupool::Get(b))) << "two GPUs free, nothing else asked: together";
   }
   {
