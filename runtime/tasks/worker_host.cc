@@ -252,38 +252,28 @@ absl::Status WorkerHost::Serve() {
     }
     absl::StatusOr<wire::Kind> kind = wire::KindOf(*frame);
     absl::Status bad = kind.status();
+    // The frame as its message, handed to `handle`; why not, when it does not decode.
+    auto deliver = [](auto decoded, const auto& handle) -> absl::Status {
+      if (decoded.ok()) handle(*std::move(decoded));
+      return decoded.status();
+    };
     if (kind.ok()) {
       switch (*kind) {
-        case wire::Kind::kTasks: {
-          absl::StatusOr<wire::Tasks> tasks = wire::DecodeTasks(*frame);
-          if (tasks.ok()) OnTasks(*std::move(tasks));
-          bad = tasks.status();
+        case wire::Kind::kTasks:
+          bad = deliver(wire::DecodeTasks(*frame), [&](wire::Tasks&& m) { OnTasks(std::move(m)); });
           break;
-        }
-        case wire::Kind::kStopLease: {
-          absl::StatusOr<wire::StopLease> stop = wire::DecodeStopLease(*frame);
-          if (stop.ok()) OnStopLease(*stop);
-          bad = stop.status();
+        case wire::Kind::kStopLease:
+          bad = deliver(wire::DecodeStopLease(*frame), [&](const wire::StopLease& m) { OnStopLease(m); });
           break;
-        }
-        case wire::Kind::kFetched: {
-          absl::StatusOr<wire::FetchedView> answer = wire::DecodeFetchedView(*frame);
-          if (answer.ok()) imports_->OnFetched(*answer);
-          bad = answer.status();
+        case wire::Kind::kFetched:
+          bad = deliver(wire::DecodeFetchedView(*frame), [&](const wire::FetchedView& m) { imports_->OnFetched(m); });
           break;
-        }
-        case wire::Kind::kFetch: {
-          absl::StatusOr<wire::Fetch> ask = wire::DecodeFetch(*frame);
-          if (ask.ok()) OnDriverFetch(*ask);
-          bad = ask.status();
+        case wire::Kind::kFetch:
+          bad = deliver(wire::DecodeFetch(*frame), [&](const wire::Fetch& m) { OnDriverFetch(m); });
           break;
-        }
-        case wire::Kind::kRelease: {
-          absl::StatusOr<wire::Release> release = wire::DecodeRelease(*frame);
-          if (release.ok()) OnRelease(*release);
-          bad = release.status();
+        case wire::Kind::kRelease:
+          bad = deliver(wire::DecodeRelease(*frame), [&](const wire::Release& m) { OnRelease(m); });
           break;
-        }
         case wire::Kind::kStop:
           StopAll();
           return absl::OkStatus();

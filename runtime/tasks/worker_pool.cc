@@ -307,61 +307,35 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
       why = kind.status();
       break;
     }
+    // The frame as its message, handed to its handler when the pool has one; why not, when it
+    // does not decode.
+    auto deliver = [&](auto decoded, const auto& handler) -> absl::Status {
+      if (!decoded.ok()) return decoded.status();
+      if (handler) handler(*worker, *std::move(decoded));
+      return absl::OkStatus();
+    };
     absl::Status bad = absl::OkStatus();
     switch (*kind) {
-      case wire::Kind::kOutcomes: {
-        absl::StatusOr<std::vector<wire::Outcome>> outcomes = wire::DecodeOutcomes(*frame);
-        if (!outcomes.ok()) bad = outcomes.status();
-        else options_.on_outcomes(*worker, *std::move(outcomes));
-        break;
-      }
-      case wire::Kind::kLog: {
-        absl::StatusOr<wire::Log> line = wire::DecodeLog(*frame);
-        if (!line.ok()) bad = line.status();
-        else if (options_.on_log) options_.on_log(*worker, *line);
-        break;
-      }
-      case wire::Kind::kCheckpointed: {
-        absl::StatusOr<wire::Checkpointed> note = wire::DecodeCheckpointed(*frame);
-        if (!note.ok()) bad = note.status();
-        else if (options_.on_checkpointed) options_.on_checkpointed(*worker, *note);
-        break;
-      }
+      case wire::Kind::kOutcomes: bad = deliver(wire::DecodeOutcomes(*frame), options_.on_outcomes); break;
+      case wire::Kind::kLog: bad = deliver(wire::DecodeLog(*frame), options_.on_log); break;
+      case wire::Kind::kCheckpointed: bad = deliver(wire::DecodeCheckpointed(*frame), options_.on_checkpointed); break;
+      case wire::Kind::kFetched: bad = deliver(wire::DecodeFetchedView(*frame), options_.on_fetched); break;
+      case wire::Kind::kBorrow: bad = deliver(wire::DecodeBorrow(*frame), options_.on_borrow); break;
+      case wire::Kind::kRelease: bad = deliver(wire::DecodeRelease(*frame), options_.on_release); break;
+      case wire::Kind::kObjectsAt: bad = deliver(wire::DecodeObjectsAt(*frame), options_.on_objects_at); break;
       case wire::Kind::kFetch: {
         absl::StatusOr<wire::Fetch> ask = wire::DecodeFetch(*frame);
         if (!ask.ok()) {
           bad = ask.status();
         } else if (options_.on_fetch) {
           options_.on_fetch(*worker, *ask);
-        } else {
-          (void)worker->Send(wire::Encode(wire::Fetched{.request = ask->request,
-                                                        .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
-                                                        .message = "this driver serves no objects"}));
+        } else {  // answered all the same: the asker must not wait
+          worker->Post([frame = wire::Encode(wire::Fetched{.request = ask->request,
+                                                           .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
+                                                           .message = "this driver serves no objects"})] {
+            return frame;
+          });
         }
-        break;
-      }
-      case wire::Kind::kFetched: {
-        absl::StatusOr<wire::FetchedView> answer = wire::DecodeFetchedView(*frame);
-        if (!answer.ok()) bad = answer.status();
-        else if (options_.on_fetched) options_.on_fetched(*worker, *answer);
-        break;
-      }
-      case wire::Kind::kBorrow: {
-        absl::StatusOr<wire::Borrow> borrow = wire::DecodeBorrow(*frame);
-        if (!borrow.ok()) bad = borrow.status();
-        else if (options_.on_borrow) options_.on_borrow(*worker, *borrow);
-        break;
-      }
-      case wire::Kind::kRelease: {
-        absl::StatusOr<wire::Release> release = wire::DecodeRelease(*frame);
-        if (!release.ok()) bad = release.status();
-        else if (options_.on_release) options_.on_release(*worker, *release);
-        break;
-      }
-      case wire::Kind::kObjectsAt: {
-        absl::StatusOr<wire::ObjectsAt> at = wire::DecodeObjectsAt(*frame);
-        if (!at.ok()) bad = at.status();
-        else if (options_.on_objects_at) options_.on_objects_at(*worker, *at);
         break;
       }
       case wire::Kind::kBye:
