@@ -16,6 +16,7 @@
 #include "runtime/service/pool_server.h"
 #include "runtime/client/remote_pool.h"
 #include "runtime/rpc/rpc_connection.h"
+#include "runtime/rpc/frame_socket.h"
 #include "runtime/rpc/node_codec.h"
 #include "runtime/tasks/own_process.h"
 #include "transport/mpi_bootstrap.h"
@@ -45,8 +46,6 @@ absl::StatusOr<std::unique_ptr<RemotePool>> ConnectAsTeam(const std::string& hos
       .host = host, .port = port, .team = o.team, .token = token,
       .reconnect_for = std::chrono::milliseconds(static_cast<int64_t>(reconnect_s * 1000))});
 }
-
-bool IsLoopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
 // What a worker of this job is started as: this program (or RuntimeOptions::worker_binary) with
 // worker_args; WorkerPool adds gpupool's own flags (the driver's address, the job, the node).
@@ -91,7 +90,7 @@ absl::StatusOr<JoinedPool> Remote(const RuntimeOptions& o) {
         .launch = WorkerCommand(o),
         // Where the nodes reach this driver: the address it reaches the head from (the host
         // name may resolve to 127.0.1.1, or to nothing, on the nodes).
-        .listen_host = IsLoopback(host) ? std::string("127.0.0.1")
+        .listen_host = IsLoopbackHost(host) ? std::string("127.0.0.1")
                        : !remote->LocalHost().empty() ? remote->LocalHost()
                                                      : pool::HostName(),
         .describe_node = [remote](const std::string& name) -> absl::StatusOr<std::string> {

@@ -140,7 +140,7 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   out.linger = std::chrono::milliseconds(welcome->linger_ms);
   out.object_id_base = welcome->object_id_base;
   out.objects_key = welcome->objects_key;
-  out.driver_on_loopback = wire::IsLoopbackHost(host);
+  out.driver_on_loopback = IsLoopbackHost(host);
   out.joined.pool = std::make_unique<DriverLink>(socket->get(), welcome->pool_now_s, welcome->clock_speed);
   out.joined.local_nodes = std::move(gpus->nodes);
   out.joined.driver = welcome->driver.empty() ? gpus->driver : welcome->driver;

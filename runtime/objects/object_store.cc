@@ -174,14 +174,15 @@ ObjectEntry* ObjectStore::Lookup(ObjectId id) {
   MutexLock lock(&shard.mu);
   auto it = shard.entries.find(id);
   if (it == shard.entries.end()) return nullptr;
-  // An entry whose count already reached zero is being freed: it is gone for the caller.
-  int64_t refs = it->second->refs.load(std::memory_order_relaxed);
+  return TryRetain(it->second) ? it->second : nullptr;
+}
+
+bool ObjectStore::TryRetain(ObjectEntry* entry) {
+  int64_t refs = entry->refs.load(std::memory_order_relaxed);
   while (refs > 0) {
-    if (it->second->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) {
-      return it->second;
-    }
+    if (entry->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) return true;
   }
-  return nullptr;
+  return false;
 }
 
 void ObjectStore::Free(ObjectEntry* entry) {

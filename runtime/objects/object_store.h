@@ -112,6 +112,9 @@ class ObjectStore {
 
   // Retains and returns a live entry; nullptr when unknown or freed.
   ObjectEntry* Lookup(ObjectId id);
+  // Retains an entry the caller can reach but does not hold; false when its count already
+  // reached zero (it is being freed: it is gone for the caller).
+  static bool TryRetain(ObjectEntry* entry);
   // Whether a live entry has this id, without retaining it (the answer may be stale at once).
   bool Holds(ObjectId id);
   // Called when an entry's count reaches zero.

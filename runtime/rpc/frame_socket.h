@@ -71,6 +71,12 @@ class FrameSocket {
 };
 
 // Listens for FrameSockets on HOST:PORT (port 0: any free one).
+// Whether `host` names this machine's loopback (who may reach a listener there, which network
+// devices a transport between two such processes needs).
+inline bool IsLoopbackHost(std::string_view host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
 class FrameListener {
  public:
   static absl::StatusOr<std::unique_ptr<FrameListener>> Listen(const std::string& host, uint16_t port);

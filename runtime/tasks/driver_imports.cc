@@ -9,18 +9,6 @@
 #include "gpupool/error.h"
 
 namespace gpupool::runtime {
-namespace {
-
-bool TryRetain(ObjectEntry* entry) {
-  int64_t refs = entry->refs.load(std::memory_order_relaxed);
-  while (refs > 0) {
-    if (entry->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 void DriverImports::Send(const std::string& frame) {
   MutexLock lock(&send_mu_);
   if (stopped_) return;
@@ -98,7 +86,7 @@ void DriverImports::OnFetched(const wire::FetchedView& answer) {
     entry = it->second.first;
     record = it->second.second;
     waiting_.erase(it);
-    if (!TryRetain(entry)) return;  // being freed
+    if (!ObjectStore::TryRetain(entry)) return;  // being freed
   }
   const ObjectId id = entry->id;
   std::unique_ptr<detail::ValueBox> value;
@@ -157,7 +145,7 @@ void DriverImports::Stop(const absl::Status& why) {
     MutexLock lock(&mu_);
     stopping_ = true;
     for (auto& [id, waiting] : waiting_) {
-      if (TryRetain(waiting.first)) failing.push_back(waiting.first);
+      if (ObjectStore::TryRetain(waiting.first)) failing.push_back(waiting.first);
     }
     waiting_.clear();
     kept.swap(kept_);

@@ -179,7 +179,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   // optional: without it those go over the workers' connections.
   if (absl::StatusOr<std::string> key = FreshToken(); key.ok()) {
     absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(transport::UcxOptions{
-        .net_devices = wire::IsLoopbackHost(wo.listen_host) ? "lo" : "", .name = "the driver"});
+        .net_devices = IsLoopbackHost(wo.listen_host) ? "lo" : "", .name = "the driver"});
     if (ucx.ok()) {
       absl::StatusOr<std::unique_ptr<transport::ObjectFetcher>> fetcher =
           transport::ObjectFetcher::Create(**ucx, *key);

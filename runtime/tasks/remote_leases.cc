@@ -222,7 +222,7 @@ RunOutcome RemoteLeases::Outcome(Task* task, WorkerConnection& from, wire::Outco
     out.value_elsewhere =
         can_hold && objects_->HoldResult(task->result, from, o.held, task->function->decode_result,
                                          absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"));
-    if (!can_hold) from.Post([frame = wire::Encode(wire::Release{.object = o.held, .count = 1})] { return frame; });
+    if (!can_hold) from.PostFrame(wire::Encode(wire::Release{.object = o.held, .count = 1}));
     if (!out.value_elsewhere && !task->cancelled.load()) {
       out.kind = RunOutcome::Kind::kFailed;
       out.code = ErrorCode::kInternal;
@@ -275,7 +275,7 @@ void RemoteLeases::OnOutcomes(WorkerConnection& from, std::vector<wire::Outcome>
       auto it = in_flight_.find(o.id);
       if (it == in_flight_.end() || it->second.lease->worker != &from) {  // not this worker's (any more)
         // A result it kept for a task settled already (abandoned at shutdown): let it go.
-        if (o.held != 0) from.Post([frame = wire::Encode(wire::Release{.object = o.held, .count = 1})] { return frame; });
+        if (o.held != 0) from.PostFrame(wire::Encode(wire::Release{.object = o.held, .count = 1}));
         continue;
       }
       f = it->second;

@@ -22,20 +22,10 @@ bool MadeBy(const WorkerConnection& worker, ObjectId id) {
 RemoteObjects::DecodingFrom::DecodingFrom(WorkerConnection* from) : from_(from), previous_(decoding) { decoding = this; }
 RemoteObjects::DecodingFrom::~DecodingFrom() { decoding = previous_; }
 
-bool RemoteObjects::TryRetain(ObjectEntry* entry) {
-  int64_t refs = entry->refs.load(std::memory_order_relaxed);
-  while (refs > 0) {
-    if (entry->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) return true;
-  }
-  return false;
-}
-
 void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read,
                                 uint64_t refs_read) {
   if (count == 0) return;
-  to.Post([frame = wire::Encode(wire::Release{.object = object, .count = count, .read = read, .refs_read = refs_read})] {
-    return frame;
-  });
+  to.PostFrame(wire::Encode(wire::Release{.object = object, .count = count, .read = read, .refs_read = refs_read}));
 }
 
 std::exception_ptr RemoteObjects::LostWith(const Record& record, const WorkerConnection& gone, const absl::Status& why) {
@@ -68,6 +58,14 @@ void RemoteObjects::FailLost(ObjectEntry* entry, const WorkerConnection& gone) {
   for (Task* t : waiting) resolved_(t, entry);
 }
 
+bool RemoteObjects::TakeRecord(ObjectEntry* entry, Record* out) {
+  auto it = records_.find(entry);
+  if (it == records_.end()) return false;
+  *out = std::move(it->second);
+  records_.erase(it);
+  return true;
+}
+
 void RemoteObjects::Mark(ObjectEntry* entry) {
   bool wanted = false;
   std::vector<Task*> made;
@@ -76,11 +74,8 @@ void RemoteObjects::Mark(ObjectEntry* entry) {
     Record gone;
     {
       MutexLock lock(&mu_);
-      auto it = records_.find(entry);
       // OnLost took it meanwhile (its worker went while a UCX fetch's value was read): settled there.
-      if (it == records_.end()) return;
-      gone = std::move(it->second);
-      records_.erase(it);
+      if (!TakeRecord(entry, &gone)) return;
     }
     SendRelease(*gone.worker, gone.worker_id, gone.holds);
     return;
@@ -167,13 +162,13 @@ void RemoteObjects::Want(ObjectEntry* entry) {
             // Off UCX's thread: reading it may run a user's codec and settle tasks.
             auto fetched = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
             RemoteObjects* raw = self.get();  // decode_ is stopped before the driver lets go of it
-            raw->decode_.Post([raw, worker, request, fetched] { raw->OnUcxFetched(worker, request, std::move(*fetched)); });
+            raw->decode_->Post([raw, worker, request, fetched] { raw->OnUcxFetched(worker, request, std::move(*fetched)); });
           });
       return;
     }
   }
   // Posted (this may be the connection's reader): a connection that is going fails the entry in OnLost.
-  worker->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
+  worker->PostFrame(wire::Encode(wire::Fetch{.request = request, .object = id}));
 }
 
 bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& answer, bool over_ucx) {
@@ -185,12 +180,10 @@ bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
     if (auto at = asked_.find(key); at != asked_.end()) {
       entry = at->second;
       asked_.erase(at);
-      auto it = records_.find(entry);
-      record = std::move(it->second);
-      records_.erase(it);
+      TakeRecord(entry, &record);
       // Taken out, the record is this thread's: a Forget that follows finds nothing, so the
       // entry is touched only when it is still alive.
-      if (!TryRetain(entry)) entry = nullptr;
+      if (!ObjectStore::TryRetain(entry)) entry = nullptr;
     } else if (auto orphan = orphans_.find(key); orphan != orphans_.end()) {
       record = std::move(orphan->second);  // its entry was freed after the Fetch went
       orphans_.erase(orphan);
@@ -292,7 +285,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
         ++it;
         continue;
       }
-      lost.emplace_back(std::move(it->second), TryRetain(it->first) ? it->first : nullptr);
+      lost.emplace_back(std::move(it->second), ObjectStore::TryRetain(it->first) ? it->first : nullptr);
       records_.erase(it++);
     }
   }
@@ -307,10 +300,7 @@ void RemoteObjects::Forget(ObjectEntry* entry) {
   Record record;
   {
     MutexLock lock(&mu_);
-    auto it = records_.find(entry);
-    if (it == records_.end()) return;
-    record = std::move(it->second);
-    records_.erase(it);
+    if (!TakeRecord(entry, &record)) return;
     if (record.request != 0) {
       // Its answer is on the way: it is read when it comes (OnFetched), and the holds go back then.
       const RequestKey key{record.worker.get(), record.request};
@@ -351,17 +341,20 @@ void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, 
       return;
     }
   }
-  from->Post([frame = wire::Encode(wire::Fetch{.request = request, .object = id})] { return frame; });
+  from->PostFrame(wire::Encode(wire::Fetch{.request = request, .object = id}));
 }
 
 void RemoteObjects::UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* fetcher) {
   {
     MutexLock lock(&mu_);
+    // Before the fetcher is seen: a fetch's callback posts to it.
+    if (fetcher != nullptr && decode_ == nullptr) decode_ = std::make_unique<CallbackThread>();
     ucx_ = ucx;
     fetcher_ = fetcher;
     if (ucx == nullptr) peers_.clear();
   }
-  if (ucx == nullptr) decode_.Stop();  // what it has not read is dropped (its records are settled)
+  // What it has not read is dropped (its records are settled).
+  if (ucx == nullptr && decode_ != nullptr) decode_->Stop();
 }
 
 void RemoteObjects::ObjectsAt(WorkerConnection& worker, const std::string& ucx_address) {

@@ -122,8 +122,6 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
     std::string what;
   };
   using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)
-  // Retains a live entry; false when its count already reached zero (it is being freed).
-  static bool TryRetain(ObjectEntry* entry);
   // Settles a record taken out of the maps: the entry (retained, or null when it was being
   // freed) resolved with `value` or `failure`, and the worker's holds given back when it lives.
   // `read`: the value was read (the holds on the refs inside came back with it); else the first
@@ -136,6 +134,8 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // fails at once instead (FailLost).
   void Add(ObjectEntry* entry, Record record) ABSL_LOCKS_EXCLUDED(mu_);
   bool Insert(ObjectEntry* entry, Record record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the entry's record out of records_ into `*out`; false when it has none.
+  bool TakeRecord(ObjectEntry* entry, Record* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Mark(ObjectEntry* entry) ABSL_LOCKS_EXCLUDED(mu_);
   void FailLost(ObjectEntry* entry, const WorkerConnection& gone);
   static void SendRelease(WorkerConnection& to, uint64_t object, uint64_t count, bool read = false,
@@ -167,9 +167,10 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};
   std::atomic<uint64_t> fetched_over_ucx_{0};
-  // Reads values fetched over UCX, in order (stopped by UseUcx(nullptr, nullptr)). Last: what
-  // it runs uses the members above.
-  CallbackThread decode_;
+  // Reads values fetched over UCX, in order: started by the first UseUcx with a fetcher, stopped
+  // by UseUcx(nullptr, nullptr), never reset before the destructor. Last: what it runs uses the
+  // members above.
+  std::unique_ptr<CallbackThread> decode_;
 };
 
 }  // namespace gpupool::runtime

@@ -117,7 +117,7 @@ WorkerPool::~WorkerPool() {
   accept_thread_.join();
   // Posted, not sent: a sender in the middle of a big frame to a worker that stopped reading would
   // hold a Send up for good; the shutdown below ends it.
-  for (auto& w : all) w->Post([] { return wire::EncodeStop(); });
+  for (auto& w : all) w->PostFrame(wire::EncodeStop());
   // A worker told to stop closes its end; one that does not (hung in a task) is cut off after a
   // while, and its agent kills it when the head sees this job gone.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -330,11 +330,9 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
         } else if (options_.on_fetch) {
           options_.on_fetch(*worker, *ask);
         } else {  // answered all the same: the asker must not wait
-          worker->Post([frame = wire::Encode(wire::Fetched{.request = ask->request,
-                                                           .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
-                                                           .message = "this driver serves no objects"})] {
-            return frame;
-          });
+          worker->PostFrame(wire::Encode(wire::Fetched{.request = ask->request,
+                                                       .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
+                                                       .message = "this driver serves no objects"}));
         }
         break;
       }

@@ -53,6 +53,10 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // nothing yet (an answer whose object is still being computed), and it is asked again a few
   // milliseconds later. Dropped unrun when the connection closes.
   void Post(std::function<std::optional<std::string>()> make) ABSL_LOCKS_EXCLUDED(out_mu_);
+  // The same for a frame made already.
+  void PostFrame(std::string frame) ABSL_LOCKS_EXCLUDED(out_mu_) {
+    Post([frame = std::move(frame)] { return frame; });
+  }
   // The worker said Bye, or its connection ended: send it nothing new.
   bool leaving() const { return leaving_.load(); }
 

@@ -70,11 +70,6 @@ struct Welcome {
   std::string objects_key;
 };
 
-// Whether `host` names this host's loopback: both sides then keep UCX on "lo".
-inline bool IsLoopbackHost(std::string_view host) {
-  return host == "127.0.0.1" || host == "::1" || host == "localhost";
-}
-
 // The job's object ids: the driver's count from 1 (an mpirun rank's from rank << 48, far below);
 // the k-th worker's from kWorkerIdBase + k * kWorkerIdSpan (k < 2^23). A span of 2^40 ids outlasts
 // a worker making a million objects a second for twelve days; nothing checks past that.

@@ -46,21 +46,17 @@ class RemoteObjectsTest : public ::testing::Test {
     RemoteObjects::DecodingFrom scope(worker_.get());
     return objects_->Import(id, &detail::DecodeBox<int>);
   }
-  // What the driver sent the worker next, of the kind expected.
-  wire::Fetch NextFetch() {
+  // What the driver sent the worker next, decoded as the kind expected.
+  template <typename M>
+  M Next(absl::StatusOr<M> (*decode)(std::string_view)) {
     absl::StatusOr<std::string> frame = worker_end_->Receive(std::chrono::seconds(5));
     EXPECT_TRUE(frame.ok()) << frame.status();
-    absl::StatusOr<wire::Fetch> fetch = wire::DecodeFetch(frame.ok() ? *frame : "");
-    EXPECT_TRUE(fetch.ok()) << fetch.status();
-    return fetch.ok() ? *fetch : wire::Fetch{};
+    absl::StatusOr<M> message = decode(frame.ok() ? *frame : "");
+    EXPECT_TRUE(message.ok()) << message.status();
+    return message.ok() ? *message : M{};
   }
-  wire::Release NextRelease() {
-    absl::StatusOr<std::string> frame = worker_end_->Receive(std::chrono::seconds(5));
-    EXPECT_TRUE(frame.ok()) << frame.status();
-    absl::StatusOr<wire::Release> release = wire::DecodeRelease(frame.ok() ? *frame : "");
-    EXPECT_TRUE(release.ok()) << release.status();
-    return release.ok() ? *release : wire::Release{};
-  }
+  wire::Fetch NextFetch() { return Next(&wire::DecodeFetch); }
+  wire::Release NextRelease() { return Next(&wire::DecodeRelease); }
   bool NothingSent() { return worker_end_->Receive(std::chrono::milliseconds(100)).status().code() ==
                               absl::StatusCode::kDeadlineExceeded; }
   // The worker answers `request` with the value `v`.
