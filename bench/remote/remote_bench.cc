@@ -1,6 +1,6 @@
 // Tasks on another node, against tasks in the driver's own process, measured in the same run.
 //
-// One process hosts a head over two nodes (n0, n1: one simulated GPU each) and both nodes'
+// One process hosts a head over three nodes (n0, n1, n2: one simulated GPU each) and their
 // agents; it joins the head by address as a driver on n0. Tasks labelled for n0 run in this
 // process; tasks labelled for n1 run in the job's worker there (this program re-executed by n1's
 // agent with --gpupool-worker, over loopback), exactly as with separate machines.
@@ -14,7 +14,9 @@
 // the task) p50/p99 beside fork+exec of this same binary. And objects the worker keeps: a task's
 // result of 1, 16 and 64 MiB (over the 100 KiB that travel with an outcome) stays in n1's worker
 // until the driver's Get fetches it; MB/s of that Get beside the same bytes sent as one frame
-// over a loopback connection in this process (FrameSocket, the transport under the fetch).
+// over a loopback connection in this process (FrameSocket, the transport under the fetch). And a
+// task on a third node (n2) reading such a result as its argument: its worker fetches it from
+// n1's, beside the driver fetching it and sending it on with the task.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +45,9 @@ GPUPOOL_REMOTE(NoOp);
 
 std::string Bytes(int mib) { return std::string(static_cast<size_t>(mib) << 20, 'b'); }
 GPUPOOL_REMOTE(Bytes);
+
+size_t Length(const std::string& s) { return s.size(); }
+GPUPOOL_REMOTE(Length);
 
 using Clock = std::chrono::steady_clock;
 
@@ -84,22 +89,55 @@ void Print(const std::vector<gpupool::bench::Figure>& rows, bool json) {
   }
 }
 
+// Waits until workers keep more than `above` results for the driver; false after 30 s.
+bool WaitKept(gpupool::Runtime& rt, uint64_t above) {
+  const auto give_up = Clock::now() + std::chrono::seconds(30);
+  while (rt.Stats().objects_kept_by_workers <= above) {
+    if (Clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 // MB/s of Gets of a `mib` MiB result that n1's worker kept (the task done first, so only the
 // fetch is timed); the best of `rounds`.
 double FetchMBps(gpupool::Runtime& rt, int mib, int rounds) {
   double best = 0;
   for (int i = 0; i < rounds; ++i) {
     gpupool::ObjectRef<std::string> ref = gpupool::Task(Bytes).Gpus(1).Label("node", "n1").Submit(mib);
-    const auto give_up = Clock::now() + std::chrono::seconds(30);
-    while (rt.Stats().objects_kept_by_workers == 0) {
-      if (Clock::now() > give_up) {
-        std::fprintf(stderr, "remote_bench: n1's worker kept no result of %d MiB within 30 s\n", mib);
-        return 0;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (!WaitKept(rt, 0)) {
+      std::fprintf(stderr, "remote_bench: n1's worker kept no result of %d MiB within 30 s\n", mib);
+      return 0;
     }
     auto t0 = Clock::now();
     size_t bytes = gpupool::Get(ref)->size();
+    best = std::max(best, static_cast<double>(bytes) / 1e6 / Seconds(t0));
+  }
+  return best;
+}
+
+// MB/s of a task on n2 reading, as its argument, a `mib` MiB result n1's worker kept (the result
+// done first, so only the read is timed: from the task's submission to its result here), the
+// best of `rounds`. `through_driver`: the route before workers fetched inputs themselves, and
+// what a program that Gets the value and passes it on still does: the driver fetches it, then
+// sends it with the task (two crossings); else the task's worker fetches it from n1's (one).
+double InputMBps(gpupool::Runtime& rt, int mib, int rounds, bool through_driver) {
+  double best = 0;
+  for (int i = 0; i < rounds; ++i) {
+    // The last round's result goes once its reader's task is settled, which may be just after
+    // its Get returned: counted from none.
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    while (rt.Stats().objects_kept_by_workers > 0 && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    gpupool::ObjectRef<std::string> ref = gpupool::Task(Bytes).Gpus(1).Label("node", "n1").Submit(mib);
+    if (!WaitKept(rt, 0)) {
+      std::fprintf(stderr, "remote_bench: n1's worker kept no result of %d MiB within 30 s\n", mib);
+      return 0;
+    }
+    auto t0 = Clock::now();
+    size_t bytes = through_driver ? *gpupool::Get(gpupool::Task(Length).Gpus(1).Label("node", "n2").Submit(*gpupool::Get(ref)))
+                                  : *gpupool::Get(gpupool::Task(Length).Gpus(1).Label("node", "n2").Submit(ref));
     best = std::max(best, static_cast<double>(bytes) / 1e6 / Seconds(t0));
   }
   return best;
@@ -156,7 +194,7 @@ int main(int argc, char** argv) {
   }
   using namespace gpupool::runtime;
   PoolServiceOptions po;
-  po.remote_nodes = {Node("n0").nodes[0], Node("n1").nodes[0]};
+  po.remote_nodes = {Node("n0").nodes[0], Node("n1").nodes[0], Node("n2").nodes[0]};
   auto service = PoolService::Start(po);
   PoolServerOptions so;
   so.team_tokens = {{"default", "bench-team-token-0123"}};
@@ -167,7 +205,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::unique_ptr<NodeAgent>> agents;
-  for (const char* n : {"n0", "n1"}) {
+  for (const char* n : {"n0", "n1", "n2"}) {
     auto agent = NodeAgent::Start(NodeAgentOptions{.port = (*server)->port(), .token = "bench-agent-token-0123",
                                                    .node = Node(n), .allow_root_workers = true});
     if (!agent.ok()) {
@@ -229,6 +267,11 @@ int main(int argc, char** argv) {
       rows.push_back({"fetch_kept_result_" + std::to_string(mib) + "MiB_MBps", FetchMBps(rt, mib, 5), "MB/s",
                       "loopback_frame_" + std::to_string(mib) + "MiB_MBps", LoopbackMBps(mib, 5),
                       mib == 1 ? "Get of a result n1's worker kept, beside the bare transport" : ""});
+    }
+    for (int mib : {1, 16, 64}) {
+      rows.push_back({"input_from_worker_" + std::to_string(mib) + "MiB_MBps", InputMBps(rt, mib, 5, false), "MB/s",
+                      "input_through_driver_" + std::to_string(mib) + "MiB_MBps", InputMBps(rt, mib, 5, true),
+                      mib == 1 ? "n2's task reads n1's kept result: n2 fetches it, beside Get + resubmit" : ""});
     }
   }
   Print(rows, json);

@@ -13,7 +13,8 @@
 // wherever it runs; a worker imports them from the driver. A second task returns them unread, and
 // the driver reads them from its result. Then objects go the other way: a task returns refs to
 // values it put where it ran, and another returns 1 MiB (over the 100 KiB that travel with a
-// task's outcome). The worker keeps both until the driver reads them.
+// task's outcome). The worker keeps both until the driver reads them; tasks on either node read
+// the big one as their input straight from that worker.
 #include <unistd.h>
 
 #include <chrono>
@@ -67,6 +68,12 @@ GPUPOOL_REMOTE(MadeHere);
 std::string Big(gpupool::TaskContext&, int kib) { return std::string(static_cast<size_t>(kib) << 10, 'x'); }
 GPUPOOL_REMOTE(Big);
 
+// Reads a big input where it runs: "N bytes on node pid=P".
+std::string SizeOf(gpupool::TaskContext& ctx, const std::string& data) {
+  return std::to_string(data.size()) + " bytes on " + ctx.slots().front().node + " pid=" + std::to_string(getpid());
+}
+GPUPOOL_REMOTE(SizeOf);
+
 int main(int argc, char** argv) {
   gpupool::Runtime rt = gpupool::Init(argc, argv);  // in a worker, Init serves the driver and never returns
   int tasks = argc > 1 ? std::atoi(argv[1]) : 4;
@@ -95,13 +102,22 @@ int main(int argc, char** argv) {
     std::vector<gpupool::ObjectRef<int>> made = *gpupool::Get(gpupool::Task(MadeHere).Gpus(1).Submit(7));
     std::printf("kept by workers: %llu\n", static_cast<unsigned long long>(rt.Stats().objects_kept_by_workers));
     std::printf("made in a worker: %d %d\n", *gpupool::Get(made[0]), *gpupool::Get(made[1]));
-    gpupool::ObjectRef<std::string> big = gpupool::Task(Big).Gpus(1).Submit(1024);
+    gpupool::ObjectRef<std::string> big = gpupool::Task(Big).Gpus(1).Label("node", "node-1").Submit(1024);
     // Done, but not read: the worker keeps it (nothing here has waited for it yet).
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (rt.Stats().objects_kept_by_workers == 0 && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     std::printf("big result kept by a worker: %llu\n", static_cast<unsigned long long>(rt.Stats().objects_kept_by_workers));
+    // Tasks reading it as their input get it from the worker that keeps it (node-1's) wherever
+    // they run (from node-0 over UCX; in that same worker, in place): no byte of it passes here.
+    const uint64_t before = rt.Stats().bytes_fetched_from_workers;
+    for (const char* node : {"node-0", "node-1"}) {
+      std::printf("input read on %s: %s\n", node,
+                  gpupool::Get(gpupool::Task(SizeOf).Gpus(1).Label("node", node).Submit(big))->c_str());
+    }
+    std::printf("input bytes through the driver: %llu\n",
+                static_cast<unsigned long long>(rt.Stats().bytes_fetched_from_workers - before));
     const size_t big_bytes = gpupool::Get(big)->size();
     const gpupool::RuntimeStats stats = rt.Stats();
     std::printf("big result: %zu bytes, %llu bytes fetched from workers, %llu objects over UCX\n", big_bytes,

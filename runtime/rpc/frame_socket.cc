@@ -144,9 +144,11 @@ absl::Status FrameSocket::Send(std::string_view frame) {
 }
 
 absl::Status FrameSocket::Fill(size_t need, bool frame_started, std::chrono::steady_clock::time_point deadline) {
-  while (buffer_.size() - read_pos_ < need) {
-    if (read_pos_ > 0 && (read_pos_ == buffer_.size() || read_pos_ > (size_t{1} << 20))) {
-      buffer_.erase(0, read_pos_);  // what was returned already; keeps the buffer from growing
+  while (filled_ - read_pos_ < need) {
+    if (read_pos_ > 0 && (read_pos_ == filled_ || read_pos_ > (size_t{1} << 20))) {
+      // What was returned already goes: the buffer holds at most one frame and what follows it.
+      std::memmove(buffer_.data(), buffer_.data() + read_pos_, filled_ - read_pos_);
+      filled_ -= read_pos_;
       read_pos_ = 0;
     }
     if (deadline != std::chrono::steady_clock::time_point::max()) {
@@ -154,14 +156,15 @@ absl::Status FrameSocket::Fill(size_t need, bool frame_started, std::chrono::ste
       int rc = poll(&p, 1, RemainingMs(deadline));
       if (rc == 0) return absl::DeadlineExceededError(absl::StrCat("no frame from ", peer_, " in time"));
     }
-    size_t old = buffer_.size();
-    size_t chunk = std::max<size_t>(64 << 10, need - (old - read_pos_));
-    buffer_.resize(old + chunk);
-    ssize_t r = recv(fd_, buffer_.data() + old, chunk, 0);
-    buffer_.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
-    if (r > 0) continue;
+    const size_t want = std::max<size_t>(64 << 10, need - (filled_ - read_pos_));
+    if (buffer_.size() < filled_ + want) buffer_.resize(filled_ + want);  // only the growth is zero-filled
+    ssize_t r = recv(fd_, buffer_.data() + filled_, want, 0);
+    if (r > 0) {
+      filled_ += static_cast<size_t>(r);
+      continue;
+    }
     if (r < 0 && errno == EINTR) continue;
-    bool partial = frame_started || buffer_.size() > read_pos_;
+    bool partial = frame_started || filled_ > read_pos_;
     if (r == 0 || shut_.load()) {
       return partial ? absl::DataLossError(absl::StrCat(peer_, " closed the connection in the middle of a frame"))
                      : absl::UnavailableError(absl::StrCat(peer_, " closed the connection"));
@@ -183,6 +186,11 @@ absl::StatusOr<std::string> FrameSocket::Receive(std::chrono::milliseconds timeo
   if (absl::Status st = Fill(4 + n, true, deadline); !st.ok()) return st;
   std::string frame(buffer_.data() + read_pos_ + 4, n);
   read_pos_ += 4 + n;
+  if (read_pos_ == filled_ && buffer_.size() > (size_t{4} << 20)) {
+    // A big frame's room is not kept for the connection's life.
+    std::string().swap(buffer_);
+    read_pos_ = filled_ = 0;
+  }
   return frame;
 }
 

@@ -65,9 +65,12 @@ class FrameSocket {
   std::atomic<size_t> max_frame_;
   std::atomic<bool> shut_{false};
   Mutex send_mu_;
-  // The reader's buffer: bytes read but not yet returned, from `read_pos_`. One reader at a time.
+  // The reader's buffer: bytes read but not yet returned are [read_pos_, filled_); past filled_
+  // is room for the next recv. The size only grows while a frame is read, so a big frame's bytes
+  // are written once, never zero-filled again per recv. One reader at a time.
   std::string buffer_;
   size_t read_pos_ = 0;
+  size_t filled_ = 0;
 };
 
 // Listens for FrameSockets on HOST:PORT (port 0: any free one).

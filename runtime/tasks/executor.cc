@@ -51,16 +51,17 @@ void Executor::Admit(Task* t) {
     FailTask(t, static_cast<ErrorCode>(why.code()), "submit", std::string(why.message()));
     return;
   }
-  const bool nested = wait_for_nested_.load(std::memory_order_relaxed);  // set once, before any task
+  const bool in_workers = in_workers_.load(std::memory_order_relaxed);  // set once, before any task
   const size_t waits = Waits(t);
   t->unresolved.store(static_cast<int>(waits) + 1, std::memory_order_relaxed);
   if (waits > 0) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
-  auto wait_on = [&](detail::ObjectHeader* h) {
+  // A CPU task runs in this process: its inputs are fetched here before it is queued.
+  const bool need_values = !in_workers || t->shape->cpu;
+  for (detail::ObjectHeader* h : t->deps) {
     auto* entry = static_cast<ObjectEntry*>(h);
-    if (!store_.AddDependent(entry, t)) DependencyResolved(t, entry);
-  };
-  for (detail::ObjectHeader* h : t->deps) wait_on(h);
-  if (nested) {
+    if (!store_.AddDependent(entry, t, need_values)) DependencyResolved(t, entry);
+  }
+  if (in_workers) {
     for (detail::ObjectHeader* h : t->nested) {
       // Only for it to be made: a value a worker keeps will do, and is not fetched here for this
       // (a task reading it has it fetched through this driver then).
@@ -72,7 +73,7 @@ void Executor::Admit(Task* t) {
 }
 
 size_t Executor::Waits(const Task* t) const {
-  return t->deps.size() + (wait_for_nested_.load(std::memory_order_relaxed) ? t->nested.size() : 0);
+  return t->deps.size() + (in_workers_.load(std::memory_order_relaxed) ? t->nested.size() : 0);
 }
 
 void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {

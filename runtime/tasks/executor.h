@@ -68,12 +68,16 @@ class Executor {
 
   // Starts `workers` CPU worker threads; called once, by JobRuntime::Start.
   void StartCpuWorkers(int workers);
-  // From now on a task also waits for the refs nested in its arguments to be ready (not their
-  // success: a failed one is the task's to read) before it runs. Set once, before the first
-  // task, when tasks may run in workers: a worker's task reading a nested ref whose producer
-  // queued behind it on the same lease (or in the window sent ahead to its worker) would wait for
-  // ever. A value a worker keeps (an entry marked remote) is made already and is not waited for.
-  void WaitForNestedRefs() { wait_for_nested_.store(true, std::memory_order_relaxed); }
+  // Tasks may run in workers from now on (set once, before the first task). Two things change:
+  //   - a task also waits for the refs nested in its arguments to be made (not their success: a
+  //     failed one is the task's to read) before it runs: a worker's task reading a nested ref
+  //     whose producer queued behind it on the same lease (or in the window sent ahead to its
+  //     worker) would wait for ever;
+  //   - a GPU task's inputs need only be made, not here: a value a worker keeps (an entry marked
+  //     remote) is not fetched to this process for the task. The worker that runs it gets it
+  //     from where it is (RemoteLeases::Describe, runtime/tasks/task_inputs.h); a task that runs
+  //     here reads it through the store, which fetches it then.
+  void TasksMayRunInWorkers() { in_workers_.store(true, std::memory_order_relaxed); }
 
   // Takes over a task Submit made (its result entry and shape set): it fails at once when the
   // runtime is stopping or its shape was refused, else runs once its dependencies resolve.
@@ -81,7 +85,7 @@ class Executor {
   // One of the task's dependencies resolved (completed or failed); may make it runnable.
   void DependencyResolved(Task* task, ObjectEntry* dependency);
   // How many objects `t` waits for before it runs: its dependencies, and its nested refs when
-  // WaitForNestedRefs was called.
+  // TasksMayRunInWorkers was called.
   size_t Waits(const Task* t) const;
   // Resolves the task's result with the error (counted as a failure unless kCancelled).
   void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
@@ -127,7 +131,7 @@ class Executor {
   LeaseManager& leases_;
   CheckpointCoordinator& checkpoints_;
   const RuntimeEvents& events_;
-  std::atomic<bool> wait_for_nested_{false};  // see WaitForNestedRefs
+  std::atomic<bool> in_workers_{false};  // see TasksMayRunInWorkers
   const std::atomic<bool>& stopping_;
   const double clock_speed_;
   const int64_t lease_linger_ms_;

@@ -244,7 +244,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   if (!pool.ok()) return pool.status();
   workers_ = *std::move(pool);
   remote_->set_workers(workers_.get());
-  executor_->WaitForNestedRefs();  // see executor.h for why
+  executor_->TasksMayRunInWorkers();  // see executor.h for what changes
   return absl::OkStatus();
 }
 

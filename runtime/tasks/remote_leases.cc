@@ -34,17 +34,29 @@ RemoteLeases::RemoteLeases(Deps deps)
       lease_linger_ms_(deps.lease_linger_ms),
       stopping_(deps.stopping) {}
 
-bool RemoteLeases::Describe(Task* task, const std::string& options, wire::TaskToRun& out) {
+bool RemoteLeases::Describe(Task* task, const std::string& options, const WorkerConnection& to, wire::TaskToRun& out) {
   out.id = task->id;
   out.function = task->function->name;
   out.args = task->args;
   out.inputs.clear();
   out.inputs.reserve(task->deps.size());
+  out.inputs_at.clear();
   try {
     for (detail::ObjectHeader* h : task->deps) {
-      // Resolved before the task became runnable: this does not wait.
-      const detail::ValueBox& value = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
       out.inputs.emplace_back();
+      // Made before the task became runnable: resolved here, or a value a worker keeps, which
+      // the task's worker gets from there itself (Executor::LeaveInputsWithWorkers).
+      if (h->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+        wire::InputAt at{.index = out.inputs.size() - 1, .object = h->id};
+        if (objects_ == nullptr || !objects_->Locate(static_cast<ObjectEntry*>(h), to, &at)) {
+          at.held = 0;  // the worker asks this driver, which fetches the value meanwhile
+          at.here = false;
+          at.ucx_address.clear();
+        }
+        out.inputs_at.push_back(std::move(at));
+        continue;
+      }
+      const detail::ValueBox& value = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
       value.EncodeTo(out.inputs.back());
     }
   } catch (const Error& e) {
@@ -127,7 +139,7 @@ void RemoteLeases::RunLeaseTasks(LeaseRun* run) {
     message.tasks.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       wire::TaskToRun t;
-      if (Describe(batch[i], options, t)) message.tasks.push_back(std::move(t));
+      if (Describe(batch[i], options, *state.worker, t)) message.tasks.push_back(std::move(t));
       else batch[i] = nullptr;
     }
     bool gone;

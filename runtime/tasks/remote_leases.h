@@ -73,7 +73,7 @@ class RemoteLeases {
   };
 
   // The task as the worker gets it; false (the task failed here) when an input cannot be encoded.
-  bool Describe(Task* task, const std::string& options, wire::TaskToRun& out);
+  bool Describe(Task* task, const std::string& options, const WorkerConnection& to, wire::TaskToRun& out);
   // The outcome `from` sent, as the executor settles it (a result it keeps is recorded with objects_).
   RunOutcome Outcome(Task* task, WorkerConnection& from, wire::Outcome&& o);
   // Waits until the lease has nothing in flight, passing on a loss that happens meanwhile; when

@@ -279,6 +279,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
       if (ucx_ != nullptr) ucx_->FailPeer(peer->second, why);
       peers_.erase(peer);
     }
+    addresses_.erase(&gone);
     gone_.insert(&gone);
     for (auto it = records_.begin(); it != records_.end();) {
       if (it->second.worker.get() != &gone) {
@@ -329,6 +330,7 @@ void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, 
     if (got.status().code() == absl::StatusCode::kUnavailable ||
         got.status().code() == absl::StatusCode::kDeadlineExceeded) {
       peers_.erase(from.get());
+      addresses_.erase(from.get());  // nor told to other workers
     }
     const RequestKey key{from.get(), request};
     if (auto at = asked_.find(key); at != asked_.end()) {
@@ -351,7 +353,10 @@ void RemoteObjects::UseUcx(transport::UcxWorker* ucx, transport::ObjectFetcher* 
     if (fetcher != nullptr && decode_ == nullptr) decode_ = std::make_unique<CallbackThread>();
     ucx_ = ucx;
     fetcher_ = fetcher;
-    if (ucx == nullptr) peers_.clear();
+    if (ucx == nullptr) {
+      peers_.clear();
+      addresses_.clear();
+    }
   }
   // What it has not read is dropped (its records are settled).
   if (ucx == nullptr && decode_ != nullptr) decode_->Stop();
@@ -369,7 +374,26 @@ void RemoteObjects::ObjectsAt(WorkerConnection& worker, const std::string& ucx_a
       ucx->Connect(ucx_address, absl::StrCat("worker pid ", worker.pid(), " on node ", worker.node()));
   if (!peer.ok()) return;  // fetched over the connection
   MutexLock lock(&mu_);
-  if (ucx_ == ucx) peers_[&worker] = *peer;
+  if (ucx_ != ucx || gone_.contains(&worker)) return;
+  peers_[&worker] = *peer;
+  addresses_[&worker] = ucx_address;
+}
+
+bool RemoteObjects::Locate(ObjectEntry* entry, const WorkerConnection& to, wire::InputAt* at) {
+  MutexLock lock(&mu_);
+  auto it = records_.find(entry);
+  if (it == records_.end() || !it->second.result || it->second.request != 0) return false;
+  const Record& record = it->second;
+  at->object = entry->id;
+  at->held = record.worker_id;
+  if (record.worker.get() == &to) {
+    at->here = true;
+    return true;
+  }
+  auto address = addresses_.find(record.worker.get());
+  if (address == addresses_.end()) return false;
+  at->ucx_address = address->second;
+  return true;
 }
 
 uint64_t RemoteObjects::held() const {

@@ -105,6 +105,14 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // Where `worker` serves the results it keeps over UCX (wire::ObjectsAt; its reader thread).
   void ObjectsAt(WorkerConnection& worker, const std::string& ucx_address) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Where the worker `to`, about to run a task that reads `entry` (pending: a value a worker
+  // keeps), gets it without the driver in between: from itself (`here`), or from its keeper's
+  // ObjectServer. False when it must ask the driver: the value is not a kept result's bytes, its
+  // keeper serves nothing over UCX, or the driver is fetching it already. The driver's entry
+  // stays alive while the task is out (the task holds it), so the keeper keeps the bytes until
+  // the driver reads them or drops the entry; a worker that finds them gone asks the driver.
+  bool Locate(ObjectEntry* entry, const WorkerConnection& to, wire::InputAt* at) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Values workers keep for the driver now; the bytes fetched from them so far; and how many
   // of those fetches went over UCX.
   uint64_t held() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -159,6 +167,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   transport::UcxWorker* ucx_ ABSL_GUARDED_BY(mu_) = nullptr;
   transport::ObjectFetcher* fetcher_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<WorkerConnection*, transport::PeerId> peers_ ABSL_GUARDED_BY(mu_);  // workers serving over UCX
+  std::map<WorkerConnection*, std::string> addresses_ ABSL_GUARDED_BY(mu_);    // and their addresses
   // Workers gone (OnLost ran): a record for one, made by a read that ended after, is lost at once.
   // Raw pointers, never reused: the WorkerPool keeps every connection until it is destroyed.
   std::set<WorkerConnection*> gone_ ABSL_GUARDED_BY(mu_);

@@ -84,27 +84,62 @@ WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::mi
       loopback_(loopback),
       imports_(std::make_shared<DriverImports>(&runtime.store(), &driver, [&runtime](Task* t, ObjectEntry* entry) {
         runtime.executor().DependencyResolved(t, entry);
-      })) {
+      })),
+      inputs_(std::make_unique<TaskInputs>(
+          &runtime.store(), &driver, [this](uint64_t id) { return KeptResult(id); },
+          [this] { return FetchingOverUcx(); })) {
   rt_.store().SetRemoteValues(imports_);
+}
+
+transport::UcxWorker* WorkerHost::UcxLocked() {
+  if (ucx_tried_) return ucx_.get();
+  ucx_tried_ = true;  // once: a worker that cannot start UCX uses its connection
+  if (objects_key_.empty() || objects_key_.size() > transport::kMaxAccessKeyBytes) return nullptr;
+  // Peer failure is detected, so on one host UCX uses tcp loopback.
+  absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(
+      transport::UcxOptions{.net_devices = loopback_ ? "lo" : "", .name = absl::StrCat("worker pid ", getpid())});
+  if (ucx.ok()) ucx_ = *std::move(ucx);
+  return ucx_.get();
 }
 
 bool WorkerHost::ServingOverUcx() {
   MutexLock lock(&ucx_mu_);
-  if (ucx_tried_) return ucx_server_ != nullptr;
-  ucx_tried_ = true;  // once: a worker that cannot start UCX serves over its connection
-  if (objects_key_.empty() || objects_key_.size() > transport::kMaxAccessKeyBytes) return false;
-  // Peer failure is detected, so on one host UCX uses tcp loopback.
-  absl::StatusOr<std::unique_ptr<transport::UcxWorker>> ucx = transport::UcxWorker::Create(
-      transport::UcxOptions{.net_devices = loopback_ ? "lo" : "", .name = absl::StrCat("worker pid ", getpid())});
-  if (!ucx.ok()) return false;
+  if (server_tried_) return ucx_server_ != nullptr;
+  server_tried_ = true;  // once: a worker that cannot serve over UCX serves over its connection
+  transport::UcxWorker* ucx = UcxLocked();
+  if (ucx == nullptr) return false;
   absl::StatusOr<std::unique_ptr<transport::ObjectServer>> server =
-      transport::ObjectServer::Start(**ucx, registry_.AsLookup(), objects_key_);
+      transport::ObjectServer::Start(*ucx, registry_.AsLookup(), objects_key_);
   if (!server.ok()) return false;
-  ucx_ = *std::move(ucx);
   ucx_server_ = *std::move(server);
   // Before the outcome that names the first kept result: the driver knows where to fetch it.
   (void)driver_.Send(wire::Encode(wire::ObjectsAt{.ucx_address = ucx_->address()}));
   return true;
+}
+
+TaskInputs::Ucx WorkerHost::FetchingOverUcx() {
+  MutexLock lock(&ucx_mu_);
+  if (!fetcher_tried_) {
+    fetcher_tried_ = true;  // once: a worker that cannot fetch over UCX asks its driver
+    if (transport::UcxWorker* ucx = UcxLocked()) {
+      absl::StatusOr<std::unique_ptr<transport::ObjectFetcher>> fetcher = transport::ObjectFetcher::Create(*ucx, objects_key_);
+      if (fetcher.ok()) ucx_fetcher_ = *std::move(fetcher);
+    }
+  }
+  if (ucx_fetcher_ == nullptr) return {};
+  return {ucx_.get(), ucx_fetcher_.get()};
+}
+
+detail::ObjectHeader* WorkerHost::KeptResult(uint64_t id) {
+  MutexLock lock(&held_mu_);
+  auto it = held_.find(id);
+  // Only a kept result (its bytes): an object a task put is typed.
+  if (it == held_.end() || it->second.object->state.load(std::memory_order_acquire) != detail::kObjectReady ||
+      !it->second.result) {
+    return nullptr;
+  }
+  detail::Retain(it->second.object);
+  return it->second.object;
 }
 
 detail::ObjectHeader* WorkerHost::Import(uint64_t object, detail::BoxDecoder decode) {
@@ -122,9 +157,11 @@ WorkerHost::~WorkerHost() {
   rt_.store().SetRemoteValues(nullptr);  // the store may outlive this host: it asks nothing more of it
   for (auto& [ask, h] : deferred_) detail::Release(h);
   deferred_.clear();
+  inputs_->Stop(absl::CancelledError("the worker is stopping"));  // before its fetches fail below
   {
     MutexLock lock(&ucx_mu_);
     ucx_server_.reset();  // no transfer reads a kept result past here
+    ucx_fetcher_.reset();
   }
   MutexLock lock(&held_mu_);
   for (auto& [id, held] : held_) {
@@ -266,7 +303,9 @@ absl::Status WorkerHost::Serve() {
           bad = deliver(wire::DecodeStopLease(*frame), [&](const wire::StopLease& m) { OnStopLease(m); });
           break;
         case wire::Kind::kFetched:
-          bad = deliver(wire::DecodeFetchedView(*frame), [&](const wire::FetchedView& m) { imports_->OnFetched(m); });
+          bad = deliver(wire::DecodeFetchedView(*frame), [&](const wire::FetchedView& m) {
+            if (!inputs_->OnFetched(m)) imports_->OnFetched(m);
+          });
           break;
         case wire::Kind::kFetch:
           bad = deliver(wire::DecodeFetch(*frame), [&](const wire::Fetch& m) { OnDriverFetch(m); });
@@ -371,8 +410,14 @@ Task* WorkerHost::MakeTask(wire::TaskToRun&& t, wire::Outcome& refusal) {
   task->function = function;
   task->shape = shape->second;
   task->args = std::move(t.args);
-  for (std::string& input : t.inputs) {
-    task->deps.push_back(rt_.Put(std::make_unique<detail::EncodedValue>(std::move(input))));
+  // Inputs the driver did not send are got from where they are (TaskInputs).
+  std::vector<detail::ObjectHeader*> elsewhere(t.inputs.size(), nullptr);
+  for (const wire::InputAt& at : t.inputs_at) {
+    if (at.index < elsewhere.size() && elsewhere[at.index] == nullptr) elsewhere[at.index] = inputs_->Input(at);
+  }
+  for (size_t i = 0; i < t.inputs.size(); ++i) {
+    task->deps.push_back(elsewhere[i] != nullptr ? elsewhere[i]
+                                                 : rt_.Put(std::make_unique<detail::EncodedValue>(std::move(t.inputs[i]))));
   }
   task->attempt = static_cast<int>(t.attempt);
   task->checkpoint_key = std::make_unique<std::string>(std::move(t.checkpoint_key));
@@ -429,7 +474,7 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std:
       {
         MutexLock lock(&held_mu_);
         held_.emplace(held->id, Held{.object = held, .holds = 1, .nested = std::move(scope.holds),
-                                     .kept = std::move(scope.kept), .served = over_ucx});
+                                     .kept = std::move(scope.kept), .served = over_ucx, .result = true});
       }
       scope.holds.clear();
       scope.kept.clear();
@@ -529,7 +574,10 @@ void WorkerHost::ReapFinished() {
   }
 }
 
-void WorkerHost::StopImports() { imports_->Stop(absl::CancelledError("the worker is stopping")); }
+void WorkerHost::StopImports() {
+  imports_->Stop(absl::CancelledError("the worker is stopping"));
+  inputs_->Stop(absl::CancelledError("the worker is stopping"));
+}
 
 void WorkerHost::StopAll() {
   StopImports();  // a task waiting on an import would hold up the stop

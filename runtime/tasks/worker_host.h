@@ -44,6 +44,7 @@
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/driver_imports.h"
 #include "runtime/tasks/job_runtime.h"
+#include "runtime/tasks/task_inputs.h"
 #include "runtime/tasks/worker_protocol.h"
 #include "transport/object_transfer.h"
 #include "transport/ucx_worker.h"
@@ -160,6 +161,7 @@ class WorkerHost {
     bool read = false;      // the driver said it read the value (wire::Release::read)
     uint64_t refs_read = 0;  // or the first this many refs inside, before its codec threw
     bool served = false;    // in registry_ (the driver may fetch it over UCX)
+    bool result = false;    // a kept result: `object` holds its encoded bytes
   };
   Mutex held_mu_;
   std::map<uint64_t, Held> held_ ABSL_GUARDED_BY(held_mu_);
@@ -167,17 +169,29 @@ class WorkerHost {
 
   // The driver's objects this worker has copies of; shared with the store, which may outlive the host.
   std::shared_ptr<DriverImports> imports_;
+  // Tasks' inputs other workers keep (or this one): fetched from there. Before the UCX members:
+  // a fetch the fetcher fails as it goes still finds it.
+  std::unique_ptr<TaskInputs> inputs_;
+  // This worker's kept result `id` (a ready entry of encoded bytes), retained; null when not kept.
+  detail::ObjectHeader* KeptResult(uint64_t id) ABSL_LOCKS_EXCLUDED(held_mu_);
 
   // Kept results served over UCX, started with the first one (so a worker that keeps none pays
   // nothing for it): whether it serves them so. Any thread.
   bool ServingOverUcx() ABSL_LOCKS_EXCLUDED(ucx_mu_);
-  // In this order: the server goes before the registry, the registry's entries before it, the
-  // UCX worker last. Null when UCX could not start.
+  // UCX for fetching inputs from the workers that keep them, started with the first such input.
+  TaskInputs::Ucx FetchingOverUcx() ABSL_LOCKS_EXCLUDED(ucx_mu_);
+  // The UCX worker, made once (null when it cannot start: no objects key, or UCX failed).
+  transport::UcxWorker* UcxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ucx_mu_);
+  // In this order: the server and the fetcher go before the registry, the registry's entries
+  // before it, the UCX worker last. Null when UCX could not start.
   Mutex ucx_mu_;
   bool ucx_tried_ ABSL_GUARDED_BY(ucx_mu_) = false;
+  bool server_tried_ ABSL_GUARDED_BY(ucx_mu_) = false;
+  bool fetcher_tried_ ABSL_GUARDED_BY(ucx_mu_) = false;
   std::unique_ptr<transport::UcxWorker> ucx_;
   transport::ObjectRegistry registry_;
   std::unique_ptr<transport::ObjectServer> ucx_server_;
+  std::unique_ptr<transport::ObjectFetcher> ucx_fetcher_;
 };
 
 }  // namespace gpupool::runtime

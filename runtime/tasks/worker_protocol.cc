@@ -26,8 +26,10 @@ void Fields(M& m, F&& f) {
         f(m.checkpoint_dir), f(m.checkpoint_dir_shared), f(m.checkpoint_keep_last), f(m.checkpoint_staging_mib),
         f(m.linger_ms), f(m.object_id_base), f(m.objects_key);
   } else if constexpr (std::is_same_v<T, TaskToRun>) {
-    f(m.id), f(m.function), f(m.args), f(m.inputs), f(m.options), f(m.attempt), f(m.checkpoint_key),
+    f(m.id), f(m.function), f(m.args), f(m.inputs), f(m.inputs_at), f(m.options), f(m.attempt), f(m.checkpoint_key),
         f(m.resume_from), f(m.checkpoint_interval_s);
+  } else if constexpr (std::is_same_v<T, InputAt>) {
+    f(m.index), f(m.object), f(m.held), f(m.here), f(m.ucx_address);
   } else if constexpr (std::is_same_v<T, Tasks>) {
     f(m.lease_id), f(m.lease), f(m.tasks);
   } else if constexpr (std::is_same_v<T, StopLease>) {
@@ -74,6 +76,8 @@ struct WireCodec {
   }
 };
 template <>
+struct Codec<runtime::wire::InputAt> : WireCodec<runtime::wire::InputAt> {};
+template <>
 struct Codec<runtime::wire::TaskToRun> : WireCodec<runtime::wire::TaskToRun> {};
 template <>
 struct Codec<runtime::wire::Outcome> : WireCodec<runtime::wire::Outcome> {};
@@ -83,9 +87,12 @@ struct Codec<runtime::wire::Outcome> : WireCodec<runtime::wire::Outcome> {};
 namespace gpupool::runtime::wire {
 namespace {
 
+// `reserve`: about the bytes it will take (WireBytes), so a frame of big values is written into
+// one allocation instead of growing through copies of itself.
 template <typename M>
-std::string EncodeAs(Kind kind, const M& m) {
+std::string EncodeAs(Kind kind, const M& m, size_t reserve = 0) {
   std::string out;
+  out.reserve(reserve);
   Writer w(out);
   w.Varint(static_cast<uint64_t>(kind));
   Codec<M>::Encode(w, m);
@@ -147,10 +154,18 @@ namespace gpupool::runtime::wire {
 
 std::string Encode(const Hello& m) { return EncodeAs(Kind::kHello, m); }
 std::string Encode(const Welcome& m) { return EncodeAs(Kind::kWelcome, m); }
-std::string Encode(const Tasks& m) { return EncodeAs(Kind::kTasks, m); }
+std::string Encode(const Tasks& m) {
+  size_t bytes = 64 + m.lease_id.size() + m.lease.size();
+  for (const TaskToRun& t : m.tasks) bytes += WireBytes(t);
+  return EncodeAs(Kind::kTasks, m, bytes);
+}
 std::string Encode(const StopLease& m) { return EncodeAs(Kind::kStopLease, m); }
 std::string EncodeStop() { return Bare(Kind::kStop); }
-std::string Encode(const std::vector<Outcome>& m) { return EncodeAs(Kind::kOutcomes, m); }
+std::string Encode(const std::vector<Outcome>& m) {
+  size_t bytes = 16;
+  for (const Outcome& o : m) bytes += WireBytes(o);
+  return EncodeAs(Kind::kOutcomes, m, bytes);
+}
 std::string Encode(const Log& m) { return EncodeAs(Kind::kLog, m); }
 std::string Encode(const Checkpointed& m) { return EncodeAs(Kind::kCheckpointed, m); }
 std::string EncodeBye() { return Bare(Kind::kBye); }
@@ -264,6 +279,7 @@ absl::StatusOr<FetchedView> DecodeFetchedView(std::string_view frame) {
 size_t WireBytes(const TaskToRun& t) {
   size_t n = 64 + t.function.size() + t.args.size() + t.options.size() + t.checkpoint_key.size() + t.resume_from.size();
   for (const std::string& input : t.inputs) n += 10 + input.size();
+  for (const InputAt& at : t.inputs_at) n += 48 + at.ucx_address.size();
   return n;
 }
 

@@ -77,11 +77,24 @@ inline constexpr uint64_t kWorkerIdBase = uint64_t{1} << 63;
 inline constexpr uint64_t kWorkerIdSpan = uint64_t{1} << 40;
 inline bool IsWorkerObjectId(uint64_t id) { return id >= kWorkerIdBase; }
 
+// An ObjectRef argument the driver does not send with its task, because a worker keeps its value
+// (a result too big to go with its outcome): the worker that runs the task gets it from there
+// itself, so the bytes cross the network once, never through the driver (Ray's workers pull
+// their arguments from where they live the same way).
+struct InputAt {
+  uint64_t index = 0;       // which of TaskToRun::inputs (sent empty)
+  uint64_t object = 0;      // the driver's id: what to ask the driver for when nothing else works
+  uint64_t held = 0;        // the keeper's id for the bytes (Outcome::held)
+  bool here = false;        // the keeper is the worker that runs the task
+  std::string ucx_address;  // else the keeper's ObjectServer (Welcome::objects_key; empty: none)
+};
+
 struct TaskToRun {
   uint64_t id = 0;
   std::string function;            // the registered name
   std::string args;                // as encoded by the submitter
   std::vector<std::string> inputs; // each ObjectRef argument's value, encoded, in order
+  std::vector<InputAt> inputs_at;  // the inputs not sent (their `inputs` are empty)
   std::string options;             // TaskOptions, encoded
   int64_t attempt = 0;
   std::string checkpoint_key;      // the driver's key for the task: snapshots go there, a rerun resumes

@@ -40,6 +40,14 @@ echo "$out" | grep -Eq '^made in a worker: 7 8$' \
 # A result over 100 KiB stays in the worker until the driver reads it.
 echo "$out" | grep -Eq '^big result kept by a worker: 1$' \
   || { echo "FAIL: the big result was not kept by its worker: $out"; exit 1; }
+# Tasks reading it as their input get it from the worker that keeps it (node-1's): from node-0's
+# worker over UCX, in place in node-1's; none of its bytes pass through the driver.
+echo "$out" | grep -Eq '^input read on node-0: 1048576 bytes on node-0 pid=[0-9]+$' \
+  || { echo "FAIL: node-0's task did not read the input node-1's worker keeps: $out"; exit 1; }
+echo "$out" | grep -Eq '^input read on node-1: 1048576 bytes on node-1 pid=[0-9]+$' \
+  || { echo "FAIL: node-1's task did not read the input its worker keeps: $out"; exit 1; }
+echo "$out" | grep -Eq '^input bytes through the driver: 0$' \
+  || { echo "FAIL: a task's input went through the driver: $out"; exit 1; }
 echo "$out" | grep -Eq '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers, 1 objects over UCX$' \
   || { echo "FAIL: the big result did not come back over UCX: $out"; exit 1; }
 fetched=$(echo "$out" | grep -Eo '[0-9]+ bytes fetched from workers' | cut -d' ' -f1)

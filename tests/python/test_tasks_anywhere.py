@@ -492,3 +492,51 @@ def test_one_workers_objects_reach_a_task_in_another_worker_through_the_driver(t
     assert out.returncode == 0, out.stdout + out.stderr
     assert "read in another worker [1000, 1048576] True" in out.stdout, out.stdout
     assert "through the driver True" in out.stdout, out.stdout
+
+
+def test_a_tasks_input_that_a_worker_keeps_goes_from_that_worker_never_through_the_driver(two_node_pool):
+    # A driver on no node of the pool. node-1's worker keeps two results over 100 KiB; a task
+    # reading one as its argument on node-0 fetches it from node-1's worker over UCX, and one on
+    # node-1 reads the other in place: the driver fetches none of their bytes. Then, with the driver
+    # reading the same value at once (its fetch makes the keeper let go), each task still gets its
+    # input: from the keeper, or from the driver when the keeper no longer has it.
+    out = run_driver(two_node_pool, """
+        import os
+        INIT()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def big(n):
+            return b"b" * n
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def size_on_node_0(data):
+            import os
+            return len(data), os.getpid()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def size_on_node_1(data):
+            import os
+            return len(data), os.getpid()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def pid():
+            import os
+            return os.getpid()
+
+        a, b = big.submit(4 << 20), big.submit(2 << 20)
+        n0, p0 = gpupool.get(size_on_node_0.submit(a), timeout=30)
+        n1, p1 = gpupool.get(size_on_node_1.submit(b), timeout=30)
+        keeper = gpupool.get(pid.submit(), timeout=30)
+        print("sizes", n0, n1, "other worker", p0 not in (keeper, os.getpid()), "in place", p1 == keeper)
+        print("through the driver", gpupool.stats()["bytes_fetched_from_workers"])
+        ok = 0
+        for i in range(6):
+            x = big.submit((1 << 20) + i)
+            reader = (size_on_node_0 if i % 2 == 0 else size_on_node_1).submit(x)
+            ok += len(gpupool.get(x, timeout=30)) == (1 << 20) + i and gpupool.get(reader, timeout=30)[0] == (1 << 20) + i
+        print("raced reads right", ok)
+    """, node="elsewhere")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"sizes {4 << 20} {2 << 20} other worker True in place True" in out.stdout, out.stdout
+    assert "through the driver 0" in out.stdout, out.stdout
+    assert "raced reads right 6" in out.stdout, out.stdout

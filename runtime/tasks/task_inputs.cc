@@ -1,0 +1,148 @@
+// File: runtime/tasks/task_inputs.cc
+#include "runtime/tasks/task_inputs.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gpupool/error.h"
+
+namespace gpupool::runtime {
+
+detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
+  std::string why_not_direct;
+  if (at.here) {
+    if (detail::ObjectHeader* kept = kept_(at.held)) return kept;  // read in place
+    why_not_direct = "this worker no longer keeps it";
+  }
+  ObjectEntry* entry = store_.CreatePending();  // the caller's reference
+  const uint64_t id = entry->id;
+  absl::Status stopped;
+  {
+    MutexLock lock(&mu_);
+    stopped = stop_why_;
+    if (stopped.ok()) {
+      detail::Retain(entry);  // the waiting input's, until it resolves
+      waiting_[id] = Waiting{.entry = entry, .object = at.object};
+    }
+  }
+  if (!stopped.ok()) {
+    detail::Retain(entry);  // Resolve lets go of one: the caller's stays
+    Resolve(Waiting{.entry = entry, .object = at.object}, nullptr,
+            Failure(Waiting{.object = at.object}, static_cast<ErrorCode>(stopped.code()), stopped.message()));
+    return entry;
+  }
+  if (!at.here && !at.ucx_address.empty()) {
+    Ucx ucx = ucx_();
+    if (ucx.fetcher == nullptr) {
+      why_not_direct = "this worker cannot start UCX";
+    } else if (absl::StatusOr<transport::PeerId> keeper =
+                   ucx.worker->Connect(at.ucx_address, absl::StrCat("the worker that keeps object ", at.object));
+               !keeper.ok()) {
+      why_not_direct = keeper.status().ToString();
+    } else {
+      // Long: the deadline covers the whole transfer of what may be gigabytes; a keeper that dies
+      // ends it sooner (its endpoint fails).
+      ucx.fetcher->FetchAsync(*keeper, std::to_string(at.held), transport::FetchOptions{.timeout = absl::Minutes(10)},
+                              [this, id](absl::StatusOr<transport::FetchedObject> got) {
+                                OnUcxFetched(id, std::move(got));
+                              });
+      return entry;
+    }
+  }
+  AskDriver(id, std::move(why_not_direct));
+  return entry;
+}
+
+void TaskInputs::OnUcxFetched(uint64_t id, absl::StatusOr<transport::FetchedObject> got) {
+  if (!got.ok()) {
+    // The keeper let go of the bytes (the driver fetched them meanwhile), died, or cannot be
+    // reached: the driver has the value, or knows why nobody does.
+    AskDriver(id, got.status().ToString());
+    return;
+  }
+  Waiting input;
+  if (!Take(id, &input)) return;  // failed by Stop meanwhile
+  // One copy, into the box the argument reader takes bytes from.
+  std::string bytes(reinterpret_cast<const char*>(got->data.get()), got->size);
+  Resolve(input, std::make_unique<detail::EncodedValue>(std::move(bytes)), nullptr);
+}
+
+void TaskInputs::AskDriver(uint64_t id, std::string why_not_direct) {
+  uint64_t object;
+  {
+    MutexLock lock(&mu_);
+    auto it = waiting_.find(id);
+    if (it == waiting_.end()) return;  // failed by Stop meanwhile
+    it->second.asked = true;
+    it->second.why_not_direct = std::move(why_not_direct);
+    object = it->second.object;
+  }
+  MutexLock lock(&send_mu_);
+  // A failed send means the connection is going: Serve ends, and Stop fails what still waits.
+  if (!stopped_) (void)driver_->Send(wire::Encode(wire::Fetch{.request = id, .object = object}));
+}
+
+bool TaskInputs::OnFetched(const wire::FetchedView& answer) {
+  Waiting input;
+  {
+    MutexLock lock(&mu_);
+    auto it = waiting_.find(answer.request);
+    if (it == waiting_.end() || !it->second.asked) return false;
+    input = std::move(it->second);
+    waiting_.erase(it);
+  }
+  if (answer.code == 0 && !answer.pending) {
+    Resolve(input, std::make_unique<detail::EncodedValue>(std::string(answer.value)), nullptr);
+  } else if (answer.pending) {
+    Resolve(input, nullptr, Failure(input, ErrorCode::kInternal, "the driver said it was pending"));
+  } else {
+    Resolve(input, nullptr, Failure(input, static_cast<ErrorCode>(answer.code), answer.message));
+  }
+  return true;
+}
+
+void TaskInputs::Stop(const absl::Status& why) {
+  {
+    MutexLock lock(&send_mu_);
+    stopped_ = true;
+  }
+  const absl::Status reason = why.ok() ? absl::CancelledError("the worker is stopping") : why;
+  std::map<uint64_t, Waiting> failing;
+  {
+    MutexLock lock(&mu_);
+    stop_why_ = reason;
+    failing.swap(waiting_);
+  }
+  // A fetch from a keeper still under way finds nothing when it ends: the task reading the input
+  // stops now, not when the transfer ends.
+  for (auto& [id, input] : failing) {
+    Resolve(input, nullptr, Failure(input, static_cast<ErrorCode>(reason.code()), reason.message()));
+  }
+}
+
+bool TaskInputs::Take(uint64_t id, Waiting* out) {
+  MutexLock lock(&mu_);
+  auto it = waiting_.find(id);
+  if (it == waiting_.end()) return false;
+  *out = std::move(it->second);
+  waiting_.erase(it);
+  return true;
+}
+
+std::exception_ptr TaskInputs::Failure(const Waiting& input, ErrorCode code, absl::string_view why) const {
+  const std::string before = input.why_not_direct.empty()
+                                 ? ""
+                                 : absl::StrCat(" (not from the worker that kept it: ", input.why_not_direct, ")");
+  return std::make_exception_ptr(Error(code, absl::StrCat("input object ", input.object, " of the driver", before, ": ", why)));
+}
+
+void TaskInputs::Resolve(const Waiting& input, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure) {
+  // Nothing depends on an input's entry but its task, which reads it through AwaitValue: the
+  // tasks a resolution returns are none.
+  if (failure) store_.Fail(input.entry, std::move(failure));
+  else store_.Complete(input.entry, std::move(value));
+  detail::Release(input.entry);
+}
+
+}  // namespace gpupool::runtime
