@@ -11,7 +11,8 @@
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
-// encoded); the worker sends back each task's outcome (a small result encoded in it, or why the
+// encoded), except those a worker keeps, which the task's worker gets from there (InputAt,
+// runtime/tasks/task_inputs.h); the worker sends back each task's outcome (a small result encoded in it, or why the
 // task failed or stopped), and imports the driver's objects that arguments name inside them
 // (Fetch, answered by Fetched): lazily, when a task needs a value, keeping the object alive at the
 // driver while the worker holds a ref to it (Borrow, then Release: runtime/tasks/driver_imports.h).
