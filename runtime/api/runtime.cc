@@ -2,11 +2,13 @@
 // exported functions the public templates call.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -166,6 +168,18 @@ const std::string& Runtime::node() const { return impl_->node(); }
   absl::Status served;
   {
     runtime::WorkerHost host(**rt, *join->driver, join->linger, join->objects_key, join->driver_on_loopback);
+    // A worker whose driver is gone leaves within 2 s even if a task never reaches a safe point:
+    // nobody is left to read its work. (The head also stops a job's workers once the job is gone
+    // for good, but keeps them through its reclaim window: the driver may just have lost the head.)
+    host.OnDriverLost([] {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        std::fprintf(stderr, "gpupool worker (pid %d): its driver is gone and a task did not stop within 2 s: exiting\n",
+                     static_cast<int>(getpid()));
+        runtime::StopForwardingOutput();
+        _exit(0);
+      }).detach();
+    });
     WorkerHostSlot& slot = CurrentWorkerHost();
     {
       runtime::MutexLock lock(&slot.mu);

@@ -59,12 +59,11 @@ JobSession::JobSession(const JobSessionDeps& deps, std::string team, std::string
 }
 
 JobSession::~JobSession() {
-  // Not when the head itself stops: the agents lose it too and stop their workers themselves.
-  if (!deps_.sessions.stopping()) StopWorkers();
   const bool newest = deps_.sessions.EndSession(job_key_, this);
   // The head is stopping, not the job: with a journal, its leases and queued requests stay
   // there for the next run to take back and the job to reclaim (its tasks run on, its requests
   // keep their place). The pool goes with the head.
+  // (Its workers are not stopped then either: the agents lose the head too and stop them.)
   if (deps_.sessions.stopping()) {
     for (auto& [client_id, p] : pending_) deps_.sessions.by_request().erase(p.pool_id);
     for (auto& [id, listener] : leases_) deps_.sessions.by_lease().erase(id);
@@ -76,6 +75,9 @@ JobSession::~JobSession() {
   // back already on a newer session: it has reclaimed what it could, and holds the rest lost.
   if (!job_key_.empty() && !leaving_ && newest && deps_.durable.journal() != nullptr) {
     const auto until = deps_.durable.KeepUntil();
+    // Its workers too: they run on for the driver they serve, which takes them back with its
+    // leases (reclaim); past the window they are stopped (PoolServer's StopUnclaimedWorkers).
+    if (!worker_job_.empty() && !deps_.workers.KeepFor(worker_job_, this, until)) StopWorkers();
     for (auto& [client_id, p] : pending_) {
       deps_.sessions.by_request().erase(p.pool_id);
       deps_.durable.kept().KeepRequest(p.pool_id, ReclaimBook::KeptRequest{.job_key = job_key_,
@@ -89,8 +91,9 @@ JobSession::~JobSession() {
     }
     return;
   }
-  // The job is gone: what it asked for goes back to the pool. A grant already queued for a
-  // withdrawn request finds no session and is released by the server.
+  // The job is gone: its workers are stopped, and what it asked for goes back to the pool. A
+  // grant already queued for a withdrawn request finds no session and is released by the server.
+  StopWorkers();
   for (auto& [client_id, p] : pending_) {
     deps_.sessions.by_request().erase(p.pool_id);
     (void)deps_.pool.Withdraw(p.pool_id);
@@ -241,6 +244,8 @@ kj::Promise<void> JobSession::reclaim(ReclaimContext context) {
   // Only the job that held them: the key it presented then and now (a job of the same team
   // cannot take another's lease, whose id `gpupool queue` shows). TakeLease and TakeRequest
   // match nothing for a job without a key.
+  // The workers its last session left running are this session's to stop from now on.
+  if (worker_job_.empty()) worker_job_ = deps_.workers.Adopt(job_key_, this);
   std::vector<std::string> kept;
   for (rpc::HeldLease::Reader held : params.getLeases()) {
     std::string id = held.getLeaseId();

@@ -85,6 +85,18 @@ kj::Promise<void> PoolServer::Impl::SampleHistory(kj::Timer& timer) {
   });
 }
 
+kj::Promise<void> PoolServer::Impl::StopUnclaimedWorkers(kj::Timer& timer) {
+  return timer.afterDelay(250 * kj::MILLISECONDS).then([this, &timer] {
+    loop_.AssertOnThread();
+    for (const auto& [job, nodes] : workers_.TakeExpired(std::chrono::steady_clock::now())) {
+      std::fprintf(stderr, "gpupool head: job %s did not come back within the reclaim window: its workers are stopped\n",
+                   job.c_str());
+      for (const std::string& node : nodes) agents_.StopJob(node, job);
+    }
+    return StopUnclaimedWorkers(timer);
+  });
+}
+
 kj::Promise<void> PoolServer::Impl::AcceptLoop(kj::ConnectionReceiver& listener, kj::TaskSet& tasks) {
   return listener.accept().then([this, &listener, &tasks](kj::Own<kj::AsyncIoStream>&& stream) {
     loop_.AssertOnThread();
@@ -126,7 +138,10 @@ void PoolServer::Impl::Run(std::promise<absl::Status>& started) {
     tasks.add(AcceptLoop(*listener, tasks));
     tasks.add(pump_.Run());
     tasks.add(agents_.WatchHeartbeats(io.provider->getTimer()));
-    if (durable_.journal() != nullptr) tasks.add(durable_.GiveBackExpired(io.provider->getTimer()));
+    if (durable_.journal() != nullptr) {
+      tasks.add(durable_.GiveBackExpired(io.provider->getTimer()));
+      tasks.add(StopUnclaimedWorkers(io.provider->getTimer()));
+    }
     if (durable_.journal() != nullptr && options_.history_interval.count() > 0) {
       tasks.add(SampleHistory(io.provider->getTimer()));
     }

@@ -84,6 +84,8 @@ class PoolServer::Impl : private kj::TaskSet::ErrorHandler {
   std::string Report();  // loop thread
   // Samples the pool's history into the journal every history_interval; loop thread.
   kj::Promise<void> SampleHistory(kj::Timer& timer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  // Stops the workers of jobs that did not come back within the reclaim window (WorkerJobs).
+  kj::Promise<void> StopUnclaimedWorkers(kj::Timer& timer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   void taskFailed(kj::Exception&& e) override {
     if (e.getType() != kj::Exception::Type::DISCONNECTED) {
       std::fprintf(stderr, "gpupool head: connection task failed: %s\n", e.getDescription().cStr());

@@ -284,6 +284,7 @@ absl::Status WorkerHost::Serve() {
       continue;
     }
     if (!frame.ok()) {
+      if (on_driver_lost_) on_driver_lost_();
       StopAll();
       return frame.status();
     }

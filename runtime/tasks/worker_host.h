@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +87,10 @@ class WorkerHost {
   // Serves until the driver says stop, the connection ends, or the linger passes with no lease.
   // OK for a stop or the linger; the connection's error otherwise.
   absl::Status Serve();
+  // Runs when the connection to the driver ends unasked, before the leases are stopped (which
+  // waits for their running tasks to reach a safe point): the worker process sets a deadline for
+  // its own exit here, so a task that never reaches one cannot outlive its driver. Before Serve.
+  void OnDriverLost(std::function<void()> lost) { on_driver_lost_ = std::move(lost); }
 
   // The driver's object `id` in this worker's store under that id, fetched when a task needs
   // its value and borrowed meanwhile (runtime/tasks/driver_imports.h); retained for the caller.
@@ -133,6 +138,7 @@ class WorkerHost {
 
   JobRuntime& rt_;
   FrameSocket& driver_;
+  std::function<void()> on_driver_lost_;
   const std::chrono::milliseconds linger_;
   const std::string worker_name_;  // " (worker pid N)", appended to locations
   const std::string objects_key_;  // Welcome::objects_key (ServingOverUcx)
