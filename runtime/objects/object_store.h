@@ -36,8 +36,9 @@ struct ObjectEntry;
 
 // Values kept elsewhere: another process holds them for this one (a worker holding its driver's
 // results and the objects it made: runtime/tasks/remote_objects.h). The store asks for such a
-// value when something here needs it (a Get, a wait, a task depending on it) and says when its
-// entry goes away, so the holder can let go.
+// value when something here needs it (a Get, a wait, a task depending on it: not a task that only
+// waits for it to be made, AddDependent's `need_value`) and says when its entry goes away, so the
+// holder can let go.
 class RemoteValues {
  public:
   virtual ~RemoteValues() = default;

@@ -88,24 +88,62 @@ void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
   if (task->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(task);
 }
 
+namespace {
+
+// Why a task whose dependency failed fails, and the original exception to travel on (as Ray's
+// dependants re-raise it).
+void DescribeDependencyFailure(std::exception_ptr failure, std::string* why, std::string* cause) {
+  *why = "a dependency failed";
+  try {
+    std::rethrow_exception(failure);
+  } catch (const TaskError& e) {
+    *why = absl::StrCat("a dependency failed: ", e.what());
+    *cause = e.cause();
+  } catch (const std::exception& e) {
+    *why = absl::StrCat("a dependency failed: ", e.what());
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 void Executor::MakeRunnable(Task* task) {
   if (Waits(task) > 0) waiting_for_dependencies_.fetch_sub(1, std::memory_order_relaxed);
   if (task->dependency_failed.load(std::memory_order_acquire)) {
-    std::string why = "a dependency failed";
-    std::string cause;  // the original exception travels on, as Ray's dependants re-raise it
-    try {
-      std::rethrow_exception(task->dependency_failure);
-    } catch (const TaskError& e) {
-      why = absl::StrCat("a dependency failed: ", e.what());
-      cause = e.cause();
-    } catch (const std::exception& e) {
-      why = absl::StrCat("a dependency failed: ", e.what());
-    } catch (...) {
-    }
+    std::string why, cause;
+    DescribeDependencyFailure(task->dependency_failure, &why, &cause);
     FailTask(task, ErrorCode::kAborted, "submit", why, cause);
     return;
   }
   Enqueue(task);
+}
+
+bool Executor::AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out) {
+  for (detail::ObjectHeader* h : task->deps) {
+    auto* entry = static_cast<ObjectEntry*>(h);
+    while (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+      if (task->cancelled.load()) {
+        out->kind = RunOutcome::Kind::kCancelled;
+        out->message = "cancelled before it ran";
+        return false;
+      }
+      if (lease != nullptr && lease->stop.load()) {
+        out->kind = RunOutcome::Kind::kNotRun;  // its lease went before it started
+        return false;
+      }
+      try {
+        (void)store_.Await(entry, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+      } catch (...) {  // still pending (the deadline), or failed: the loop and the check below tell
+      }
+    }
+    if (entry->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+      out->kind = RunOutcome::Kind::kFailed;
+      out->code = ErrorCode::kAborted;
+      DescribeDependencyFailure(entry->failure, &out->message, &out->cause);
+      return false;
+    }
+  }
+  return true;
 }
 
 void Executor::Enqueue(Task* task) {
@@ -153,6 +191,7 @@ RunOutcome Executor::Run(Task* task, LeaseRun* lease) {
     out.message = "cancelled before it ran";
     return out;
   }
+  if (!AwaitInputs(task, lease, &out)) return out;
   detail::TaskState state{runtime_, task, lease};
   state.started_pool_s = pool_.Now();
   TaskContext context(&state);

@@ -111,6 +111,11 @@ class Executor {
   void Drain();
 
  private:
+  // A task's inputs may still be on their way when it is taken to run (a value a worker keeps,
+  // fetched for it: TasksMayRunInWorkers). Waits for them before the task starts, so the wait is
+  // not counted as the task's run; false (with `out` filled) when its lease stopped meanwhile
+  // (kNotRun), it was cancelled, or an input failed (kAborted, as for any failed dependency).
+  bool AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out);
   void MakeRunnable(Task* task);  // its dependencies are all resolved
   void CpuWorker();
   void Execute(Task* task, LeaseRun* lease);  // Run, then Settle

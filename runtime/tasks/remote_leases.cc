@@ -45,7 +45,7 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, const Worker
     for (detail::ObjectHeader* h : task->deps) {
       out.inputs.emplace_back();
       // Made before the task became runnable: resolved here, or a value a worker keeps, which
-      // the task's worker gets from there itself (Executor::LeaveInputsWithWorkers).
+      // the task's worker gets from there itself (Executor::TasksMayRunInWorkers).
       if (h->state.load(std::memory_order_acquire) == detail::kObjectPending) {
         wire::InputAt at{.index = out.inputs.size() - 1, .object = h->id};
         if (objects_ == nullptr || !objects_->Locate(static_cast<ObjectEntry*>(h), to, &at)) {
@@ -233,7 +233,8 @@ RunOutcome RemoteLeases::Outcome(Task* task, WorkerConnection& from, wire::Outco
     // (HoldResult gives the worker's copy back itself when the entry was resolved meanwhile.)
     out.value_elsewhere =
         can_hold && objects_->HoldResult(task->result, from, o.held, task->function->decode_result,
-                                         absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"));
+                                         absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"),
+                                         o.held_own_refs);
     if (!can_hold) from.PostFrame(wire::Encode(wire::Release{.object = o.held, .count = 1}));
     if (!out.value_elsewhere && !task->cancelled.load()) {
       out.kind = RunOutcome::Kind::kFailed;

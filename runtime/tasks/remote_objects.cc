@@ -85,12 +85,13 @@ void RemoteObjects::Mark(ObjectEntry* entry) {
 }
 
 bool RemoteObjects::HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
-                               std::string what) {
+                               std::string what, bool own_refs) {
   Add(result, Record{.worker = from.shared_from_this(),
                      .worker_id = held,
                      .decode = decode,
                      .holds = 1,
                      .result = true,
+                     .own_refs = own_refs,
                      .what = std::move(what)});
   return result->remote.load(std::memory_order_acquire);
 }
@@ -390,6 +391,9 @@ bool RemoteObjects::Locate(ObjectEntry* entry, const WorkerConnection& to, wire:
     at->here = true;
     return true;
   }
+  // Refs inside to objects its keeper made name nothing another worker (or this driver, until
+  // it reads the value) knows: the value goes through the driver, which records them.
+  if (record.own_refs) return false;
   auto address = addresses_.find(record.worker.get());
   if (address == addresses_.end()) return false;
   at->ucx_address = address->second;

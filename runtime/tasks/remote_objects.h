@@ -12,7 +12,8 @@
 // answer completes the entry; refs inside the value are imported the same way. The worker keeps
 // one hold per ref it sent; the driver gives them back (wire::Release) once it has the value, or
 // when the entry is freed unread. A worker asked for an object it is still computing answers
-// when it has it.
+// when it has it. A GPU task that runs in a worker does not have a kept result fetched here: its
+// worker gets it from the keeper itself (Locate; runtime/tasks/task_inputs.h).
 //
 // A worker that goes away with values the driver had not fetched takes them along: their entries
 // fail with kDataLoss naming the object, the worker and why. Nothing rebuilds them (a held
@@ -74,8 +75,9 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // remote, fetched when needed and read with `decode`. `what` names it in errors ("the result
   // of task 'f' (id 7)"). False when the entry was resolved meanwhile (its task was cancelled):
   // the worker's hold is given back.
+  // `own_refs`: the value holds refs to objects `from` made (wire::Outcome::held_own_refs).
   bool HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
-                  std::string what) ABSL_LOCKS_EXCLUDED(mu_);
+                  std::string what, bool own_refs = false) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A ref to a worker's object met while decoding (detail::ImportObject in the driver): the live
   // entry, or a new pending one that the worker being decoded keeps. Retained for the caller.
@@ -107,8 +109,9 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
 
   // Where the worker `to`, about to run a task that reads `entry` (pending: a value a worker
   // keeps), gets it without the driver in between: from itself (`here`), or from its keeper's
-  // ObjectServer. False when it must ask the driver: the value is not a kept result's bytes, its
-  // keeper serves nothing over UCX, or the driver is fetching it already. The driver's entry
+  // ObjectServer. False when it must ask the driver: the value is not a kept result's bytes, it
+  // holds refs to objects its keeper made, its keeper serves nothing over UCX, or the driver is
+  // fetching it already. The driver's entry
   // stays alive while the task is out (the task holds it), so the keeper keeps the bytes until
   // the driver reads them or drops the entry; a worker that finds them gone asks the driver.
   bool Locate(ObjectEntry* entry, const WorkerConnection& to, wire::InputAt* at) ABSL_LOCKS_EXCLUDED(mu_);
@@ -127,6 +130,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
     uint64_t holds = 0;       // the worker's holds the driver owes it back
     uint64_t request = 0;     // the Fetch sent for it (0: none yet); its answer names it
     bool result = false;      // a task's result the worker keeps as bytes (served over UCX too)
+    bool own_refs = false;    // a result holding refs to objects its worker made (see Locate)
     std::string what;
   };
   using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)

@@ -32,7 +32,14 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
             Failure(Waiting{.object = at.object}, static_cast<ErrorCode>(stopped.code()), stopped.message()));
     return entry;
   }
-  if (!at.here && !at.ucx_address.empty()) {
+  bool unreachable;
+  {
+    MutexLock lock(&mu_);
+    unreachable = unreachable_.contains(at.ucx_address);
+  }
+  if (!at.here && !at.ucx_address.empty() && unreachable) {
+    why_not_direct = "an earlier fetch from the worker that keeps it failed";
+  } else if (!at.here && !at.ucx_address.empty()) {
     Ucx ucx = ucx_();
     if (ucx.fetcher == nullptr) {
       why_not_direct = "this worker cannot start UCX";
@@ -44,8 +51,8 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
       // Long: the deadline covers the whole transfer of what may be gigabytes; a keeper that dies
       // ends it sooner (its endpoint fails).
       ucx.fetcher->FetchAsync(*keeper, std::to_string(at.held), transport::FetchOptions{.timeout = absl::Minutes(10)},
-                              [this, id](absl::StatusOr<transport::FetchedObject> got) {
-                                OnUcxFetched(id, std::move(got));
+                              [this, id, keeper = at.ucx_address](absl::StatusOr<transport::FetchedObject> got) {
+                                OnUcxFetched(id, keeper, std::move(got));
                               });
       return entry;
     }
@@ -54,10 +61,16 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
   return entry;
 }
 
-void TaskInputs::OnUcxFetched(uint64_t id, absl::StatusOr<transport::FetchedObject> got) {
+void TaskInputs::OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got) {
   if (!got.ok()) {
     // The keeper let go of the bytes (the driver fetched them meanwhile), died, or cannot be
-    // reached: the driver has the value, or knows why nobody does.
+    // reached: the driver has the value, or knows why nobody does. One that could not be reached
+    // (or answered too late) is not tried again: each try could wait its whole deadline.
+    if (got.status().code() == absl::StatusCode::kUnavailable ||
+        got.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      MutexLock lock(&mu_);
+      unreachable_.insert(keeper);
+    }
     AskDriver(id, got.status().ToString());
     return;
   }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -69,7 +70,8 @@ class TaskInputs {
   // Asks the driver for the waiting input `id` (nothing when it no longer waits: stopped).
   void AskDriver(uint64_t id, std::string why_not_direct) ABSL_LOCKS_EXCLUDED(mu_);
   // A fetch from the keeper ended (UCX's thread).
-  void OnUcxFetched(uint64_t id, absl::StatusOr<transport::FetchedObject> got) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the waiting input `id` out; false when it is not waiting.
   bool Take(uint64_t id, Waiting* out) ABSL_LOCKS_EXCLUDED(mu_);
   // Resolves a taken input and lets go of its reference.
@@ -85,6 +87,7 @@ class TaskInputs {
   Mutex mu_;
   absl::Status stop_why_ ABSL_GUARDED_BY(mu_);  // set by Stop: new inputs fail with it
   std::map<uint64_t, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> unreachable_ ABSL_GUARDED_BY(mu_);  // keepers' addresses a fetch failed to reach
 };
 
 }  // namespace gpupool::runtime

@@ -465,6 +465,7 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std:
       // Too big to go with its outcome: kept here, as its bytes, until the driver fetches it or
       // drops it. The refs inside were held for the driver as they were encoded, once: those
       // holds, and the driver's objects met (this worker's copies, so their borrows), stay with it.
+      const bool own_refs = !scope.holds.empty();  // refs to objects this worker made
       auto bytes = std::make_unique<detail::EncodedValue>(std::move(out.value));
       const std::string& served = bytes->bytes;  // stable: the box is never changed
       detail::ObjectHeader* held = rt_.store().CreateReady(std::move(bytes));
@@ -480,6 +481,7 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std:
       scope.holds.clear();
       scope.kept.clear();
       out.held = held->id;
+      out.held_own_refs = own_refs;
       out.value.clear();
     }
     kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());  // released once the outcome went

@@ -18,8 +18,10 @@
 // a ref a task returns or passes on still names the driver's object. The other way, the worker keeps for the driver (HoldForDriver) a
 // result too big to go with its outcome, and each object it made whose ref went to the driver
 // (ExportObject, while EncodingForDriver); the driver fetches them when it needs the values and
-// gives the holds back (runtime/tasks/remote_objects.h is its side). A worker holding anything
-// for its driver does not leave on its linger.
+// gives the holds back (runtime/tasks/remote_objects.h is its side). A kept result a task of the
+// job reads as its input is fetched by that task's worker from here over UCX, or read in place
+// by this worker's own tasks (runtime/tasks/task_inputs.h). A worker holding anything for its
+// driver does not leave on its linger.
 //
 // Thread-safety: Serve runs on the caller's thread (it reads the connection); each lease has its
 // own thread; sends are serialised by the FrameSocket.
@@ -77,7 +79,8 @@ class DriverLink final : public PoolClient {
 class WorkerHost {
  public:
   // `linger`: with no lease for this long, the worker says Bye and Serve returns. `objects_key`:
-  // what the driver's UCX fetches of kept results must carry (Welcome::objects_key; results are
+  // what UCX fetches of kept results must carry, the driver's and the job's other workers' (and
+  // what this worker's own fetches of inputs carry) (Welcome::objects_key; results are
   // served over this connection only when UCX cannot start, or the key is empty or too long);
   // `loopback`: the driver is on this host's loopback.
   WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::milliseconds linger,
@@ -166,7 +169,7 @@ class WorkerHost {
     std::vector<detail::ObjectHeader*> kept;
     bool read = false;      // the driver said it read the value (wire::Release::read)
     uint64_t refs_read = 0;  // or the first this many refs inside, before its codec threw
-    bool served = false;    // in registry_ (the driver may fetch it over UCX)
+    bool served = false;    // in registry_ (the driver and other workers may fetch it over UCX)
     bool result = false;    // a kept result: `object` holds its encoded bytes
   };
   Mutex held_mu_;
@@ -181,8 +184,9 @@ class WorkerHost {
   // This worker's kept result `id` (a ready entry of encoded bytes), retained; null when not kept.
   detail::ObjectHeader* KeptResult(uint64_t id) ABSL_LOCKS_EXCLUDED(held_mu_);
 
-  // Kept results served over UCX, started with the first one (so a worker that keeps none pays
-  // nothing for it): whether it serves them so. Any thread.
+  // Kept results served over UCX, started with the first one (so a worker that keeps none and
+  // fetches no input from another worker pays nothing for UCX): whether it serves them so. Any
+  // thread.
   bool ServingOverUcx() ABSL_LOCKS_EXCLUDED(ucx_mu_);
   // UCX for fetching inputs from the workers that keep them, started with the first such input.
   TaskInputs::Ucx FetchingOverUcx() ABSL_LOCKS_EXCLUDED(ucx_mu_);

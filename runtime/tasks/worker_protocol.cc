@@ -41,7 +41,7 @@ void Fields(M& m, F&& f) {
     }
   } else if constexpr (std::is_same_v<T, Outcome>) {
     f(m.id), f(m.kind), f(m.value), f(m.code), f(m.message), f(m.cause), f(m.location), f(m.busy_gpu_micros),
-        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note), f(m.held);
+        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note), f(m.held), f(m.held_own_refs);
   } else if constexpr (std::is_same_v<T, Log>) {
     f(m.is_stderr), f(m.line);
   } else if constexpr (std::is_same_v<T, Checkpointed>) {

@@ -66,8 +66,8 @@ struct Welcome {
   // The worker's own objects take ids from here up (kWorkerIdSpan of them): each worker of the
   // job has a range of its own, so an id names its maker everywhere in the job.
   uint64_t object_id_base = 0;
-  // What the driver's UCX fetches of the results this worker keeps carry (a key of their own:
-  // UCX carries it in clear, so never the job's secret).
+  // What UCX fetches of the results the job's workers keep carry, the driver's and other
+  // workers' (a key of its own: UCX carries it in clear, so never the job's secret).
   std::string objects_key;
 };
 
@@ -137,6 +137,9 @@ struct Outcome {
   // Non-zero: the result stayed in the worker (too big to go with its outcome) under this id of
   // the worker's; `value` is empty and the driver fetches it when the value is needed.
   uint64_t held = 0;
+  // The kept result holds refs to objects this worker made: only the driver (which records them
+  // as it reads the value) or this worker can read it, never another worker straight from here.
+  bool held_own_refs = false;
 };
 
 // Results whose encoding is over this stay in the worker until the driver fetches them (Ray
@@ -172,8 +175,10 @@ struct Checkpointed {
 // One side asks the other for an object by id, and the other answers once the object is
 // resolved (never `pending`: an answer waits while a task still computes the object, or while the
 // driver fetches it from the worker that keeps it). A worker asks its driver for the driver's
-// objects it holds refs to (runtime/tasks/driver_imports.h); the driver asks a worker for an
-// object the worker keeps for it (runtime/tasks/remote_objects.h).
+// objects it holds refs to (runtime/tasks/driver_imports.h: the request is the object's id), and
+// for a task's input it could not get from the worker that keeps it (runtime/tasks/task_inputs.h:
+// the request is the id of the input's own entry, in the worker's range); the driver asks a
+// worker for an object the worker keeps for it (runtime/tasks/remote_objects.h).
 struct Fetch {
   uint64_t request = 0;  // the asker's, to match the answer
   uint64_t object = 0;   // the object's id (a held result: the id in Outcome::held)

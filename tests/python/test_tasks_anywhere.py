@@ -540,3 +540,33 @@ def test_a_tasks_input_that_a_worker_keeps_goes_from_that_worker_never_through_t
     assert f"sizes {4 << 20} {2 << 20} other worker True in place True" in out.stdout, out.stdout
     assert "through the driver 0" in out.stdout, out.stdout
     assert "raced reads right 6" in out.stdout, out.stdout
+
+
+def test_a_kept_input_naming_objects_its_keeper_made_reaches_another_worker_through_the_driver(two_node_pool):
+    # node-1's worker keeps a result over 100 KiB that holds a ref to an object it put. Another
+    # worker could not resolve that ref from the bytes alone: the value goes through the driver
+    # (which records the ref as it reads it), while node-1's own task still reads it in place.
+    out = run_driver(two_node_pool, """
+        INIT()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def big_with_ref():
+            return [gpupool.put(b"p" * 10), b"y" * (200 << 10)]
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def reads_on_node_0(value):
+            return len(gpupool.get(value[0])) + len(value[1])
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def reads_on_node_1(value):
+            return len(gpupool.get(value[0])) + len(value[1])
+
+        v = big_with_ref.submit()
+        print("on node-1", gpupool.get(reads_on_node_1.submit(v), timeout=30))
+        print("through the driver", gpupool.stats()["bytes_fetched_from_workers"])
+        print("on node-0", gpupool.get(reads_on_node_0.submit(v), timeout=30))
+        print("through the driver", gpupool.stats()["bytes_fetched_from_workers"] > (200 << 10))
+    """, node="elsewhere")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"on node-1 {10 + (200 << 10)}\nthrough the driver 0\n" in out.stdout, out.stdout
+    assert f"on node-0 {10 + (200 << 10)}\nthrough the driver True\n" in out.stdout, out.stdout
