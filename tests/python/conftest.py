@@ -10,11 +10,10 @@ TEAM_TOKEN = "team-secret-0123456789"
 AGENT_TOKEN = "agent-secret-0123456789"
 
 
-@pytest.fixture
-def two_node_pool(tmp_path):
-    """A `gpupool head` over two nodes of two simulated GPUs and an agent per node, as real
-    processes on loopback; yields the head's port once both agents have registered. Teams' token:
-    TEAM_TOKEN (team "default")."""
+def _two_node_pool(tmp_path, head_args=()):
+    """A `gpupool head` (with `head_args` too) over two nodes of two simulated GPUs and an agent
+    per node, as real processes on loopback; yields the head's port once both agents have
+    registered. Teams' token: TEAM_TOKEN (team "default")."""
     if not CLI:
         pytest.skip("GPUPOOL_CLI is not set (run through CTest)")
     (tmp_path / "tokens").write_text(f"default: {TEAM_TOKEN}\nagents: {AGENT_TOKEN}\n")
@@ -22,7 +21,7 @@ def two_node_pool(tmp_path):
     logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("head", "node-0", "node-1")}
     procs = [subprocess.Popen([CLI, "head", "--simulate", "2xH100-80GB", "--node-count", "2", "--tokens",
                                str(tmp_path / "tokens"), "--listen", "127.0.0.1:0", "--port-file",
-                               str(tmp_path / "port")], stdout=logs["head"], stderr=subprocess.STDOUT)]
+                               str(tmp_path / "port"), *head_args], stdout=logs["head"], stderr=subprocess.STDOUT)]
     try:
         for _ in range(100):
             if (tmp_path / "port").exists() and (tmp_path / "port").read_text().strip():
@@ -47,3 +46,16 @@ def two_node_pool(tmp_path):
             p.wait()
         for f in logs.values():
             f.close()
+
+
+@pytest.fixture
+def two_node_pool(tmp_path):
+    """The two-node pool (_two_node_pool), its head without a journal."""
+    yield from _two_node_pool(tmp_path)
+
+
+@pytest.fixture
+def two_node_pool_with_journal(tmp_path):
+    """The two-node pool, its head with a journal and a reclaim window of 30 s: a job whose
+    connection drops may come back and take back what it held."""
+    yield from _two_node_pool(tmp_path, ("--journal", str(tmp_path / "head.db"), "--reclaim-window-s", "30"))

@@ -570,3 +570,109 @@ def test_a_kept_input_naming_objects_its_keeper_made_reaches_another_worker_thro
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"on node-1 {10 + (200 << 10)}\nthrough the driver 0\n" in out.stdout, out.stdout
     assert f"on node-0 {10 + (200 << 10)}\nthrough the driver True\n" in out.stdout, out.stdout
+
+
+class _CuttableProxy:
+    """A TCP relay on loopback to `port` whose live connections the test can cut (both ends
+    closed), as a network blip between a driver and its head would; it keeps accepting."""
+
+    def __init__(self, port):
+        import socket
+        import threading
+        self._socket = socket
+        self._target = int(port)
+        self._lock = threading.Lock()
+        self._pairs = []
+        self.connections = 0
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = self._socket.create_connection(("127.0.0.1", self._target))
+            with self._lock:
+                self._pairs.append((client, upstream))
+                self.connections += 1
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            for s in pair:
+                try:
+                    s.shutdown(self._socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self._listener.close()
+        self.cut()
+
+
+def test_a_driver_that_loses_its_head_for_a_moment_keeps_its_workers_and_their_running_task(
+        two_node_pool_with_journal, tmp_path):
+    # The driver reaches its head through a relay, cut while its task runs in node-1's worker. The
+    # head keeps the job's leases and workers for its reclaim window; the driver comes back, and
+    # the task finishes in the worker it started in, on its first attempt (before, the head
+    # stopped the job's workers as soon as the connection dropped, and the task ran again).
+    import threading
+    proxy = _CuttableProxy(two_node_pool_with_journal)
+    marker = tmp_path / "started"
+
+    def cut_once_started():
+        for _ in range(600):
+            if marker.exists() and marker.read_text():
+                break
+            time.sleep(0.02)
+        time.sleep(0.3)
+        proxy.cut()
+
+    cutter = threading.Thread(target=cut_once_started)
+    cutter.start()
+    try:
+        out = run_driver(two_node_pool_with_journal, f"""
+            import os
+            INIT()
+
+            @gpupool.remote(gpus=1, labels={{"node": "node-1"}}, max_retries=2)
+            def long_task(marker):
+                import os, time
+                with open(marker, "w") as f:
+                    f.write(str(os.getpid()))
+                time.sleep(3)
+                return gpupool.context().attempt, os.getpid()
+
+            attempt, pid = gpupool.get(long_task.submit({str(marker)!r}), timeout=60)
+            print("attempt", attempt, "same worker", pid == int(open({str(marker)!r}).read()))
+        """, address=f"127.0.0.1:{proxy.port}")
+    finally:
+        cutter.join()
+        proxy.close()
+    assert out.returncode == 0, out.stdout + out.stderr + (tmp_path / "head.log").read_text()
+    assert proxy.connections >= 2, "the driver did not come back through the relay: " + out.stderr
+    assert "attempt 0 same worker True" in out.stdout, out.stdout + out.stderr + (tmp_path / "head.log").read_text()
