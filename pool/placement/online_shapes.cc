@@ -31,6 +31,18 @@ void OnlineShapes::Observe(const PodRequest& r) {
   }
   ++observations_;
   ++since_rebuild_;
+  if (++since_forget_ >= std::max(1.0, options_.half_life)) {
+    since_forget_ = 0;
+    const double floor = total_ * options_.forget_below_share;
+    for (auto it = weights_.begin(); it != weights_.end();) {
+      if (it->second < floor) {
+        total_ -= it->second;
+        weights_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
   // Observations since the last rebuild, against the weight observed so far counted in
   // observations of today's worth (at most about half_life / ln 2): a long-lived pool keeps
   // rebuilding as its work changes instead of ever more rarely.

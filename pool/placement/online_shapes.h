@@ -34,6 +34,11 @@ struct OnlineShapesOptions {
   double rebuild_share = 0.05;
   // Whether host memory is part of a shape's key (memory-aware policies).
   bool key_memory = true;
+  // Once every half_life observations, shapes whose share of the weight has fallen below this are
+  // forgotten: a long-lived head sees ever new shapes (CPU and memory vary freely), and one not
+  // seen for about 30 half-lives weighs nothing in any model. So the histogram stays as big as
+  // the shapes of the last few half-lives, not of the pool's whole life.
+  double forget_below_share = 1e-9;
 };
 
 class OnlineShapes {
@@ -51,6 +56,8 @@ class OnlineShapes {
   // Increases each time enough has been observed that the distribution is worth rebuilding.
   uint64_t version() const { return version_; }
   int64_t observations() const { return observations_; }
+  // Shapes remembered now.
+  size_t size() const { return weights_.size(); }
 
  private:
   struct Key {
@@ -77,6 +84,7 @@ class OnlineShapes {
   double growth_;  // 2^(1/half_life)
   double total_ = 0;  // sum of weights_, scaled alike
   int64_t since_rebuild_ = 0;
+  int64_t since_forget_ = 0;
   int64_t observations_ = 0;
   uint64_t version_ = 0;
 };

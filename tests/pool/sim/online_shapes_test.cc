@@ -79,5 +79,20 @@ TEST(OnlineShapes, KeysModelConstraintsApart) {
   EXPECT_EQ(constrained, 1);
 }
 
+TEST(OnlineShapes, ForgetsShapesLongUnseenSoALongLivedPoolStaysSmall) {
+  // Every request a shape of its own for a while (as CPU and memory may vary), then the same one:
+  // the distinct ones fade and are forgotten, the live one stays.
+  OnlineShapes shapes({.half_life = 100});
+  for (int i = 0; i < 1000; ++i) {
+    PodRequest r = Share(500);
+    r.cpu_milli = 1000 + i;
+    shapes.Observe(r);
+  }
+  EXPECT_GE(shapes.size(), 900u) << "forgotten while still weighing something";
+  for (int i = 0; i < 5000; ++i) shapes.Observe(Share(250));
+  EXPECT_EQ(shapes.size(), 1u) << "shapes unseen for 40 half-lives are still kept";
+  EXPECT_NEAR(ProbabilityOf(shapes.Distribution(), 250), 1.0, 1e-6);
+}
+
 }  // namespace
 }  // namespace gpupool::pool::placement
