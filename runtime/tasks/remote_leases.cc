@@ -49,9 +49,8 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, const Worker
       if (h->state.load(std::memory_order_acquire) == detail::kObjectPending) {
         wire::InputAt at{.index = out.inputs.size() - 1, .object = h->id};
         if (objects_ == nullptr || !objects_->Locate(static_cast<ObjectEntry*>(h), to, &at)) {
-          at.held = 0;  // the worker asks this driver, which fetches the value meanwhile
-          at.here = false;
-          at.ucx_address.clear();
+          // The worker asks this driver, which fetches the value meanwhile.
+          at = wire::InputAt{.index = at.index, .object = h->id};
         }
         out.inputs_at.push_back(std::move(at));
         continue;
@@ -234,7 +233,7 @@ RunOutcome RemoteLeases::Outcome(Task* task, WorkerConnection& from, wire::Outco
     out.value_elsewhere =
         can_hold && objects_->HoldResult(task->result, from, o.held, task->function->decode_result,
                                          absl::StrCat("the result of task '", task->name(), "' (id ", task->id, ")"),
-                                         o.held_own_refs);
+                                         o.held_own_refs, o.held_bytes);
     if (!can_hold) from.PostFrame(wire::Encode(wire::Release{.object = o.held, .count = 1}));
     if (!out.value_elsewhere && !task->cancelled.load()) {
       out.kind = RunOutcome::Kind::kFailed;

@@ -85,13 +85,14 @@ void RemoteObjects::Mark(ObjectEntry* entry) {
 }
 
 bool RemoteObjects::HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
-                               std::string what, bool own_refs) {
+                               std::string what, bool own_refs, uint64_t bytes) {
   Add(result, Record{.worker = from.shared_from_this(),
                      .worker_id = held,
                      .decode = decode,
                      .holds = 1,
                      .result = true,
                      .own_refs = own_refs,
+                     .bytes = bytes,
                      .what = std::move(what)});
   return result->remote.load(std::memory_order_acquire);
 }
@@ -387,6 +388,7 @@ bool RemoteObjects::Locate(ObjectEntry* entry, const WorkerConnection& to, wire:
   const Record& record = it->second;
   at->object = entry->id;
   at->held = record.worker_id;
+  at->bytes = record.bytes;
   if (record.worker.get() == &to) {
     at->here = true;
     return true;

@@ -75,9 +75,10 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // remote, fetched when needed and read with `decode`. `what` names it in errors ("the result
   // of task 'f' (id 7)"). False when the entry was resolved meanwhile (its task was cancelled):
   // the worker's hold is given back.
-  // `own_refs`: the value holds refs to objects `from` made (wire::Outcome::held_own_refs).
+  // `own_refs`: the value holds refs to objects `from` made (wire::Outcome::held_own_refs);
+  // `bytes`: its size there.
   bool HoldResult(ObjectEntry* result, WorkerConnection& from, uint64_t held, detail::BoxDecoder decode,
-                  std::string what, bool own_refs = false) ABSL_LOCKS_EXCLUDED(mu_);
+                  std::string what, bool own_refs = false, uint64_t bytes = 0) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A ref to a worker's object met while decoding (detail::ImportObject in the driver): the live
   // entry, or a new pending one that the worker being decoded keeps. Retained for the caller.
@@ -131,6 +132,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
     uint64_t request = 0;     // the Fetch sent for it (0: none yet); its answer names it
     bool result = false;      // a task's result the worker keeps as bytes (served over UCX too)
     bool own_refs = false;    // a result holding refs to objects its worker made (see Locate)
+    uint64_t bytes = 0;       // a result's size in its worker (0: not said)
     std::string what;
   };
   using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)

@@ -48,12 +48,26 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
                !keeper.ok()) {
       why_not_direct = keeper.status().ToString();
     } else {
+      CallbackThread* done = Completions();
       // Long: the deadline covers the whole transfer of what may be gigabytes; a keeper that dies
       // ends it sooner (its endpoint fails).
-      ucx.fetcher->FetchAsync(*keeper, std::to_string(at.held), transport::FetchOptions{.timeout = absl::Minutes(10)},
-                              [this, id, keeper = at.ucx_address](absl::StatusOr<transport::FetchedObject> got) {
-                                OnUcxFetched(id, keeper, std::move(got));
-                              });
+      const transport::FetchOptions options{.timeout = absl::Minutes(10)};
+      // Its size known, the bytes land straight in the string the task's argument reader takes
+      // (no copy); otherwise in a buffer of the size the keeper says, copied once.
+      auto room = std::make_shared<std::string>();
+      if (at.bytes > 0) room->resize(at.bytes);
+      auto finish = [this, done, id, keeper = at.ucx_address, room](absl::StatusOr<transport::FetchedObject> got) {
+        // Off UCX's thread: a copy, or a send to the driver, would hold up its other transfers.
+        auto result = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
+        done->Post([this, id, keeper, room, result] { OnUcxFetched(id, keeper, std::move(*result), room); });
+      };
+      if (at.bytes > 0) {
+        ucx.fetcher->FetchIntoAsync(*keeper, std::to_string(at.held),
+                                    absl::MakeSpan(reinterpret_cast<std::byte*>(room->data()), room->size()), options,
+                                    std::move(finish));
+      } else {
+        ucx.fetcher->FetchAsync(*keeper, std::to_string(at.held), options, std::move(finish));
+      }
       return entry;
     }
   }
@@ -61,7 +75,23 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
   return entry;
 }
 
-void TaskInputs::OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got) {
+CallbackThread* TaskInputs::Completions() {
+  MutexLock lock(&mu_);
+  if (completions_ == nullptr) completions_ = std::make_unique<CallbackThread>();
+  return completions_.get();
+}
+
+TaskInputs::~TaskInputs() {
+  CallbackThread* completions;
+  {
+    MutexLock lock(&mu_);
+    completions = completions_.get();
+  }
+  if (completions != nullptr) completions->Stop();  // what it has not run finds nothing waiting
+}
+
+void TaskInputs::OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got,
+                              const std::shared_ptr<std::string>& room) {
   if (!got.ok()) {
     // The keeper let go of the bytes (the driver fetched them meanwhile), died, or cannot be
     // reached: the driver has the value, or knows why nobody does. One that could not be reached
@@ -76,8 +106,13 @@ void TaskInputs::OnUcxFetched(uint64_t id, const std::string& keeper, absl::Stat
   }
   Waiting input;
   if (!Take(id, &input)) return;  // failed by Stop meanwhile
-  // One copy, into the box the argument reader takes bytes from.
-  std::string bytes(reinterpret_cast<const char*>(got->data.get()), got->size);
+  std::string bytes;
+  if (got->data == nullptr) {  // into `room`, made the size the driver said
+    room->resize(got->size);
+    bytes = std::move(*room);
+  } else {
+    bytes.assign(reinterpret_cast<const char*>(got->data.get()), got->size);
+  }
   Resolve(input, std::make_unique<detail::EncodedValue>(std::move(bytes)), nullptr);
 }
 

@@ -16,18 +16,22 @@
 // its bytes arrive; the task's argument reader waits for it (detail::AwaitValue). The driver keeps
 // its own entry alive while the task is out, and with it the keeper's bytes.
 //
-// Thread-safety: thread-safe. OnFetched runs on the worker's serving thread, fetches end on UCX's
-// thread; mu_ is never held while sending, resolving or releasing an entry.
+// Thread-safety: thread-safe. OnFetched runs on the worker's serving thread; fetches from keepers
+// end on a thread of this class's (completions_), never UCX's, so copying bytes or asking the
+// driver never holds up UCX's other transfers (the keeper's own serving among them). mu_ is
+// never held while sending, resolving or releasing an entry.
 #ifndef GPUPOOL_RUNTIME_TASKS_TASK_INPUTS_H_
 #define GPUPOOL_RUNTIME_TASKS_TASK_INPUTS_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "absl/status/status.h"
+#include "runtime/client/callback_thread.h"
 #include "runtime/objects/object_store.h"
 #include "runtime/rpc/frame_socket.h"
 #include "runtime/sync/mutex.h"
@@ -48,6 +52,8 @@ class TaskInputs {
   TaskInputs(ObjectStore* store, FrameSocket* driver, std::function<detail::ObjectHeader*(uint64_t)> kept,
              std::function<Ucx()> ucx)
       : store_(*store), driver_(driver), kept_(std::move(kept)), ucx_(std::move(ucx)) {}
+  // Runs nothing more of its fetches' completions (the fetcher, destroyed first, ended them).
+  ~TaskInputs();
 
   // The input `at` describes, as an entry for the task's deps (retained for the caller): its
   // value comes as the input's encoded bytes (detail::EncodedValue).
@@ -70,8 +76,12 @@ class TaskInputs {
   // Asks the driver for the waiting input `id` (nothing when it no longer waits: stopped).
   void AskDriver(uint64_t id, std::string why_not_direct) ABSL_LOCKS_EXCLUDED(mu_);
   // A fetch from the keeper ended (UCX's thread).
-  void OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // A fetch from the keeper ended (on completions_: never UCX's thread); `room` holds the bytes
+  // when they were fetched into it.
+  void OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got,
+                    const std::shared_ptr<std::string>& room) ABSL_LOCKS_EXCLUDED(mu_);
+  // The thread fetches end on, made with the first fetch.
+  CallbackThread* Completions() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the waiting input `id` out; false when it is not waiting.
   bool Take(uint64_t id, Waiting* out) ABSL_LOCKS_EXCLUDED(mu_);
   // Resolves a taken input and lets go of its reference.
@@ -88,6 +98,7 @@ class TaskInputs {
   absl::Status stop_why_ ABSL_GUARDED_BY(mu_);  // set by Stop: new inputs fail with it
   std::map<uint64_t, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> unreachable_ ABSL_GUARDED_BY(mu_);  // keepers' addresses a fetch failed to reach
+  std::unique_ptr<CallbackThread> completions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool::runtime

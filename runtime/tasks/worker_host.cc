@@ -482,6 +482,7 @@ wire::Outcome WorkerHost::Report(Task* task, LeaseRun& run, RunOutcome&& o, std:
       scope.kept.clear();
       out.held = held->id;
       out.held_own_refs = own_refs;
+      out.held_bytes = served.size();
       out.value.clear();
     }
     kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());  // released once the outcome went

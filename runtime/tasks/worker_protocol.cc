@@ -29,7 +29,7 @@ void Fields(M& m, F&& f) {
     f(m.id), f(m.function), f(m.args), f(m.inputs), f(m.inputs_at), f(m.options), f(m.attempt), f(m.checkpoint_key),
         f(m.resume_from), f(m.checkpoint_interval_s);
   } else if constexpr (std::is_same_v<T, InputAt>) {
-    f(m.index), f(m.object), f(m.held), f(m.here), f(m.ucx_address);
+    f(m.index), f(m.object), f(m.held), f(m.here), f(m.ucx_address), f(m.bytes);
   } else if constexpr (std::is_same_v<T, Tasks>) {
     f(m.lease_id), f(m.lease), f(m.tasks);
   } else if constexpr (std::is_same_v<T, StopLease>) {
@@ -41,7 +41,7 @@ void Fields(M& m, F&& f) {
     }
   } else if constexpr (std::is_same_v<T, Outcome>) {
     f(m.id), f(m.kind), f(m.value), f(m.code), f(m.message), f(m.cause), f(m.location), f(m.busy_gpu_micros),
-        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note), f(m.held), f(m.held_own_refs);
+        f(m.lost_gpu_micros), f(m.system_failure), f(m.resume_note), f(m.held), f(m.held_own_refs), f(m.held_bytes);
   } else if constexpr (std::is_same_v<T, Log>) {
     f(m.is_stderr), f(m.line);
   } else if constexpr (std::is_same_v<T, Checkpointed>) {

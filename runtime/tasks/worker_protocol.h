@@ -88,6 +88,7 @@ struct InputAt {
   uint64_t held = 0;        // the keeper's id for the bytes (Outcome::held)
   bool here = false;        // the keeper is the worker that runs the task
   std::string ucx_address;  // else the keeper's ObjectServer (Welcome::objects_key; empty: none)
+  uint64_t bytes = 0;       // its size (Outcome::held_bytes): fetched straight into room that size
 };
 
 struct TaskToRun {
@@ -140,6 +141,7 @@ struct Outcome {
   // The kept result holds refs to objects this worker made: only the driver (which records them
   // as it reads the value) or this worker can read it, never another worker straight from here.
   bool held_own_refs = false;
+  uint64_t held_bytes = 0;  // the kept result's size: a worker fetching it makes room for it first
 };
 
 // Results whose encoding is over this stay in the worker until the driver fetches them (Ray

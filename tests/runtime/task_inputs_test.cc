@@ -133,8 +133,13 @@ TEST_F(TaskInputsTest, AnInputKeptHereIsReadInPlaceAndOneAnotherWorkerKeepsComes
   EXPECT_NE(there->id, 101u) << "an input is an entry of its own, not the driver's id";
   EXPECT_EQ(Read(there), big);
   detail::Release(there);
+  // Its size told (Outcome::held_bytes), it lands straight in the input's own bytes.
+  detail::ObjectHeader* sized = inputs_->Input(
+      wire::InputAt{.index = 2, .object = 101, .held = 7, .ucx_address = keeper_->address(), .bytes = big.size()});
+  EXPECT_EQ(Read(sized), big);
+  detail::Release(sized);
   EXPECT_TRUE(NothingAsked()) << "the driver was asked for an input the workers had";
-  EXPECT_EQ(server_->stats().served, 1u);
+  EXPECT_EQ(server_->stats().served, 2u);
 }
 
 TEST_F(TaskInputsTest, WhatItsKeeperNoLongerHasIsAskedOfTheDriverAndAFailureNamesBothRoutes) {
