@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   }
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   std::printf("driver pid=%d on node %s: %d tasks of %.1f s on %zu nodes in %zu processes took %.2f s\n",
-              static_cast<int>(getpid()), rt.node().c_str(), tasks, seconds, nodes.size(), pids.size(), took.count());
+              static_cast<int>(getpid()), rt.node().empty() ? "(none of the pool's)" : rt.node().c_str(), tasks,
+              seconds, nodes.size(), pids.size(), took.count());
   if (argc > 3 && std::string(argv[3]) == "nested") {
     std::vector<gpupool::ObjectRef<int>> refs = {gpupool::Put(40), gpupool::Task(SlowTwo).Submit()};
     std::printf("nested: %s\n", gpupool::Get(gpupool::Task(SumNested).Gpus(1).Submit(refs))->c_str());

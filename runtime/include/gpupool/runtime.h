@@ -202,7 +202,8 @@ class GPUPOOL_API Runtime {
   int rank() const;
   int ranks() const;
   // The node this process's tasks run on when the pool is remote (mpirun: "rank-<r>" for
-  // simulated GPUs, the host for real ones); empty when the pool is embedded.
+  // simulated GPUs, the host for real ones); empty when the pool is embedded, or when this
+  // process is on no node of the shared pool it joined (its GPU tasks all run in workers).
   const std::string& node() const;
 
  private:
