@@ -53,6 +53,28 @@ absl::Status ObjectRegistry::Remove(absl::string_view id) {
   return absl::OkStatus();
 }
 
+absl::Status ObjectRegistry::RemoveThen(absl::string_view id, absl::AnyInvocable<void() &&> done) {
+  absl::Status status = absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+      status = absl::NotFoundError(absl::StrCat("object '", id, "' is not served"));
+    } else {
+      std::unique_ptr<Entry> entry = std::move(it->second);
+      entries_.erase(it);
+      if (entry->pins > 0) {  // the last transfer to end runs `done` (Lookup's release)
+        entry->then = std::move(done);
+        Entry* e = entry.get();
+        retiring_.emplace(e, std::move(entry));
+        return absl::OkStatus();
+      }
+    }
+  }
+  std::move(done)();
+  return status;
+}
+
 ObjectLookup ObjectRegistry::AsLookup() {
   return [this](absl::string_view id) { return Lookup(id); };
 }
@@ -67,9 +89,17 @@ absl::StatusOr<ServedObject> ObjectRegistry::Lookup(absl::string_view id) {
   ++entry->pins;
   ++total_pins_;
   return ServedObject{entry->bytes, [this, entry] {
-                        absl::MutexLock lock(&mu_);
-                        --entry->pins;
-                        --total_pins_;
+                        absl::AnyInvocable<void() &&> then;
+                        {
+                          absl::MutexLock lock(&mu_);
+                          --entry->pins;
+                          --total_pins_;
+                          if (entry->pins == 0 && entry->then) {
+                            then = std::move(entry->then);
+                            retiring_.erase(entry);
+                          }
+                        }
+                        if (then) std::move(then)();  // outside the lock: it may free what it names
                       }};
 }
 

@@ -98,6 +98,10 @@ class ObjectRegistry {
   absl::Status Add(std::string id, absl::Span<const std::byte> bytes);
   // Stops serving `id` and returns once no transfer reads its bytes. NotFound when not served.
   absl::Status Remove(absl::string_view id);
+  // The same without waiting: `done` runs once no transfer reads the bytes, at once (on this
+  // thread) when none does or `id` is not served (NotFound then), else on the thread whose
+  // transfer ends last. For a caller that must not wait on a slow reader.
+  absl::Status RemoveThen(absl::string_view id, absl::AnyInvocable<void() &&> done);
   // The lookup for ObjectServer::Start; the registry must outlive the server.
   ObjectLookup AsLookup();
 
@@ -105,11 +109,14 @@ class ObjectRegistry {
   struct Entry {
     absl::Span<const std::byte> bytes;
     int pins = 0;
+    absl::AnyInvocable<void() &&> then;  // removed by RemoveThen: what runs when the last pin goes
   };
   absl::StatusOr<ServedObject> Lookup(absl::string_view id);
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
+  // Removed by RemoveThen while transfers still read them.
+  absl::flat_hash_map<Entry*, std::unique_ptr<Entry>> retiring_ ABSL_GUARDED_BY(mu_);
   int total_pins_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

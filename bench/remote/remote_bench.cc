@@ -127,7 +127,11 @@ double InputMBps(gpupool::Runtime& rt, int mib, int rounds, bool through_driver)
     // The last round's result goes once its reader's task is settled, which may be just after
     // its Get returned: counted from none.
     const auto give_up = Clock::now() + std::chrono::seconds(30);
-    while (rt.Stats().objects_kept_by_workers > 0 && Clock::now() < give_up) {
+    while (rt.Stats().objects_kept_by_workers > 0) {
+      if (Clock::now() > give_up) {
+        std::fprintf(stderr, "remote_bench: the last round's %d MiB result was still kept after 30 s\n", mib);
+        return 0;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     gpupool::ObjectRef<std::string> ref = gpupool::Task(Bytes).Gpus(1).Label("node", "n1").Submit(mib);

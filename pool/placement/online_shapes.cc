@@ -34,14 +34,18 @@ void OnlineShapes::Observe(const PodRequest& r) {
   if (++since_forget_ >= std::max(1.0, options_.half_life)) {
     since_forget_ = 0;
     const double floor = total_ * options_.forget_below_share;
+    std::vector<double> forgotten;
     for (auto it = weights_.begin(); it != weights_.end();) {
       if (it->second < floor) {
-        total_ -= it->second;
+        forgotten.push_back(it->second);
         weights_.erase(it++);
       } else {
         ++it;
       }
     }
+    // Taken off the total in a fixed order (the map's is not): every run computes the same sums.
+    std::sort(forgotten.begin(), forgotten.end());
+    for (double w : forgotten) total_ -= w;
   }
   // Observations since the last rebuild, against the weight observed so far counted in
   // observations of today's worth (at most about half_life / ln 2): a long-lived pool keeps

@@ -35,9 +35,10 @@ struct OnlineShapesOptions {
   // Whether host memory is part of a shape's key (memory-aware policies).
   bool key_memory = true;
   // Once every half_life observations, shapes whose share of the weight has fallen below this are
-  // forgotten: a long-lived head sees ever new shapes (CPU and memory vary freely), and one not
-  // seen for about 30 half-lives weighs nothing in any model. So the histogram stays as big as
-  // the shapes of the last few half-lives, not of the pool's whole life.
+  // forgotten: a long-lived head sees ever new shapes (CPU and memory vary freely), and one whose
+  // share is down to 1e-9 (some 20-30 half-lives unseen, fewer for a shape that was rare)
+  // weighs nothing in any model. So the histogram stays as big as the shapes of the last tens of
+  // half-lives, not of the pool's whole life.
   double forget_below_share = 1e-9;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/service/job_session.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -76,8 +78,12 @@ JobSession::~JobSession() {
   if (!job_key_.empty() && !leaving_ && newest && deps_.durable.journal() != nullptr) {
     const auto until = deps_.durable.KeepUntil();
     // Its workers too: they run on for the driver they serve, which takes them back with its
-    // leases (reclaim); past the window they are stopped (PoolServer's StopUnclaimedWorkers).
-    if (!worker_job_.empty() && !deps_.workers.KeepFor(worker_job_, this, until)) StopWorkers();
+    // leases (reclaim); past the window they are stopped (PoolServer's StopUnclaimedWorkers), a
+    // little before the leases go back (the agent's SIGTERM, SIGKILL a second later), so a GPU
+    // handed to another job is not still running this job's task.
+    const std::chrono::milliseconds margin =
+        std::min<std::chrono::milliseconds>(std::chrono::seconds(2), deps_.durable.reclaim_window() / 2);
+    if (!worker_job_.empty() && !deps_.workers.KeepFor(worker_job_, this, until - margin)) StopWorkers();
     for (auto& [client_id, p] : pending_) {
       deps_.sessions.by_request().erase(p.pool_id);
       deps_.durable.kept().KeepRequest(p.pool_id, ReclaimBook::KeptRequest{.job_key = job_key_,

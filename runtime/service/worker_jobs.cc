@@ -40,7 +40,9 @@ bool WorkerJobs::KeepFor(const std::string& job, const JobSession* session, Cloc
 std::string WorkerJobs::Adopt(const std::string& job_key, const JobSession* session) {
   if (job_key.empty()) return "";
   for (auto& [job, kept] : jobs_) {
-    if (kept.owner == nullptr && kept.job_key == job_key) {
+    // Kept, or still held by the job's older session (a half-open connection the head has not
+    // seen close yet: its end then stops nothing, as with Claim).
+    if (kept.job_key == job_key) {
       kept.owner = session;
       return job;
     }

@@ -59,8 +59,8 @@ class WorkerJobs {
   // session speaks for it.
   using Clock = std::chrono::steady_clock;
   bool KeepFor(const std::string& job, const JobSession* session, Clock::time_point until);
-  // The job of `job_key` whose workers are kept: `session` speaks for them from now on. Its id, or
-  // "" when none is kept for that key.
+  // The job of `job_key`, its workers kept or still held by its older session: `session` speaks
+  // for them from now on. Its id, or "" when there is none for that key.
   std::string Adopt(const std::string& job_key, const JobSession* session);
   // Jobs kept past their time, each with the nodes where it has workers (forgotten here).
   std::map<std::string, std::set<std::string>> TakeExpired(Clock::time_point now);

@@ -88,10 +88,6 @@ void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
   if (task->unresolved.fetch_sub(1, std::memory_order_acq_rel) == 1) MakeRunnable(task);
 }
 
-namespace {
-
-// Why a task whose dependency failed fails, and the original exception to travel on (as Ray's
-// dependants re-raise it).
 void DescribeDependencyFailure(std::exception_ptr failure, std::string* why, std::string* cause) {
   *why = "a dependency failed";
   try {
@@ -104,8 +100,6 @@ void DescribeDependencyFailure(std::exception_ptr failure, std::string* why, std
   } catch (...) {
   }
 }
-
-}  // namespace
 
 void Executor::MakeRunnable(Task* task) {
   if (Waits(task) > 0) waiting_for_dependencies_.fetch_sub(1, std::memory_order_relaxed);
@@ -137,6 +131,10 @@ bool Executor::AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out) {
       }
     }
     if (entry->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+      if (lease != nullptr && lease->stop.load()) {  // failed because its process is stopping
+        out->kind = RunOutcome::Kind::kNotRun;
+        return false;
+      }
       out->kind = RunOutcome::Kind::kFailed;
       out->code = ErrorCode::kAborted;
       DescribeDependencyFailure(entry->failure, &out->message, &out->cause);

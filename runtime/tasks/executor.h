@@ -41,6 +41,10 @@
 
 namespace gpupool::runtime {
 
+// Why a task whose dependency failed with `failure` fails ("a dependency failed: …"), and the
+// original exception's cause to travel on (as Ray's dependants re-raise it); the task fails kAborted.
+void DescribeDependencyFailure(std::exception_ptr failure, std::string* why, std::string* cause);
+
 class JobRuntime;
 
 // The exception a task's result fails with: "task '<name>' (task <id>, attempt <n>) on

@@ -46,6 +46,13 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, const Worker
       out.inputs.emplace_back();
       // Made before the task became runnable: resolved here, or a value a worker keeps, which
       // the task's worker gets from there itself (Executor::TasksMayRunInWorkers).
+      if (h->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
+        // Failed since it was made (a worker that kept it died): as any failed dependency.
+        std::string why, cause;
+        DescribeDependencyFailure(static_cast<ObjectEntry*>(h)->failure, &why, &cause);
+        executor_.FailTask(task, ErrorCode::kAborted, "submit", why, cause);
+        return false;
+      }
       if (h->state.load(std::memory_order_acquire) == detail::kObjectPending) {
         wire::InputAt at{.index = out.inputs.size() - 1, .object = h->id};
         if (objects_ == nullptr || !objects_->Locate(static_cast<ObjectEntry*>(h), to, &at)) {

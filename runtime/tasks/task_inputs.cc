@@ -55,13 +55,19 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
       // Its size known, the bytes land straight in the string the task's argument reader takes
       // (no copy); otherwise in a buffer of the size the keeper says, copied once.
       auto room = std::make_shared<std::string>();
-      if (at.bytes > 0) room->resize(at.bytes);
+      if (at.bytes > 0) {
+        try {
+          room->resize(at.bytes);
+        } catch (const std::exception&) {  // no room that big (or a size that makes no sense)
+          room->clear();                   // the fetcher sizes its own buffer, or says why not
+        }
+      }
       auto finish = [this, done, id, keeper = at.ucx_address, room](absl::StatusOr<transport::FetchedObject> got) {
         // Off UCX's thread: a copy, or a send to the driver, would hold up its other transfers.
         auto result = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
         done->Post([this, id, keeper, room, result] { OnUcxFetched(id, keeper, std::move(*result), room); });
       };
-      if (at.bytes > 0) {
+      if (!room->empty()) {
         ucx.fetcher->FetchIntoAsync(*keeper, std::to_string(at.held),
                                     absl::MakeSpan(reinterpret_cast<std::byte*>(room->data()), room->size()), options,
                                     std::move(finish));

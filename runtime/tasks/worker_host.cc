@@ -208,13 +208,22 @@ void WorkerHost::OnRelease(const wire::Release& release) {
     gone = std::move(it->second);
     held_.erase(it);
   }
-  if (gone.served) (void)registry_.Remove(std::to_string(release.object));  // waits for a transfer under way
   // Outside the lock: freeing may release what the value holds, and come back here.
-  if (!gone.read && gone.refs_read < gone.nested.size()) {  // the refs inside the driver never read
-    DropHolds(std::vector<uint64_t>(gone.nested.begin() + static_cast<ptrdiff_t>(gone.refs_read), gone.nested.end()));
+  const bool served = gone.served;
+  auto let_go = [this, gone = std::move(gone)]() mutable {
+    if (!gone.read && gone.refs_read < gone.nested.size()) {  // the refs inside the driver never read
+      DropHolds(std::vector<uint64_t>(gone.nested.begin() + static_cast<ptrdiff_t>(gone.refs_read), gone.nested.end()));
+    }
+    for (detail::ObjectHeader* h : gone.kept) detail::Release(h);
+    detail::Release(gone.object);
+  };
+  // Another worker may be reading it over UCX (a task's input): the bytes go once it is done,
+  // without this thread (which reads the driver's frames) waiting for it.
+  if (served) {
+    (void)registry_.RemoveThen(std::to_string(release.object), std::move(let_go));
+  } else {
+    let_go();
   }
-  for (detail::ObjectHeader* h : gone.kept) detail::Release(h);
-  detail::Release(gone.object);
 }
 
 void WorkerHost::OnDriverFetch(const wire::Fetch& ask) {
@@ -522,6 +531,13 @@ void WorkerHost::LeaseLoop(Lease* lease) {
       more = !lease->queue.empty();
     }
     if (out.empty()) first_waiting = std::chrono::steady_clock::now();
+    // Its inputs may still be on their way (Executor::AwaitInputs): what finished before it goes
+    // to the driver now, not after the wait.
+    if (!out.empty() && std::any_of(task->deps.begin(), task->deps.end(), [](detail::ObjectHeader* h) {
+          return h->state.load(std::memory_order_acquire) == detail::kObjectPending;
+        })) {
+      send();
+    }
     RunOutcome outcome;
     if (lease->run.stop.load()) {
       outcome.kind = RunOutcome::Kind::kNotRun;  // its lease went before it started
@@ -584,7 +600,6 @@ void WorkerHost::StopImports() {
 }
 
 void WorkerHost::StopAll() {
-  StopImports();  // a task waiting on an import would hold up the stop
   for (auto& [id, lease] : leases_) {
     {
       MutexLock lock(&lease->mu);
@@ -593,6 +608,9 @@ void WorkerHost::StopAll() {
     }
     lease->cv.NotifyAll();
   }
+  // After the leases' stop: a task waiting for an input the stop fails is handed back unrun, not
+  // failed (Executor::AwaitInputs); and a task waiting on an import would hold up the stop.
+  StopImports();
   for (auto& [id, lease] : leases_) {
     if (lease->thread.joinable()) lease->thread.join();
     lease->run.ReleaseStreams();

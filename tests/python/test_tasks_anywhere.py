@@ -597,7 +597,11 @@ class _CuttableProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = self._socket.create_connection(("127.0.0.1", self._target))
+            try:
+                upstream = self._socket.create_connection(("127.0.0.1", self._target))
+            except OSError:
+                client.close()  # the head is not there: the driver sees the connection close
+                continue
             with self._lock:
                 self._pairs.append((client, upstream))
                 self.connections += 1
@@ -613,11 +617,12 @@ class _CuttableProxy:
                 dst.sendall(data)
         except OSError:
             pass
-        for s in (src, dst):
+        for s in (src, dst):  # the other direction's pump ends too, and closes them again
             try:
                 s.shutdown(self._socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
 
     def cut(self):
         with self._lock:
@@ -644,13 +649,16 @@ def test_a_driver_that_loses_its_head_for_a_moment_keeps_its_workers_and_their_r
     proxy = _CuttableProxy(two_node_pool_with_journal)
     marker = tmp_path / "started"
 
+    cut_while_running = []
+
     def cut_once_started():
-        for _ in range(600):
+        for _ in range(3000):  # up to 60 s: a loaded machine starts workers slowly
             if marker.exists() and marker.read_text():
-                break
+                time.sleep(0.3)
+                proxy.cut()
+                cut_while_running.append(True)
+                return
             time.sleep(0.02)
-        time.sleep(0.3)
-        proxy.cut()
 
     cutter = threading.Thread(target=cut_once_started)
     cutter.start()
@@ -674,5 +682,6 @@ def test_a_driver_that_loses_its_head_for_a_moment_keeps_its_workers_and_their_r
         cutter.join()
         proxy.close()
     assert out.returncode == 0, out.stdout + out.stderr + (tmp_path / "head.log").read_text()
+    assert cut_while_running, "the task never started, so nothing was cut: " + out.stdout + out.stderr
     assert proxy.connections >= 2, "the driver did not come back through the relay: " + out.stderr
     assert "attempt 0 same worker True" in out.stdout, out.stdout + out.stderr + (tmp_path / "head.log").read_text()

@@ -56,13 +56,13 @@ class TaskInputsTest : public ::testing::Test {
         [this] { return TaskInputs::Ucx{ucx_.get(), fetcher_.get()}; });
   }
   void TearDown() override {
-    inputs_->Stop(absl::CancelledError("the test ends"));
+    if (inputs_ != nullptr) inputs_->Stop(absl::CancelledError("the test ends"));
     fetcher_.reset();
     inputs_.reset();
     detail::Release(kept_);
     server_.reset();
     for (const std::string& id : served_) (void)registry_.Remove(id);
-    ObjectStore::Orphan(std::move(store_));
+    if (store_ != nullptr) ObjectStore::Orphan(std::move(store_));
   }
 
   // The keeper serves `bytes` as its kept result `id`.

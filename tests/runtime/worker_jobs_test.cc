@@ -55,7 +55,11 @@ TEST(WorkerJobs, AJobWithoutAKeyOrTakenOverAlreadyIsNotKept) {
   ASSERT_TRUE(workers.Claim("job-2", "key-2", Session(2)).ok());
   ASSERT_TRUE(workers.Claim("job-2", "key-2", Session(3)).ok());  // back on a new connection already
   EXPECT_FALSE(workers.KeepFor("job-2", Session(2), until)) << "the old session kept what the new one holds";
-  EXPECT_EQ(workers.Adopt("key-2", Session(4)), "") << "adopted while its session lives";
+  // A job back on a new session while its old one has not been seen to end (a half-open
+  // connection): the new one takes its workers over, and the old one's end stops nothing.
+  EXPECT_EQ(workers.Adopt("key-2", Session(4)), "job-2");
+  EXPECT_TRUE(workers.Release("job-2", Session(3)).empty());
+  EXPECT_FALSE(workers.KeepFor("job-2", Session(3), until));
 }
 
 }  // namespace

@@ -400,5 +400,25 @@ TEST(ObjectRegistry, AddTwiceIsAlreadyExistsAndRemoveUnknownIsNotFound) {
   EXPECT_TRUE(registry.Remove("x").ok());
 }
 
+TEST(ObjectRegistry, RemoveThenRunsOnceTheLastReaderIsDoneWithoutWaitingForIt) {
+  ObjectRegistry registry;
+  std::vector<std::byte> bytes(3);
+  ASSERT_TRUE(registry.Add("x", bytes).ok());
+  ObjectLookup lookup = registry.AsLookup();
+  absl::StatusOr<ServedObject> reading = lookup("x");  // a transfer under way
+  ASSERT_TRUE(reading.ok());
+  int done = 0;
+  EXPECT_TRUE(registry.RemoveThen("x", [&done] { ++done; }).ok());  // returns at once
+  EXPECT_EQ(done, 0) << "ran while a transfer still read the bytes";
+  EXPECT_EQ(lookup("x").status().code(), absl::StatusCode::kNotFound) << "served after its removal";
+  std::move(reading->release)();
+  EXPECT_EQ(done, 1);
+  // Nothing reading, or not served at all: at once.
+  ASSERT_TRUE(registry.Add("y", bytes).ok());
+  EXPECT_TRUE(registry.RemoveThen("y", [&done] { ++done; }).ok());
+  EXPECT_EQ(registry.RemoveThen("z", [&done] { ++done; }).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(done, 3);
+}
+
 }  // namespace
 }  // namespace gpupool::transport
