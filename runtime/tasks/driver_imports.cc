@@ -1,6 +1,8 @@
 // File: runtime/tasks/driver_imports.cc
 #include "runtime/tasks/driver_imports.h"
 
+#include <chrono>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -107,6 +109,43 @@ void DriverImports::OnFetched(const wire::FetchedView& answer) {
     }
   }
   Resolve(entry, std::move(value), failure);
+}
+
+void DriverImports::AskThroughDriver(ObjectId id) {
+  Send(wire::Encode(wire::Fetch{.request = id, .object = id, .through_driver = true}));
+}
+
+void DriverImports::OnFetchFrom(const wire::FetchFrom& where) {
+  const ObjectId id = where.request;
+  {
+    MutexLock lock(&mu_);
+    if (!waiting_.contains(id)) return;  // freed (or stopped) meanwhile
+  }
+  // Read as the driver's answer would be: the bytes are the same.
+  auto deliver = [this, id](std::string_view bytes) {
+    OnFetched(wire::FetchedView{.request = id, .value = bytes});
+  };
+  if (where.at.here) {
+    if (detail::ObjectHeader* kept = kept_result_ ? kept_result_(where.at.held) : nullptr) {
+      const detail::ValueBox& box = detail::AwaitValue(kept, std::chrono::steady_clock::time_point::max());
+      deliver(static_cast<const detail::EncodedValue&>(box).bytes);  // KeptResult: always its bytes
+      detail::Release(kept);
+    } else {
+      AskThroughDriver(id);  // let go of meanwhile: the driver read it, and has it
+    }
+    return;
+  }
+  if (!from_keeper_) {
+    AskThroughDriver(id);
+    return;
+  }
+  from_keeper_(where.at, [this, id, deliver](absl::StatusOr<std::string> bytes) {
+    if (bytes.ok()) {
+      deliver(*bytes);
+    } else {
+      AskThroughDriver(id);
+    }
+  });
 }
 
 void DriverImports::Forget(ObjectEntry* entry) {

@@ -6,7 +6,9 @@
 // driver's id, pending and marked remote. Nothing travels until something here needs the value
 // (a Get, a wait, a task depending on it: ObjectStore's RemoteValues calls); then the worker asks
 // its driver (wire::Fetch) and the answer completes the entry. The driver answers once the object
-// is resolved, so a ref to a result still being computed is simply waited for.
+// is resolved, so a ref to a result still being computed is simply waited for; or, for a result
+// another worker keeps, says where it is (wire::FetchFrom): the worker gets it from that worker
+// (or reads its own copy), and asks the driver again for the value only when that fails.
 //
 // Borrowing (Ray's borrower protocol, reduced to one owner): when the worker first holds a ref to
 // one of the driver's objects it tells the driver (wire::Borrow), and the driver keeps the object
@@ -26,7 +28,9 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "runtime/objects/object_store.h"
 #include "runtime/rpc/frame_socket.h"
 #include "runtime/sync/mutex.h"
@@ -45,6 +49,17 @@ class DriverImports final : public RemoteValues {
   detail::ObjectHeader* Import(ObjectId id, detail::BoxDecoder decode) ABSL_LOCKS_EXCLUDED(mu_);
   // The driver's answer to a Fetch.
   void OnFetched(const wire::FetchedView& answer) ABSL_LOCKS_EXCLUDED(mu_);
+  // The driver's other answer: another worker keeps it (or this one), get it from there; when
+  // that fails, the driver is asked again, to answer with the value (Fetch::through_driver).
+  void OnFetchFrom(const wire::FetchFrom& where) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How this worker reads a result it keeps (retained, or null), and gets one another worker
+  // keeps (runtime/tasks/task_inputs.h's FromKeeper). Set once, before anything is served.
+  using FromKeeper = std::function<void(const wire::InputAt&, absl::AnyInvocable<void(absl::StatusOr<std::string>)>)>;
+  void UseKeepers(std::function<detail::ObjectHeader*(uint64_t)> kept, FromKeeper from_keeper) {
+    kept_result_ = std::move(kept);
+    from_keeper_ = std::move(from_keeper);
+  }
   // The worker stops serving: entries still waiting for their values fail with `why`, nothing
   // more is sent, and the idle copies are let go.
   void Stop(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -65,11 +80,15 @@ class DriverImports final : public RemoteValues {
     bool asked = false;
   };
   void Send(const std::string& frame) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the driver for `id` again, to answer with its value.
+  void AskThroughDriver(ObjectId id) ABSL_LOCKS_EXCLUDED(mu_);
   void Resolve(ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure);
 
   ObjectStore& store_;
   FrameSocket* const driver_;
   const std::function<void(Task*, ObjectEntry*)> resolved_;
+  std::function<detail::ObjectHeader*(uint64_t)> kept_result_;  // UseKeepers
+  FromKeeper from_keeper_;
   Mutex mu_;
   Mutex send_mu_;  // serialises sends with Stop: nothing is sent once it returned
   bool stopped_ ABSL_GUARDED_BY(send_mu_) = false;

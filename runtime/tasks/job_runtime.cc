@@ -219,6 +219,14 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   // compute it, or another worker keep it (fetched from there meanwhile).
   wo.on_fetch = [this](WorkerConnection& from, const wire::Fetch& ask) {
     std::shared_ptr<ObjectEntry> entry(store_->Lookup(ask.object), [](ObjectEntry* e) { detail::Release(e); });
+    // A value a worker keeps goes from there to the worker asking (it borrows the object
+    // meanwhile, so the keeper keeps the bytes), not through here: unless it asks through here.
+    if (wire::InputAt at{.object = ask.object}; entry != nullptr && !ask.through_driver &&
+                                                entry->state.load(std::memory_order_acquire) == detail::kObjectPending &&
+                                                remote_objects_->Locate(entry.get(), from, &at)) {
+      from.PostFrame(wire::Encode(wire::FetchFrom{.request = ask.request, .at = std::move(at)}));
+      return;
+    }
     if (entry != nullptr) store_->Want(entry.get());
     from.Post([this, entry, request = ask.request]() -> std::optional<std::string> {
       if (entry == nullptr) {

@@ -32,50 +32,19 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
             Failure(Waiting{.object = at.object}, static_cast<ErrorCode>(stopped.code()), stopped.message()));
     return entry;
   }
-  bool unreachable;
-  {
-    MutexLock lock(&mu_);
-    unreachable = unreachable_.contains(at.ucx_address);
-  }
-  if (!at.here && !at.ucx_address.empty() && unreachable) {
-    why_not_direct = "an earlier fetch from the worker that keeps it failed";
-  } else if (!at.here && !at.ucx_address.empty()) {
-    Ucx ucx = ucx_();
-    if (ucx.fetcher == nullptr) {
-      why_not_direct = "this worker cannot start UCX";
-    } else if (absl::StatusOr<transport::PeerId> keeper =
-                   ucx.worker->Connect(at.ucx_address, absl::StrCat("the worker that keeps object ", at.object));
-               !keeper.ok()) {
-      why_not_direct = keeper.status().ToString();
-    } else {
-      CallbackThread* done = Completions();
-      // Long: the deadline covers the whole transfer of what may be gigabytes; a keeper that dies
-      // ends it sooner (its endpoint fails).
-      const transport::FetchOptions options{.timeout = absl::Minutes(10)};
-      // Its size known, the bytes land straight in the string the task's argument reader takes
-      // (no copy); otherwise in a buffer of the size the keeper says, copied once.
-      auto room = std::make_shared<std::string>();
-      if (at.bytes > 0) {
-        try {
-          room->resize(at.bytes);
-        } catch (const std::exception&) {  // no room that big (or a size that makes no sense)
-          room->clear();                   // the fetcher sizes its own buffer, or says why not
-        }
+  if (!at.here && !at.ucx_address.empty()) {
+    FromKeeper(at, [this, id](absl::StatusOr<std::string> bytes) {
+      if (!bytes.ok()) {
+        // The keeper let go of the bytes (the driver fetched them meanwhile), died, or cannot be
+        // reached: the driver has the value, or knows why nobody does.
+        AskDriver(id, bytes.status().ToString());
+        return;
       }
-      auto finish = [this, done, id, keeper = at.ucx_address, room](absl::StatusOr<transport::FetchedObject> got) {
-        // Off UCX's thread: a copy, or a send to the driver, would hold up its other transfers.
-        auto result = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
-        done->Post([this, id, keeper, room, result] { OnUcxFetched(id, keeper, std::move(*result), room); });
-      };
-      if (!room->empty()) {
-        ucx.fetcher->FetchIntoAsync(*keeper, std::to_string(at.held),
-                                    absl::MakeSpan(reinterpret_cast<std::byte*>(room->data()), room->size()), options,
-                                    std::move(finish));
-      } else {
-        ucx.fetcher->FetchAsync(*keeper, std::to_string(at.held), options, std::move(finish));
-      }
-      return entry;
-    }
+      Waiting input;
+      if (!Take(id, &input)) return;  // failed by Stop meanwhile
+      Resolve(input, std::make_unique<detail::EncodedValue>(*std::move(bytes)), nullptr);
+    });
+    return entry;
   }
   AskDriver(id, std::move(why_not_direct));
   return entry;
@@ -96,30 +65,76 @@ TaskInputs::~TaskInputs() {
   if (completions != nullptr) completions->Stop();  // what it has not run finds nothing waiting
 }
 
-void TaskInputs::OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got,
-                              const std::shared_ptr<std::string>& room) {
-  if (!got.ok()) {
-    // The keeper let go of the bytes (the driver fetched them meanwhile), died, or cannot be
-    // reached: the driver has the value, or knows why nobody does. One that could not be reached
-    // (or answered too late) is not tried again: each try could wait its whole deadline.
-    if (got.status().code() == absl::StatusCode::kUnavailable ||
-        got.status().code() == absl::StatusCode::kDeadlineExceeded) {
-      MutexLock lock(&mu_);
-      unreachable_.insert(keeper);
-    }
-    AskDriver(id, got.status().ToString());
+void TaskInputs::FromKeeper(const wire::InputAt& at, BytesDone done) {
+  bool unreachable;
+  {
+    MutexLock lock(&mu_);
+    unreachable = unreachable_.contains(at.ucx_address);
+  }
+  if (unreachable) {
+    done(absl::UnavailableError("an earlier fetch from the worker that keeps it failed"));
     return;
   }
-  Waiting input;
-  if (!Take(id, &input)) return;  // failed by Stop meanwhile
-  std::string bytes;
-  if (got->data == nullptr) {  // into `room`, made the size the driver said
-    room->resize(got->size);
-    bytes = std::move(*room);
-  } else {
-    bytes.assign(reinterpret_cast<const char*>(got->data.get()), got->size);
+  Ucx ucx = ucx_();
+  if (ucx.fetcher == nullptr) {
+    done(absl::UnavailableError("this worker cannot start UCX"));
+    return;
   }
-  Resolve(input, std::make_unique<detail::EncodedValue>(std::move(bytes)), nullptr);
+  absl::StatusOr<transport::PeerId> keeper =
+      ucx.worker->Connect(at.ucx_address, absl::StrCat("the worker that keeps object ", at.object));
+  if (!keeper.ok()) {
+    done(keeper.status());
+    return;
+  }
+  CallbackThread* completions = Completions();
+  // Long: the deadline covers the whole transfer of what may be gigabytes; a keeper that dies
+  // ends it sooner (its endpoint fails).
+  const transport::FetchOptions options{.timeout = absl::Minutes(10)};
+  // Its size known, the bytes land straight in the string the reader takes (no copy); otherwise
+  // in a buffer of the size the keeper says, copied once.
+  auto room = std::make_shared<std::string>();
+  if (at.bytes > 0) {
+    try {
+      room->resize(at.bytes);
+    } catch (const std::exception&) {  // no room that big (or a size that makes no sense)
+      room->clear();                   // the fetcher sizes its own buffer, or says why not
+    }
+  }
+  // Shared: the completion thread takes copyable closures.
+  auto on_done = std::make_shared<BytesDone>(std::move(done));
+  auto finish = [this, completions, keeper = at.ucx_address, room, on_done](absl::StatusOr<transport::FetchedObject> got) {
+    // Off UCX's thread: a copy, a decode or a send to the driver would hold up its other transfers.
+    auto result = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
+    completions->Post([this, keeper, room, result, on_done] {
+      BytesDone& done = *on_done;
+      if (!result->ok()) {
+        // One that could not be reached (or answered too late) is not tried again: each try
+        // could wait its whole deadline.
+        if (result->status().code() == absl::StatusCode::kUnavailable ||
+            result->status().code() == absl::StatusCode::kDeadlineExceeded) {
+          MutexLock lock(&mu_);
+          unreachable_.insert(keeper);
+        }
+        done(result->status());
+        return;
+      }
+      std::string bytes;
+      if ((*result)->data == nullptr) {  // into `room`, made the size the driver said
+        room->resize((*result)->size);
+        bytes = std::move(*room);
+      } else {
+        bytes.assign(reinterpret_cast<const char*>((*result)->data.get()), (*result)->size);
+      }
+      done(std::move(bytes));
+    });
+  };
+  if (!room->empty()) {
+    ucx.fetcher->FetchIntoAsync(*keeper, std::to_string(at.held),
+                                absl::MakeSpan(reinterpret_cast<std::byte*>(room->data()), room->size()), options,
+                                std::move(finish));
+  } else {
+    ucx.fetcher->FetchAsync(*keeper, std::to_string(at.held), options, std::move(finish));
+  }
 }
 
 void TaskInputs::AskDriver(uint64_t id, std::string why_not_direct) {
@@ -134,7 +149,9 @@ void TaskInputs::AskDriver(uint64_t id, std::string why_not_direct) {
   }
   MutexLock lock(&send_mu_);
   // A failed send means the connection is going: Serve ends, and Stop fails what still waits.
-  if (!stopped_) (void)driver_->Send(wire::Encode(wire::Fetch{.request = id, .object = object}));
+  if (!stopped_) {
+    (void)driver_->Send(wire::Encode(wire::Fetch{.request = id, .object = object, .through_driver = true}));
+  }
 }
 
 bool TaskInputs::OnFetched(const wire::FetchedView& answer) {

@@ -30,7 +30,9 @@
 #include <set>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "runtime/client/callback_thread.h"
 #include "runtime/objects/object_store.h"
 #include "runtime/rpc/frame_socket.h"
@@ -63,6 +65,13 @@ class TaskInputs {
   // The worker stops serving: inputs still waiting fail with `why`, and nothing more is sent.
   void Stop(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A kept result's bytes from the worker that keeps it (`at`: its UCX address, its id there and
+  // size), or why not; `done` runs on this class's completion thread (or at once, on this one,
+  // when no fetch could start). Also how this worker's imports of the driver's objects get one a
+  // worker keeps (DriverImports, on the driver's word: wire::FetchFrom).
+  using BytesDone = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
+  void FromKeeper(const wire::InputAt& at, BytesDone done) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // Inputs on their way, by the input entry's id (the request id of an ask to the driver), with
   // the driver's object id, whether the driver was asked, and why it was not fetched directly
@@ -76,10 +85,6 @@ class TaskInputs {
   // Asks the driver for the waiting input `id` (nothing when it no longer waits: stopped).
   void AskDriver(uint64_t id, std::string why_not_direct) ABSL_LOCKS_EXCLUDED(mu_);
   // A fetch from the keeper ended (UCX's thread).
-  // A fetch from the keeper ended (on completions_: never UCX's thread); `room` holds the bytes
-  // when they were fetched into it.
-  void OnUcxFetched(uint64_t id, const std::string& keeper, absl::StatusOr<transport::FetchedObject> got,
-                    const std::shared_ptr<std::string>& room) ABSL_LOCKS_EXCLUDED(mu_);
   // The thread fetches end on, made with the first fetch.
   CallbackThread* Completions() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the waiting input `id` out; false when it is not waiting.

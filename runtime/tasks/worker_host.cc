@@ -88,6 +88,10 @@ WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::mi
       inputs_(std::make_unique<TaskInputs>(
           &runtime.store(), &driver, [this](uint64_t id) { return KeptResult(id); },
           [this] { return FetchingOverUcx(); })) {
+  imports_->UseKeepers([this](uint64_t id) { return KeptResult(id); },
+                       [this](const wire::InputAt& at, absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) {
+                         inputs_->FromKeeper(at, std::move(done));
+                       });
   rt_.store().SetRemoteValues(imports_);
 }
 
@@ -319,6 +323,9 @@ absl::Status WorkerHost::Serve() {
           break;
         case wire::Kind::kFetch:
           bad = deliver(wire::DecodeFetch(*frame), [&](const wire::Fetch& m) { OnDriverFetch(m); });
+          break;
+        case wire::Kind::kFetchFrom:
+          bad = deliver(wire::DecodeFetchFrom(*frame), [&](const wire::FetchFrom& m) { imports_->OnFetchFrom(m); });
           break;
         case wire::Kind::kRelease:
           bad = deliver(wire::DecodeRelease(*frame), [&](const wire::Release& m) { OnRelease(m); });

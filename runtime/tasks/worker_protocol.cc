@@ -47,7 +47,9 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Checkpointed>) {
     f(m.lease_id), f(m.task_key), f(m.version), f(m.step), f(m.path);
   } else if constexpr (std::is_same_v<T, Fetch>) {
-    f(m.request), f(m.object);
+    f(m.request), f(m.object), f(m.through_driver);
+  } else if constexpr (std::is_same_v<T, FetchFrom>) {
+    f(m.request), f(m.at);
   } else if constexpr (std::is_same_v<T, Fetched>) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   } else if constexpr (std::is_same_v<T, Release>) {
@@ -148,6 +150,8 @@ template <>
 struct Codec<runtime::wire::Borrow> : WireCodec<runtime::wire::Borrow> {};
 template <>
 struct Codec<runtime::wire::ObjectsAt> : WireCodec<runtime::wire::ObjectsAt> {};
+template <>
+struct Codec<runtime::wire::FetchFrom> : WireCodec<runtime::wire::FetchFrom> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -174,12 +178,13 @@ std::string Encode(const Fetched& m) { return EncodeAs(Kind::kFetched, m); }
 std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
 std::string Encode(const Borrow& m) { return EncodeAs(Kind::kBorrow, m); }
 std::string Encode(const ObjectsAt& m) { return EncodeAs(Kind::kObjectsAt, m); }
+std::string Encode(const FetchFrom& m) { return EncodeAs(Kind::kFetchFrom, m); }
 
 absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kObjectsAt)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kFetchFrom)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -205,6 +210,9 @@ absl::StatusOr<Release> DecodeRelease(std::string_view f) { return DecodeAs<Rele
 absl::StatusOr<Borrow> DecodeBorrow(std::string_view f) { return DecodeAs<Borrow>(Kind::kBorrow, f, "borrow"); }
 absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view f) {
   return DecodeAs<ObjectsAt>(Kind::kObjectsAt, f, "objects-at");
+}
+absl::StatusOr<FetchFrom> DecodeFetchFrom(std::string_view f) {
+  return DecodeAs<FetchFrom>(Kind::kFetchFrom, f, "fetch-from");
 }
 
 std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value) {

@@ -7,15 +7,17 @@
 //
 //   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Fetched,
 //                     Borrow, Release, ObjectsAt, Bye
-//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, Release, Stop
+//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, FetchFrom, Release,
+//                     Stop
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
 // encoded), except those a worker keeps, which the task's worker gets from there (InputAt,
 // runtime/tasks/task_inputs.h); the worker sends back each task's outcome (a small result encoded in it, or why the
 // task failed or stopped), and imports the driver's objects that arguments name inside them
-// (Fetch, answered by Fetched): lazily, when a task needs a value, keeping the object alive at the
-// driver while the worker holds a ref to it (Borrow, then Release: runtime/tasks/driver_imports.h).
+// (Fetch, answered by Fetched, or by FetchFrom when another worker keeps it: the worker gets it
+// from there): lazily, when a task needs a value, keeping the object alive at the driver while
+// the worker holds a ref to it (Borrow, then Release: runtime/tasks/driver_imports.h).
 //
 // Objects the worker holds for the driver (Ray's ownership: the driver owns them, the worker
 // keeps their values): a result too big to go with its outcome (Outcome::held), and objects the
@@ -38,7 +40,7 @@ namespace gpupool::runtime::wire {
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
   kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11, kRelease = 12,
-  kBorrow = 13, kObjectsAt = 14,
+  kBorrow = 13, kObjectsAt = 14, kFetchFrom = 15,
 };
 
 // The first frame a worker sends. `secret` is the job's worker key, which the worker read from
@@ -184,6 +186,19 @@ struct Checkpointed {
 struct Fetch {
   uint64_t request = 0;  // the asker's, to match the answer
   uint64_t object = 0;   // the object's id (a held result: the id in Outcome::held)
+  // A worker asking its driver: answer with the value, never FetchFrom (the worker could not
+  // get it from where it is, or was told already that it cannot).
+  bool through_driver = false;
+};
+
+// The driver's answer to a worker's Fetch of an object another worker keeps (a result over
+// 100 KiB), in place of Fetched: get it from there (`at`: the keeper's UCX address, its id and
+// size there; `here`: this worker itself keeps it). A worker that cannot asks again with
+// Fetch::through_driver. The worker borrows the object meanwhile, so the keeper keeps the bytes
+// until the driver reads them itself or lets go of it.
+struct FetchFrom {
+  uint64_t request = 0;
+  InputAt at;
 };
 struct Fetched {
   uint64_t request = 0;
@@ -251,6 +266,7 @@ std::string Encode(const Fetched& m);
 std::string Encode(const Release& m);
 std::string Encode(const Borrow& m);
 std::string Encode(const ObjectsAt& m);
+std::string Encode(const FetchFrom& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -266,6 +282,7 @@ absl::StatusOr<Fetched> DecodeFetched(std::string_view frame);
 absl::StatusOr<Release> DecodeRelease(std::string_view frame);
 absl::StatusOr<Borrow> DecodeBorrow(std::string_view frame);
 absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view frame);
+absl::StatusOr<FetchFrom> DecodeFetchFrom(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 
