@@ -9,10 +9,13 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "gpupool/codec.h"
 #include "gpupool/error.h"
+#include "runtime/tasks/driver_imports.h"
 #include "runtime/rpc/frame_socket.h"
 
 namespace gpupool::runtime {
@@ -189,6 +192,70 @@ TEST_F(TaskInputsTest, StoppingFailsWhatStillWaitsAndAsksNothingMore) {
   detail::Release(after);
   EXPECT_TRUE(NothingAsked());
   EXPECT_EQ(server_->stats().served + server_->stats().not_found, 0u) << "nothing fetched after the stop";
+}
+
+// The driver's objects a worker imports (runtime/tasks/driver_imports.h) that another worker
+// keeps: the driver says where (wire::FetchFrom), the worker gets them from there, and asks the
+// driver again, for the value itself, only when that fails.
+TEST_F(TaskInputsTest, AnImportTheDriverSaysAnotherWorkerKeepsComesFromItOrElseThroughTheDriver) {
+  auto imports = std::make_shared<DriverImports>(store_.get(), worker_end_.get(), [](Task*, ObjectEntry*) {});
+  imports->UseKeepers([](uint64_t) -> detail::ObjectHeader* { return nullptr; },  // keeps nothing itself
+                      [this](const wire::InputAt& at, absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) {
+                        inputs_->FromKeeper(at, std::move(done));
+                      });
+  store_->SetRemoteValues(imports);
+  auto encoded = [](const std::string& v) {
+    std::string out;
+    Writer w(out);
+    gpupool::Encode(w, v);
+    return out;
+  };
+  // What the worker sent the driver next, past its borrows.
+  auto next_fetch = [this] {
+    while (true) {
+      absl::StatusOr<std::string> frame = driver_end_->Receive(std::chrono::seconds(5));
+      if (!frame.ok()) return wire::Fetch{};
+      if (wire::KindOf(*frame).value_or(wire::Kind::kBye) == wire::Kind::kBorrow) continue;
+      return wire::DecodeFetch(*frame).value_or(wire::Fetch{});
+    }
+  };
+  auto read = [](detail::ObjectHeader* h) {
+    try {
+      return detail::ValueAs<std::string>(
+          h->id, detail::AwaitValue(h, std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+    } catch (const std::exception& e) {
+      return std::string("failed: ") + e.what();
+    }
+  };
+
+  const std::string value(1 << 20, 'k');
+  Keep(11, encoded(value));
+  detail::ObjectHeader* there = imports->Import(300, &detail::DecodeBox<std::string>);
+  std::thread reader([&] { EXPECT_EQ(read(there), value); });
+  wire::Fetch ask = next_fetch();
+  EXPECT_EQ(ask.object, 300u);
+  EXPECT_FALSE(ask.through_driver);
+  imports->OnFetchFrom(wire::FetchFrom{
+      .request = ask.request, .at = {.object = 300, .held = 11, .ucx_address = keeper_->address()}});
+  reader.join();
+  EXPECT_TRUE(NothingAsked()) << "asked the driver for what the keeper had";
+
+  // Said to be kept here, but this worker no longer has it: asked again, for the value.
+  detail::ObjectHeader* gone = imports->Import(301, &detail::DecodeBox<std::string>);
+  std::thread second([&] { EXPECT_EQ(read(gone), "from the driver"); });
+  ask = next_fetch();
+  imports->OnFetchFrom(wire::FetchFrom{.request = ask.request, .at = {.object = 301, .held = 12, .here = true}});
+  wire::Fetch again = next_fetch();
+  EXPECT_EQ(again.object, 301u);
+  EXPECT_TRUE(again.through_driver);
+  const std::string frame = wire::Encode(wire::Fetched{.request = again.request, .value = encoded("from the driver")});
+  imports->OnFetched(*wire::DecodeFetchedView(frame));
+  second.join();
+
+  imports->Stop(absl::CancelledError("the test ends"));
+  detail::Release(there);
+  detail::Release(gone);
+  store_->SetRemoteValues(nullptr);
 }
 
 }  // namespace
