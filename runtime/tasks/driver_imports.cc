@@ -112,6 +112,11 @@ void DriverImports::OnFetched(const wire::FetchedView& answer) {
 }
 
 void DriverImports::AskThroughDriver(ObjectId id) {
+  {
+    MutexLock lock(&mu_);
+    // Freed meanwhile (its Release went): the driver must not fetch for nobody.
+    if (!waiting_.contains(id)) return;
+  }
   Send(wire::Encode(wire::Fetch{.request = id, .object = id, .through_driver = true}));
 }
 

@@ -17,8 +17,9 @@
 // Up to kKeptIdle imports nothing here holds are kept a while, so refs passed to task after task
 // are fetched once.
 //
-// Thread-safety: thread-safe. OnFetched runs on the worker's serving thread; the rest on any
-// thread. mu_ is never held while sending, decoding, resolving or releasing an entry.
+// Thread-safety: thread-safe. OnFetched runs on the worker's serving thread, or on TaskInputs'
+// completion thread for bytes got from another worker (a user's codec then runs there); the rest
+// on any thread. mu_ is never held while sending, decoding, resolving or releasing an entry.
 #ifndef GPUPOOL_RUNTIME_TASKS_DRIVER_IMPORTS_H_
 #define GPUPOOL_RUNTIME_TASKS_DRIVER_IMPORTS_H_
 

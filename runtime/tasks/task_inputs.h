@@ -18,8 +18,10 @@
 //
 // Thread-safety: thread-safe. OnFetched runs on the worker's serving thread; fetches from keepers
 // end on a thread of this class's (completions_), never UCX's, so copying bytes or asking the
-// driver never holds up UCX's other transfers (the keeper's own serving among them). mu_ is
-// never held while sending, resolving or releasing an entry.
+// driver never holds up UCX's other transfers (the keeper's own serving among them). The
+// driver's objects imported from a keeper (DriverImports) are decoded on that thread too, so a
+// slow codec there delays the other fetches' completions. mu_ is never held while sending,
+// resolving or releasing an entry.
 #ifndef GPUPOOL_RUNTIME_TASKS_TASK_INPUTS_H_
 #define GPUPOOL_RUNTIME_TASKS_TASK_INPUTS_H_
 
@@ -84,7 +86,6 @@ class TaskInputs {
   };
   // Asks the driver for the waiting input `id` (nothing when it no longer waits: stopped).
   void AskDriver(uint64_t id, std::string why_not_direct) ABSL_LOCKS_EXCLUDED(mu_);
-  // A fetch from the keeper ended (UCX's thread).
   // The thread fetches end on, made with the first fetch.
   CallbackThread* Completions() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the waiting input `id` out; false when it is not waiting.

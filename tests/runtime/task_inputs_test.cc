@@ -252,9 +252,23 @@ TEST_F(TaskInputsTest, AnImportTheDriverSaysAnotherWorkerKeepsComesFromItOrElseT
   imports->OnFetched(*wire::DecodeFetchedView(frame));
   second.join();
 
+  // The keeper no longer serves it (the driver read it meanwhile): asked again, for the value.
+  detail::ObjectHeader* let_go = imports->Import(302, &detail::DecodeBox<std::string>);
+  std::thread third([&] { EXPECT_EQ(read(let_go), "read by the driver"); });
+  ask = next_fetch();
+  imports->OnFetchFrom(wire::FetchFrom{
+      .request = ask.request, .at = {.object = 302, .held = 13, .ucx_address = keeper_->address()}});
+  again = next_fetch();
+  EXPECT_EQ(again.object, 302u);
+  EXPECT_TRUE(again.through_driver);
+  const std::string answer = wire::Encode(wire::Fetched{.request = again.request, .value = encoded("read by the driver")});
+  imports->OnFetched(*wire::DecodeFetchedView(answer));
+  third.join();
+
   imports->Stop(absl::CancelledError("the test ends"));
   detail::Release(there);
   detail::Release(gone);
+  detail::Release(let_go);
   store_->SetRemoteValues(nullptr);
 }
 
