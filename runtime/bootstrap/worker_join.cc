@@ -117,6 +117,11 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> frame = (*socket)->Receive(std::chrono::seconds(30));
   if (!frame.ok()) return absl::Status(frame.status().code(), absl::StrCat("the driver did not welcome this worker: ", frame.status().message()));
+  if (absl::StatusOr<uint64_t> protocol = wire::ProtocolOf(*frame); protocol.ok() && *protocol != wire::kProtocol) {
+    return absl::FailedPreconditionError(absl::StrCat("the driver speaks worker protocol ", *protocol, " and this worker ",
+                                                      wire::kProtocol,
+                                                      ": run the same gpupool build on the driver and on every node"));
+  }
   absl::StatusOr<wire::Welcome> welcome = wire::DecodeWelcome(*frame);
   if (!welcome.ok()) return welcome.status();
   if (!welcome->refusal.empty()) return absl::PermissionDeniedError(absl::StrCat("the driver refused this worker: ", welcome->refusal));

@@ -245,6 +245,14 @@ void WorkerPool::ReapAdmissions(bool all) {
 void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   absl::StatusOr<std::string> frame = socket->Receive(std::chrono::milliseconds(2000));
   if (!frame.ok()) return;  // garbage, silence or a closed connection: dropped
+  // A worker of another gpupool build is told so (it says so where its agent logs it) before
+  // anything else of its Hello is read: the rest may mean something else there.
+  if (absl::StatusOr<uint64_t> protocol = wire::ProtocolOf(*frame); protocol.ok() && *protocol != wire::kProtocol) {
+    (void)socket->Send(wire::Encode(wire::Welcome{
+        .refusal = absl::StrCat("this worker speaks worker protocol ", *protocol, " and its driver ", wire::kProtocol,
+                                ": run the same gpupool build on the driver and on every node")}));
+    return;
+  }
   absl::StatusOr<wire::Hello> hello = wire::DecodeHello(*frame);
   if (!hello.ok()) return;
   wire::Welcome welcome = options_.welcome;

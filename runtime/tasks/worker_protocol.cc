@@ -20,9 +20,9 @@ template <typename M, typename F>
 void Fields(M& m, F&& f) {
   using T = std::remove_const_t<M>;
   if constexpr (std::is_same_v<T, Hello>) {
-    f(m.secret), f(m.job), f(m.node), f(m.pid);
+    f(m.protocol), f(m.secret), f(m.job), f(m.node), f(m.pid);
   } else if constexpr (std::is_same_v<T, Welcome>) {
-    f(m.refusal), f(m.team), f(m.driver), f(m.node_inventory), f(m.pool_now_s), f(m.clock_speed),
+    f(m.protocol), f(m.refusal), f(m.team), f(m.driver), f(m.node_inventory), f(m.pool_now_s), f(m.clock_speed),
         f(m.checkpoint_dir), f(m.checkpoint_dir_shared), f(m.checkpoint_keep_last), f(m.checkpoint_staging_mib),
         f(m.linger_ms), f(m.object_id_base), f(m.objects_key);
   } else if constexpr (std::is_same_v<T, TaskToRun>) {
@@ -179,6 +179,16 @@ std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
 std::string Encode(const Borrow& m) { return EncodeAs(Kind::kBorrow, m); }
 std::string Encode(const ObjectsAt& m) { return EncodeAs(Kind::kObjectsAt, m); }
 std::string Encode(const FetchFrom& m) { return EncodeAs(Kind::kFetchFrom, m); }
+
+absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame) {
+  try {
+    Reader r(frame);
+    (void)r.Varint("a message kind");
+    return gpupool::Decode<uint64_t>(r);
+  } catch (const Error& e) {
+    return absl::DataLossError(absl::StrCat("no protocol in this message: ", e.what()));
+  }
+}
 
 absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {

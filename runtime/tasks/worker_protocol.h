@@ -43,9 +43,17 @@ enum class Kind : uint64_t {
   kBorrow = 13, kObjectsAt = 14, kFetchFrom = 15,
 };
 
+// What both sides speak: changed whenever any message here changes, so a worker and a driver of
+// different gpupool builds (a Python package beside a C++ build, a node not upgraded yet) say so
+// in plain words instead of misreading each other. Hello and Welcome carry it first.
+inline constexpr uint64_t kProtocol = 2;
+// The protocol a Hello or Welcome frame says it speaks (readable whatever else it holds).
+absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame);
+
 // The first frame a worker sends. `secret` is the job's worker key, which the worker read from
 // the pipe its agent handed it (never from argv or the environment).
 struct Hello {
+  uint64_t protocol = kProtocol;
   std::string secret;
   std::string job;
   std::string node;
@@ -54,7 +62,8 @@ struct Hello {
 
 // The driver's answer: what the worker's runtime needs to run the job's tasks like the driver.
 struct Welcome {
-  std::string refusal;         // non-empty: go away (wrong secret, unknown node)
+  uint64_t protocol = kProtocol;
+  std::string refusal;         // non-empty: go away (wrong secret, unknown node, another protocol)
   std::string team;
   std::string driver;          // "simulated" | "nvidia": how the node's GPUs are reached
   std::string node_inventory;  // the node's GPUs as rpc::EncodeNodes encodes them

@@ -133,5 +133,21 @@ TEST(WorkerObjects, HoldsBorrowsAndIdRangesSurviveTheWire) {
   EXPECT_FALSE(IsWorkerObjectId(uint64_t{1} << 62));  // an mpirun rank's
 }
 
+TEST(WorkerProtocol, AHelloOrWelcomeSaysItsProtocolFirstWhateverFollows) {
+  // Another build's Hello: its protocol reads the same, whatever the rest of it means there.
+  Hello other{.protocol = 99, .secret = "s", .job = "j", .node = "n", .pid = 7};
+  absl::StatusOr<uint64_t> protocol = ProtocolOf(Encode(other));
+  ASSERT_TRUE(protocol.ok()) << protocol.status();
+  EXPECT_EQ(*protocol, 99u);
+  std::string truncated = Encode(other).substr(0, 12);  // the protocol, then half a secret
+  EXPECT_EQ(ProtocolOf(truncated).value_or(0), 99u);
+  EXPECT_EQ(ProtocolOf(Encode(Welcome{.refusal = "no"})).value_or(0), kProtocol);
+  EXPECT_FALSE(ProtocolOf("").ok());
+  absl::StatusOr<Hello> ours = DecodeHello(Encode(Hello{.secret = "s", .job = "j", .node = "n", .pid = 7}));
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  EXPECT_EQ(ours->protocol, kProtocol);
+  EXPECT_EQ(ours->secret, "s");
+}
+
 }  // namespace
 }  // namespace gpupool::runtime::wire
