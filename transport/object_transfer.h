@@ -154,6 +154,12 @@ class ObjectServer {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Whether a failed fetch says its owner cannot be reached (it died, the path to it failed, or it
+// answered too late), rather than refusing one object: a caller stops fetching from that owner.
+inline bool OwnerUnreachable(const absl::Status& failed) {
+  return failed.code() == absl::StatusCode::kUnavailable || failed.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
 struct FetchOptions {
   absl::Duration timeout = absl::Seconds(30);
 };

@@ -329,8 +329,7 @@ void RemoteObjects::OnUcxFetched(const std::shared_ptr<WorkerConnection>& from, 
   uint64_t id = 0;
   {
     MutexLock lock(&mu_);
-    if (got.status().code() == absl::StatusCode::kUnavailable ||
-        got.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    if (transport::OwnerUnreachable(got.status())) {
       peers_.erase(from.get());
       addresses_.erase(from.get());  // nor told to other workers
     }

@@ -27,9 +27,9 @@ detail::ObjectHeader* TaskInputs::Input(const wire::InputAt& at) {
     }
   }
   if (!stopped.ok()) {
+    const Waiting input{.entry = entry, .object = at.object};
     detail::Retain(entry);  // Resolve lets go of one: the caller's stays
-    Resolve(Waiting{.entry = entry, .object = at.object}, nullptr,
-            Failure(Waiting{.object = at.object}, static_cast<ErrorCode>(stopped.code()), stopped.message()));
+    Resolve(input, nullptr, Failure(input, static_cast<ErrorCode>(stopped.code()), stopped.message()));
     return entry;
   }
   if (!at.here && !at.ucx_address.empty()) {
@@ -110,8 +110,7 @@ void TaskInputs::FromKeeper(const wire::InputAt& at, BytesDone done) {
       if (!result->ok()) {
         // One that could not be reached (or answered too late) is not tried again: each try
         // could wait its whole deadline.
-        if (result->status().code() == absl::StatusCode::kUnavailable ||
-            result->status().code() == absl::StatusCode::kDeadlineExceeded) {
+        if (transport::OwnerUnreachable(result->status())) {
           MutexLock lock(&mu_);
           unreachable_.insert(keeper);
         }

@@ -27,29 +27,22 @@ if pgrep -af -- "--gpupool-worker-job=$job"; then echo "FAIL: a worker of $job o
 out=$(GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team_token GPUPOOL_NODE=elsewhere \
       timeout 60 "$driver" 2 0.1 nested 2>&1) || { echo "$out"; cat "$dir"/*.log; exit 1; }
 echo "$out" | grep -E '^nested: '
-echo "$out" | grep -Eq '^nested: sum 42 on node-[01]/GPU [01] pid=[0-9]+$' \
-  || { echo "FAIL: a worker did not read the refs nested in its task's argument: $out"; exit 1; }
+# A line of the driver's output matching REGEX, or the test fails saying WHAT went wrong.
+expect() { echo "$out" | grep -Eq "$1" || { echo "FAIL: $2: $out"; exit 1; }; }
+expect '^nested: sum 42 on node-[01]/GPU [01] pid=[0-9]+$' "a worker did not read the refs nested in its task's argument"
 # Refs a worker received and returned are the driver's own again: it reads them.
-echo "$out" | grep -Eq '^passed back: 40 2$' \
-  || { echo "FAIL: the driver could not read refs a worker returned: $out"; exit 1; }
+expect '^passed back: 40 2$' "the driver could not read refs a worker returned"
 # Objects a worker made reach the driver: the worker keeps them until the driver reads them.
-echo "$out" | grep -Eq '^kept by workers: 2$' \
-  || { echo "FAIL: the worker's objects were not kept for the driver: $out"; exit 1; }
-echo "$out" | grep -Eq '^made in a worker: 7 8$' \
-  || { echo "FAIL: the driver could not read objects a worker made: $out"; exit 1; }
+expect '^kept by workers: 2$' "the worker's objects were not kept for the driver"
+expect '^made in a worker: 7 8$' "the driver could not read objects a worker made"
 # A result over 100 KiB stays in the worker until the driver reads it.
-echo "$out" | grep -Eq '^big result kept by a worker: 1$' \
-  || { echo "FAIL: the big result was not kept by its worker: $out"; exit 1; }
+expect '^big result kept by a worker: 1$' "the big result was not kept by its worker"
 # Tasks reading it as their input get it from the worker that keeps it (node-1's): from node-0's
 # worker over UCX, in place in node-1's; none of its bytes pass through the driver.
-echo "$out" | grep -Eq '^input read on node-0: 1048576 bytes on node-0 pid=[0-9]+$' \
-  || { echo "FAIL: node-0's task did not read the input node-1's worker keeps: $out"; exit 1; }
-echo "$out" | grep -Eq '^input read on node-1: 1048576 bytes on node-1 pid=[0-9]+$' \
-  || { echo "FAIL: node-1's task did not read the input its worker keeps: $out"; exit 1; }
-echo "$out" | grep -Eq '^input bytes through the driver: 0$' \
-  || { echo "FAIL: a task's input went through the driver: $out"; exit 1; }
-echo "$out" | grep -Eq '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers, 1 objects over UCX$' \
-  || { echo "FAIL: the big result did not come back over UCX: $out"; exit 1; }
+expect '^input read on node-0: 1048576 bytes on node-0 pid=[0-9]+$' "node-0's task did not read the input node-1's worker keeps"
+expect '^input read on node-1: 1048576 bytes on node-1 pid=[0-9]+$' "node-1's task did not read the input its worker keeps"
+expect '^input bytes through the driver: 0$' "a task's input went through the driver"
+expect '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers, 1 objects over UCX$' "the big result did not come back over UCX"
 fetched=$(echo "$out" | grep -Eo '[0-9]+ bytes fetched from workers' | cut -d' ' -f1)
 [ "$fetched" -ge 1048576 ] || { echo "FAIL: only $fetched bytes were fetched from workers"; exit 1; }
 driver_pid=$(echo "$out" | grep -Eo '^driver pid=[0-9]+' | cut -d= -f2)

@@ -7,38 +7,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/rpc/frame_socket.h"
+#include "tests/runtime/loopback_frame_sockets.h"
 
 namespace gpupool::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Pair {
-  std::unique_ptr<FrameListener> listener;
-  std::unique_ptr<FrameSocket> client;
-  std::unique_ptr<FrameSocket> server;
-};
-
-Pair Connect(size_t server_limit) {
-  Pair p;
-  absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
-  EXPECT_TRUE(listener.ok()) << listener.status();
-  p.listener = *std::move(listener);
-  std::thread accept([&] {
-    absl::StatusOr<std::unique_ptr<FrameSocket>> s = p.listener->Accept(server_limit);
-    EXPECT_TRUE(s.ok()) << s.status();
-    if (s.ok()) p.server = *std::move(s);
-  });
-  absl::StatusOr<std::unique_ptr<FrameSocket>> c = FrameSocket::Connect("127.0.0.1", p.listener->port(),
-                                                                       std::chrono::seconds(5));
-  EXPECT_TRUE(c.ok()) << c.status();
-  p.client = *std::move(c);
-  accept.join();
-  return p;
-}
-
 TEST(FrameSocket, FramesArriveWholeAndInOrder) {
-  Pair p = Connect(FrameSocket::kDefaultMaxFrame);
+  LoopbackFrameSockets p = ConnectOverLoopback(FrameSocket::kDefaultMaxFrame);
   ASSERT_TRUE(p.server != nullptr);
   ASSERT_TRUE(p.client->Send("one").ok());
   ASSERT_TRUE(p.client->Send(std::string(100000, 'x')).ok());
@@ -51,7 +28,7 @@ TEST(FrameSocket, FramesArriveWholeAndInOrder) {
 }
 
 TEST(FrameSocket, AnAnnouncedSizeOverTheLimitIsRefusedUntilTheLimitIsRaised) {
-  Pair p = Connect(1024);
+  LoopbackFrameSockets p = ConnectOverLoopback(1024);
   ASSERT_TRUE(p.server != nullptr);
   // A sender is held to its own limit (the default): this one goes out whole.
   ASSERT_TRUE(p.client->Send(std::string(4096, 'y')).ok());
@@ -60,7 +37,7 @@ TEST(FrameSocket, AnAnnouncedSizeOverTheLimitIsRefusedUntilTheLimitIsRaised) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(refused.status().message(), HasSubstr("a frame of 4096 bytes, over the limit of 1024"));
 
-  Pair q = Connect(1024);
+  LoopbackFrameSockets q = ConnectOverLoopback(1024);
   ASSERT_TRUE(q.server != nullptr);
   q.server->SetMaxFrame(FrameSocket::kDefaultMaxFrame);  // admitted: big frames are fine now
   ASSERT_TRUE(q.client->Send(std::string(4096, 'y')).ok());

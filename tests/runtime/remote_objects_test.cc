@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "gpupool/codec.h"
 #include "runtime/rpc/frame_socket.h"
+#include "tests/runtime/loopback_frame_sockets.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -24,14 +25,10 @@ constexpr uint64_t kBase = wire::kWorkerIdBase + wire::kWorkerIdSpan;  // the te
 class RemoteObjectsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto listener = FrameListener::Listen("127.0.0.1", 0);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    auto driver_end = FrameSocket::Connect("127.0.0.1", (*listener)->port(), std::chrono::seconds(5));
-    ASSERT_TRUE(driver_end.ok()) << driver_end.status();
-    auto worker_end = (*listener)->Accept();
-    ASSERT_TRUE(worker_end.ok()) << worker_end.status();
-    worker_end_ = *std::move(worker_end);
-    worker_ = std::make_shared<WorkerConnection>("node-1", 42, kBase, *std::move(driver_end));
+    LoopbackFrameSockets ends = ConnectOverLoopback();
+    ASSERT_TRUE(ends.client != nullptr && ends.server != nullptr);
+    worker_end_ = std::move(ends.server);
+    worker_ = std::make_shared<WorkerConnection>("node-1", 42, kBase, std::move(ends.client));
     store_ = std::make_unique<ObjectStore>();
     objects_ = std::make_shared<RemoteObjects>(store_.get(), [](Task*, ObjectEntry*) {});
     store_->SetRemoteValues(objects_);

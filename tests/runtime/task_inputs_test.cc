@@ -17,6 +17,7 @@
 #include "gpupool/error.h"
 #include "runtime/tasks/driver_imports.h"
 #include "runtime/rpc/frame_socket.h"
+#include "tests/runtime/loopback_frame_sockets.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -28,14 +29,10 @@ constexpr char kKey[] = "objects-key-0123456789";
 class TaskInputsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto listener = FrameListener::Listen("127.0.0.1", 0);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    auto worker_end = FrameSocket::Connect("127.0.0.1", (*listener)->port(), std::chrono::seconds(5));
-    ASSERT_TRUE(worker_end.ok()) << worker_end.status();
-    auto driver_end = (*listener)->Accept();
-    ASSERT_TRUE(driver_end.ok()) << driver_end.status();
-    worker_end_ = *std::move(worker_end);
-    driver_end_ = *std::move(driver_end);
+    LoopbackFrameSockets ends = ConnectOverLoopback();
+    ASSERT_TRUE(ends.client != nullptr && ends.server != nullptr);
+    worker_end_ = std::move(ends.client);
+    driver_end_ = std::move(ends.server);
     auto keeper = transport::UcxWorker::Create({.transports = "tcp", .name = "the keeper"});
     ASSERT_TRUE(keeper.ok()) << keeper.status();
     keeper_ = *std::move(keeper);
