@@ -477,6 +477,7 @@ py::dict StatsToDict(const RuntimeStats& s) {
   d["scrubbed_bytes"] = s.scrubbed_bytes;
   d["live_objects"] = s.live_objects;
   d["objects_kept_by_workers"] = s.objects_kept_by_workers;
+  d["objects_rebuilt"] = s.objects_rebuilt;
   d["bytes_fetched_from_workers"] = s.bytes_fetched_from_workers;
   d["bytes_fetched_by_workers"] = s.bytes_fetched_by_workers;
   d["objects_fetched_over_ucx"] = s.objects_fetched_over_ucx;

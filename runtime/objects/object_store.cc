@@ -95,6 +95,14 @@ bool ObjectStore::MarkRemote(ObjectEntry* entry, bool* wanted, std::vector<Task*
   return true;
 }
 
+bool ObjectStore::MarkRemade(ObjectEntry* entry, Task* producer) {
+  MutexLock lock(&entry->mu);
+  if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
+  entry->producer = producer;
+  entry->remote.store(false, std::memory_order_seq_cst);
+  return true;
+}
+
 void ObjectStore::Want(ObjectEntry* entry) {
   if (entry->state.load(std::memory_order_acquire) != detail::kObjectPending) return;
   entry->wanted.store(true, std::memory_order_seq_cst);

@@ -105,6 +105,11 @@ class ObjectStore {
   // and AddDependent do this themselves).
   void SetRemoteValues(std::shared_ptr<RemoteValues> source) ABSL_LOCKS_EXCLUDED(remote_mu_);
   bool MarkRemote(ObjectEntry* entry, bool* wanted, std::vector<Task*>* made);
+  // The reverse, for a value lost where it was kept and made again here by `producer` (its task
+  // run again): pending as a task's result once more, so tasks wait for it to be made and Cancel
+  // reaches its producer. A Want meanwhile is remembered for the next MarkRemote. False when it
+  // was resolved meanwhile.
+  bool MarkRemade(ObjectEntry* entry, Task* producer);
   void Want(ObjectEntry* entry) ABSL_LOCKS_EXCLUDED(remote_mu_);
 
   const detail::ValueBox& Await(ObjectEntry* entry, std::chrono::steady_clock::time_point deadline);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpupool/task_context.h"
+#include "runtime/tasks/remote_objects.h"
 #include "runtime/tasks/shape_queue.h"
 
 namespace gpupool::runtime {
@@ -308,11 +309,42 @@ void Executor::Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::
                                : value_elsewhere ? std::vector<Task*>()
                                                  : store_.Complete(task->result, std::move(value));
   ObjectEntry* result = task->result;
-  for (detail::ObjectHeader* h : task->deps) detail::Release(h);
-  for (detail::ObjectHeader* h : task->nested) detail::Release(h);
-  delete task;
+  RemoteObjects* keeper = lineage_keeper_.load(std::memory_order_acquire);
+  // Kept, the task is the keeper's from here: it holds its inputs, not its result.
+  if (!(value_elsewhere && keeper != nullptr && keeper->KeepLineage(task))) DeleteTaskReleasingInputs(task);
   for (Task* t : waiting) DependencyResolved(t, result);
   detail::Release(result);
+}
+
+std::vector<absl::Status> Executor::Rebuild(const std::vector<std::pair<Task*, ObjectEntry*>>& lost) {
+  std::vector<absl::Status> why(lost.size());
+  std::vector<Task*> again;
+  for (size_t i = 0; i < lost.size(); ++i) {
+    auto [task, result] = lost[i];
+    const int retries = task->shape->options.max_retries;
+    if (stopping_.load(std::memory_order_relaxed)) {
+      why[i] = absl::CancelledError("the runtime is shutting down");
+    } else if (task->system_failures >= retries) {
+      why[i] = absl::ResourceExhaustedError(absl::StrCat("its task '", task->name(), "' (id ", task->id,
+                                                         ") has no retry left to make it again (max_retries ", retries,
+                                                         ", ", task->system_failures, " used)"));
+    } else if (!store_.MarkRemade(result, task)) {
+      why[i] = absl::FailedPreconditionError("it was resolved meanwhile");
+    }
+    if (!why[i].ok()) continue;
+    ++task->system_failures;
+    ++task->attempt;
+    task->result = result;
+    task->cancelled.store(false);
+    task->dependency_failed.store(false);
+    task->dependency_failure = nullptr;
+    events_.Emit("object-rebuilt", task->shape->team, "",
+                 absl::StrCat("task '", task->name(), "' (id ", task->id, ") runs again (attempt ", task->attempt + 1,
+                              ") to make its result, whose only copy was lost with its worker"));
+    again.push_back(task);
+  }
+  for (Task* task : again) Admit(task);
+  return why;
 }
 
 void Executor::Drain() {

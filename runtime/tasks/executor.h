@@ -26,8 +26,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gpupool/error.h"
 #include "runtime/client/pool_client.h"
 #include "runtime/objects/object_store.h"
@@ -46,6 +48,7 @@ namespace gpupool::runtime {
 void DescribeDependencyFailure(std::exception_ptr failure, std::string* why, std::string* cause);
 
 class JobRuntime;
+class RemoteObjects;
 
 // The exception a task's result fails with: "task '<name>' (task <id>, attempt <n>) on
 // <location>: <message>", as a TaskError carrying `cause` (the original exception's description).
@@ -82,6 +85,18 @@ class Executor {
   //     from where it is (RemoteLeases::Describe, runtime/tasks/task_inputs.h); a task that runs
   //     here reads it through the store, which fetches it then.
   void TasksMayRunInWorkers() { in_workers_.store(true, std::memory_order_relaxed); }
+  // Lineage of the results workers keep (Ray's lineage reconstruction; set once, before the
+  // first task). A finished task whose result a worker kept is offered to `keeper` instead of
+  // freed (RemoteObjects::KeepLineage); when that worker goes, the keeper hands it back to
+  // Rebuild to make the result again.
+  void KeepLineageIn(RemoteObjects* keeper) { lineage_keeper_.store(keeper, std::memory_order_release); }
+  // Runs again finished tasks kept as lineage, whose results' only copies went with their
+  // worker: each with its result's entry, still pending, retained for the task. Each run counts
+  // as a retry of a lost run (against max_retries). All of them are pending results again before
+  // any is admitted, so one that reads another's result waits for it to be made rather than
+  // being sent for it. Says, in order, why a task is not run again (none left, the runtime
+  // stopping): that task and its result's reference stay the caller's.
+  std::vector<absl::Status> Rebuild(const std::vector<std::pair<Task*, ObjectEntry*>>& lost);
 
   // Takes over a task Submit made (its result entry and shape set): it fails at once when the
   // runtime is stopping or its shape was refused, else runs once its dependencies resolve.
@@ -128,7 +143,8 @@ class Executor {
   // unless the task had already stopped with its snapshot before the grace period ran out.
   void StoppedRun(LeaseRun* lease, const detail::TaskState& state, RunOutcome& out);
   // Resolves the task's result and frees the task; schedules whoever waited for the result.
-  // `value_elsewhere`: done, with the result kept by a worker (its entry stays pending).
+  // `value_elsewhere`: done, with the result kept by a worker (its entry stays pending); the
+  // task is then kept as the result's lineage when the keeper takes it (KeepLineageIn).
   void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
               bool value_elsewhere = false);
 
@@ -141,6 +157,7 @@ class Executor {
   CheckpointCoordinator& checkpoints_;
   const RuntimeEvents& events_;
   std::atomic<bool> in_workers_{false};  // see TasksMayRunInWorkers
+  std::atomic<RemoteObjects*> lineage_keeper_{nullptr};  // see KeepLineageIn
   const std::atomic<bool>& stopping_;
   const double clock_speed_;
   const int64_t lease_linger_ms_;

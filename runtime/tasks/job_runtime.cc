@@ -172,7 +172,8 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
                              .linger_ms = o.worker_linger_ms};
   wo.pool_now = [this] { return pool_->Now(); };
   remote_objects_ = std::make_shared<RemoteObjects>(
-      store_.get(), [this](Task* t, ObjectEntry* entry) { executor_->DependencyResolved(t, entry); });
+      store_.get(), [this](Task* t, ObjectEntry* entry) { executor_->DependencyResolved(t, entry); },
+      [this](const std::vector<std::pair<Task*, ObjectEntry*>>& lost) { return executor_->Rebuild(lost); });
   store_->SetRemoteValues(remote_objects_);
   // The results workers keep are fetched over UCX, with a key of their own (UCX carries it in
   // clear; the job's secret, which admits workers, never leaves the workers' connections). UCX is
@@ -253,6 +254,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   workers_ = *std::move(pool);
   remote_->set_workers(workers_.get());
   executor_->TasksMayRunInWorkers();  // see executor.h for what changes
+  executor_->KeepLineageIn(remote_objects_.get());
   return absl::OkStatus();
 }
 
@@ -358,6 +360,7 @@ RuntimeStats JobRuntime::Stats() const {
     stats.bytes_fetched_from_workers = remote_objects_->bytes_fetched();
     stats.bytes_fetched_by_workers = bytes_fetched_by_workers_.load(std::memory_order_relaxed);
     stats.objects_fetched_over_ucx = remote_objects_->fetched_over_ucx();
+    stats.objects_rebuilt = remote_objects_->rebuilt();
   }
   return stats;
 }

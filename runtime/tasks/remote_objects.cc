@@ -1,12 +1,14 @@
 // File: runtime/tasks/remote_objects.cc
 #include "runtime/tasks/remote_objects.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
 #include "gpupool/error.h"
+#include "runtime/tasks/task.h"
 
 namespace gpupool::runtime {
 namespace {
@@ -26,6 +28,24 @@ void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t 
                                 uint64_t refs_read) {
   if (count == 0) return;
   to.PostFrame(wire::Encode(wire::Release{.object = object, .count = count, .read = read, .refs_read = refs_read}));
+}
+
+uint64_t RemoteObjects::LineageBytes(const Task& task) { return sizeof(Task) + task.args.size(); }
+
+void RemoteObjects::DropLineage::operator()(Task* task) const {
+  bytes->fetch_sub(LineageBytes(*task), std::memory_order_relaxed);
+  DeleteTaskReleasingInputs(task);
+}
+
+bool RemoteObjects::KeepLineage(Task* task) {
+  const uint64_t bytes = LineageBytes(*task);
+  MutexLock lock(&mu_);
+  auto it = records_.find(task->result);
+  if (it == records_.end() || !it->second.result || it->second.lineage != nullptr) return false;
+  if (lineage_bytes_.load(std::memory_order_relaxed) + bytes > kLineageBudgetBytes) return false;
+  lineage_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  it->second.lineage = Lineage(task, DropLineage{&lineage_bytes_});
+  return true;
 }
 
 std::exception_ptr RemoteObjects::LostWith(const Record& record, const WorkerConnection& gone, const absl::Status& why) {
@@ -293,17 +313,53 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
     }
   }
   for (ObjectEntry* entry : returned) detail::Release(entry);
-  for (auto& [record, entry] : lost) {
-    std::exception_ptr failure = LostWith(record, gone, why);
+  // Results with a lineage are made again, all at once (see Executor::Rebuild); the rest fail.
+  std::vector<std::pair<Task*, ObjectEntry*>> remake;
+  std::vector<size_t> remake_at;  // their places in `lost`
+  for (size_t i = 0; i < lost.size(); ++i) {
+    auto& [record, entry] = lost[i];
+    if (record.lineage != nullptr && entry != nullptr && rebuild_) {
+      remake.emplace_back(record.lineage.get(), entry);
+      remake_at.push_back(i);
+    }
+  }
+  std::vector<bool> remade(lost.size(), false);
+  std::vector<std::string> not_remade(lost.size());
+  if (!remake.empty()) {
+    const std::vector<absl::Status> again = rebuild_(remake);
+    for (size_t k = 0; k < remake.size(); ++k) {
+      const size_t i = remake_at[k];
+      if (!again[k].ok()) {
+        not_remade[i] = absl::StrCat("; not made again: ", again[k].message());
+        continue;
+      }
+      // The task runs again, holding the entry (the reference taken above): no lineage any more.
+      Lineage& lineage = lost[i].first.lineage;
+      lineage_bytes_.fetch_sub(LineageBytes(*lineage), std::memory_order_relaxed);
+      (void)lineage.release();
+      remade[i] = true;
+      rebuilt_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  for (size_t i = 0; i < lost.size(); ++i) {
+    if (remade[i]) continue;
+    auto& [record, entry] = lost[i];
+    if (not_remade[i].empty() && record.result && entry != nullptr && rebuild_ && record.lineage == nullptr) {
+      not_remade[i] = "; not made again: its task was not kept (the lineage this driver keeps was full)";
+    }
+    std::exception_ptr failure =
+        LostWith(record, gone, absl::Status(why.code(), absl::StrCat(why.message(), not_remade[i])));
     Settle(std::move(record), entry, nullptr, failure, false);
   }
 }
 
 void RemoteObjects::Forget(ObjectEntry* entry) {
   Record record;
+  Lineage unneeded;  // freed after mu_ is let go (see DropLineage)
   {
     MutexLock lock(&mu_);
     if (!TakeRecord(entry, &record)) return;
+    unneeded = std::move(record.lineage);
     if (record.request != 0) {
       // Its answer is on the way: it is read when it comes (OnFetched), and the holds go back then.
       const RequestKey key{record.worker.get(), record.request};

@@ -15,9 +15,14 @@
 // when it has it. A GPU task that runs in a worker does not have a kept result fetched here: its
 // worker gets it from the keeper itself (Locate; runtime/tasks/task_inputs.h).
 //
-// A worker that goes away with values the driver had not fetched takes them along: their entries
-// fail with kDataLoss naming the object, the worker and why. Nothing rebuilds them (a held
-// result's task is not run again).
+// A worker that goes away with values the driver had not fetched takes them along. A task's
+// result is made again from its lineage (Ray's lineage reconstruction): the driver keeps the
+// finished task (its function, arguments and the refs among them, which keep their own lineage
+// alive in turn) while its result's entry lives unfetched (KeepLineage), and runs it again when
+// the keeper goes, as a retry against its max_retries; whoever waits for the value keeps waiting.
+// Up to kLineageBudgetBytes of such tasks are kept (Ray's default max_lineage_bytes). What
+// cannot be made again (an object a worker made with a Put, a task with no retry left or not
+// kept) fails with kDataLoss naming the object, the worker and why.
 //
 // The other way, the driver lends: a worker that holds a ref to one of the driver's objects says
 // so (wire::Borrow), and the driver keeps the object alive until the worker lets go (Release) or
@@ -34,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -53,8 +59,14 @@ namespace gpupool::runtime {
 class RemoteObjects final : public RemoteValues, public std::enable_shared_from_this<RemoteObjects> {
  public:
   // `resolved`: a task that waited for an entry this resolved (Executor::DependencyResolved).
-  RemoteObjects(ObjectStore* store, std::function<void(Task*, ObjectEntry*)> resolved)
-      : store_(*store), resolved_(std::move(resolved)) {}
+  // `rebuild`: runs kept lineages' tasks again for their pending results, retained for them
+  // (Executor::Rebuild); an error says why one is not, and that task stays the caller's.
+  using Rebuild = std::function<std::vector<absl::Status>(const std::vector<std::pair<Task*, ObjectEntry*>>& lost)>;
+  RemoteObjects(ObjectStore* store, std::function<void(Task*, ObjectEntry*)> resolved, Rebuild rebuild = nullptr)
+      : store_(*store), resolved_(std::move(resolved)), rebuild_(std::move(rebuild)) {}
+
+  // The most bytes of finished tasks (their arguments) kept as lineage at once.
+  static constexpr uint64_t kLineageBudgetBytes = uint64_t{1} << 30;
 
   // While a frame from `from` is decoded on this thread, refs to its objects are holds it keeps
   // for the driver (Import).
@@ -101,6 +113,12 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   void Want(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
   void Forget(ObjectEntry* entry) override ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A finished task whose result a worker keeps (Executor::Finish): kept as that result's lineage
+  // until the driver reads the value or drops the entry, or the worker goes (then run again
+  // through `rebuild`). False when not taken (the result has no record any more, or the budget
+  // is spent): the task is still the caller's.
+  bool KeepLineage(Task* task) ABSL_LOCKS_EXCLUDED(mu_);
+
   // UCX for the results workers keep (set once workers may start; null: every fetch goes over
   // the worker's connection). Clearing it is final (it stops decode_): only once every worker
   // is gone (their records settled), before the fetcher and its UCX worker are destroyed.
@@ -122,8 +140,21 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   uint64_t held() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t bytes_fetched() const { return bytes_fetched_.load(std::memory_order_relaxed); }
   uint64_t fetched_over_ucx() const { return fetched_over_ucx_.load(std::memory_order_relaxed); }
+  // Results made again from their lineage after their keeper went.
+  uint64_t rebuilt() const { return rebuilt_.load(std::memory_order_relaxed); }
 
  private:
+  // Frees a kept lineage (its inputs released), never under mu_: releasing them may free entries,
+  // whose Forget takes it.
+  struct DropLineage {
+    // lineage_bytes_. No default member initializer: GCC then refuses it as a unique_ptr deleter
+    // declared inside the class it serves.
+    std::atomic<uint64_t>* bytes;
+    void operator()(Task* task) const;
+  };
+  using Lineage = std::unique_ptr<Task, DropLineage>;
+  static uint64_t LineageBytes(const Task& task);
+
   struct Record {
     std::shared_ptr<WorkerConnection> worker;  // kept alive for a Release sent after its reader ended
     uint64_t worker_id = 0;   // the object's id in the worker
@@ -134,6 +165,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
     bool own_refs = false;    // a result holding refs to objects its worker made (see Locate)
     uint64_t bytes = 0;       // a result's size in its worker (0: not said)
     std::string what;
+    Lineage lineage;          // a result's finished task (KeepLineage); null: none kept
   };
   using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)
   // Settles a record taken out of the maps: the entry (retained, or null when it was being
@@ -162,6 +194,10 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
 
   ObjectStore& store_;
   const std::function<void(Task*, ObjectEntry*)> resolved_;
+  const Rebuild rebuild_;
+  // Before the records: their lineages count down here as they go.
+  std::atomic<uint64_t> lineage_bytes_{0};
+  std::atomic<uint64_t> rebuilt_{0};
   mutable Mutex mu_;
   absl::flat_hash_map<ObjectEntry*, Record> records_ ABSL_GUARDED_BY(mu_);
   // Fetches out, by (worker, request): the entry whose record sent it.

@@ -75,6 +75,15 @@ struct Task {
   }
 };
 
+// Frees a task whose result is no longer its own (settled, or never retained): releases the
+// inputs it holds (its dependencies and nested refs). Finish's end for a task, and a kept
+// lineage's (runtime/tasks/remote_objects.h) when its result no longer needs it.
+inline void DeleteTaskReleasingInputs(Task* task) {
+  for (detail::ObjectHeader* h : task->deps) detail::Release(h);
+  for (detail::ObjectHeader* h : task->nested) detail::Release(h);
+  delete task;
+}
+
 // The checkpoint store key of task `task_id` of job `job_id`: "<job>.task-<id>". The job id names
 // the process (host, pid and 32 random bits), so keys never collide in a directory several nodes
 // share.

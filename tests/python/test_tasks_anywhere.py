@@ -716,3 +716,81 @@ def test_refs_nested_in_an_argument_to_values_a_worker_keeps_come_from_that_work
     assert out.returncode == 0, out.stdout + out.stderr
     three = 3 << 20
     assert f"node-0 {three}\nnode-1 {three}\nthrough the driver 0\ndriver reads {three}\n" in out.stdout, out.stdout
+
+
+def test_results_a_killed_worker_kept_are_made_again_from_their_lineage(two_node_pool, tmp_path):
+    # node-1's worker keeps two big results, the second computed from the first, and the driver
+    # has read neither. Killed, it takes both along: each is made again (its task runs again,
+    # counted as a retry; the second after the first), whoever waits for them keeps waiting, and
+    # tasks submitted on them read the new values. A result whose task has no retry left is lost,
+    # by name and saying why.
+    out = run_driver(two_node_pool, f"""
+        import os, signal, time
+        INIT()
+        runs = {str(tmp_path / "runs")!r}
+        os.makedirs(runs)
+
+        def note(tag):
+            with open(os.path.join(runs, "%s.%d" % (tag, gpupool.context().attempt)), "w") as f:
+                f.write(str(os.getpid()))
+
+        @gpupool.remote(gpus=0.5, labels={{"node": "node-1"}})
+        def first(n):
+            note("first")
+            return b"a" * n
+
+        @gpupool.remote(gpus=0.5, labels={{"node": "node-1"}})
+        def second(data):
+            note("second")
+            return data + b"b" * 1000
+
+        @gpupool.remote(gpus=0.5, labels={{"node": "node-0"}})
+        def size(data):
+            return len(data)
+
+        def kept(n):
+            deadline = time.time() + 20  # done, not read (a wait would fetch it)
+            while gpupool.stats()["objects_kept_by_workers"] < n and time.time() < deadline:
+                time.sleep(0.02)
+            return gpupool.stats()["objects_kept_by_workers"]
+
+        a = first.submit(1 << 20)
+        b = second.submit(a)
+        print("kept", kept(2))
+        keeper = int(open(os.path.join(runs, "first.0")).read())
+        os.kill(keeper, signal.SIGKILL)
+        killed = time.monotonic()
+        print("second made again", len(gpupool.get(b, timeout=60)) == (1 << 20) + 1000,
+              "after %.1f s" % (time.monotonic() - killed))
+        print("read on node-0", gpupool.get(size.submit(a), timeout=60))
+        print("first made again", gpupool.get(a, timeout=60) == b"a" * (1 << 20))
+        print("runs", sorted(os.listdir(runs)))
+        print("new worker", int(open(os.path.join(runs, "second.1")).read()) != keeper)
+        print("objects rebuilt", gpupool.stats()["objects_rebuilt"])
+
+        @gpupool.remote(gpus=0.5, labels={{"node": "node-1"}}, max_retries=0)
+        def once(n):
+            note("once")
+            return b"z" * n
+
+        z = once.submit(1 << 20)
+        kept(1)
+        os.kill(int(open(os.path.join(runs, "once.0")).read()), signal.SIGKILL)
+        try:
+            gpupool.get(z, timeout=30)
+            print("no retry: read anyway")
+        except Exception as e:  # noqa: BLE001 - the message is what is checked
+            print("no retry:", type(e).__name__, str(e))
+    """, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "kept 2" in text, text
+    assert "second made again True" in text, text
+    assert f"read on node-0 {1 << 20}" in text, text
+    assert "first made again True" in text, text
+    assert "runs ['first.0', 'first.1', 'second.0', 'second.1']" in text, text
+    assert "new worker True" in text, text
+    assert "objects rebuilt 2" in text, text
+    line = next(l for l in text.splitlines() if l.startswith("no retry:"))
+    assert "GpupoolError" in line and "the result of task 'once'" in line, text
+    assert "not made again" in line and "max_retries 0" in line, text

@@ -2,17 +2,21 @@
 // loopback connection whose worker end the test plays: what is fetched when, that an answer meets
 // the record that asked for it (never a newer entry's for the same object), that holds go back
 // exactly once however an entry ends, that a worker's loss fails what only it kept by name, and
-// that the driver keeps what a worker borrows until it lets go.
+// that the driver keeps what a worker borrows until it lets go, and that a kept result's task
+// lives as its lineage until the result is read, dropped or made again.
 #include "runtime/tasks/remote_objects.h"
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "gpupool/codec.h"
 #include "runtime/rpc/frame_socket.h"
+#include "runtime/tasks/task.h"
 #include "tests/runtime/loopback_frame_sockets.h"
 
 namespace gpupool::runtime {
@@ -186,6 +190,100 @@ TEST_F(RemoteObjectsTest, WhatAWorkerBorrowsLivesUntilItLetsGoOrGoes) {
   EXPECT_TRUE(store_->Holds(other_id));
   objects_->OnLost(*worker_, absl::UnavailableError("gone"));
   EXPECT_FALSE(store_->Holds(other_id));
+}
+
+// A finished task whose result a worker keeps, with one input: what Executor::Finish offers as
+// the result's lineage. Its result is not its own (the entry's references are the test's).
+Task* FinishedTask(ObjectEntry* result, detail::ObjectHeader* input) {
+  auto* task = new Task;
+  task->id = 7;
+  task->args = "arguments";
+  task->result = result;
+  detail::Retain(input);
+  task->deps.push_back(input);
+  return task;
+}
+
+TEST_F(RemoteObjectsTest, AKeptResultsTaskLivesAsItsLineageUntilReadDroppedOrMadeAgain) {
+  std::vector<std::pair<Task*, ObjectEntry*>> asked_again;
+  ObjectEntry* refuse = nullptr;  // the result whose task the executor will not run again
+  auto objects = std::make_shared<RemoteObjects>(
+      store_.get(), [](Task*, ObjectEntry*) {},
+      [&](const std::vector<std::pair<Task*, ObjectEntry*>>& lost) {
+        std::vector<absl::Status> answers;
+        for (auto [task, result] : lost) {
+          asked_again.emplace_back(task, result);
+          answers.push_back(result == refuse ? absl::ResourceExhaustedError("no retry left") : absl::OkStatus());
+        }
+        return answers;
+      });
+  store_->SetRemoteValues(objects);
+  detail::ObjectHeader* input = store_->CreateReady(std::make_unique<detail::TypedBox<int>>(1));
+  const ObjectId input_id = input->id;
+  auto hold = [&](uint64_t held) {
+    ObjectEntry* result = store_->CreatePending();
+    EXPECT_TRUE(objects->HoldResult(result, *worker_, held, &detail::DecodeBox<int>, "the result of task 'f' (id 7)"));
+    Task* task = FinishedTask(result, input);
+    EXPECT_TRUE(objects->KeepLineage(task));
+    return result;
+  };
+
+  // Read: the driver has the value, so the task is let go, and with it its input.
+  ObjectEntry* read = hold(kBase + 1);
+  detail::Release(input);
+  EXPECT_TRUE(store_->Holds(input_id));  // the lineage holds its input
+  store_->Want(read);
+  wire::Fetch fetch = NextFetch();
+  std::string value;
+  {
+    Writer w(value);
+    gpupool::Encode(w, 5);
+  }
+  const std::string frame = wire::Encode(wire::Fetched{.request = fetch.request, .value = value});
+  absl::StatusOr<wire::FetchedView> view = wire::DecodeFetchedView(frame);
+  ASSERT_TRUE(view.ok()) << view.status();
+  objects->OnFetched(*worker_, *view);
+  EXPECT_EQ(NextRelease().count, 1u);
+  EXPECT_FALSE(store_->Holds(input_id));
+  detail::Release(read);
+
+  // Dropped unread: the same.
+  input = store_->CreateReady(std::make_unique<detail::TypedBox<int>>(2));
+  ObjectEntry* dropped = hold(kBase + 2);
+  const ObjectId second_input = input->id;
+  detail::Release(input);
+  detail::Release(dropped);
+  EXPECT_EQ(NextRelease().object, kBase + 2);
+  EXPECT_FALSE(store_->Holds(second_input));
+
+  // Lost with its worker: made again (the entry stays pending, held by the task from then on),
+  // or, when the executor says no, failed saying why.
+  input = store_->CreateReady(std::make_unique<detail::TypedBox<int>>(3));
+  ObjectEntry* remade = hold(kBase + 3);
+  ObjectEntry* refused = hold(kBase + 4);
+  detail::Release(input);
+  refuse = refused;
+  objects->OnLost(*worker_, absl::UnavailableError("killed"));
+  ASSERT_EQ(asked_again.size(), 2u);
+  EXPECT_EQ(objects->rebuilt(), 1u);
+  EXPECT_EQ(remade->state.load(), detail::kObjectPending);
+  try {
+    (void)detail::AwaitValue(refused, std::chrono::steady_clock::now());
+    ADD_FAILURE() << "a lost result was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDataLoss);
+    EXPECT_THAT(e.what(), HasSubstr("the result of task 'f' (id 7) is lost: only worker pid 42 on node node-1 kept it"));
+    EXPECT_THAT(e.what(), HasSubstr("killed; not made again: no retry left"));
+  }
+  for (auto [task, result] : asked_again) {
+    if (result == remade) {  // the executor's now: it would run it and settle its result
+      DeleteTaskReleasingInputs(task);
+      detail::Release(result);
+    }
+  }
+  detail::Release(remade);
+  detail::Release(refused);
+  store_->SetRemoteValues(objects_);
 }
 
 }  // namespace

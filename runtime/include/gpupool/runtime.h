@@ -73,7 +73,8 @@ namespace gpupool {
 struct RuntimeEvent {
   double pool_time_s = 0;
   std::string kind;    // "lease-granted", "lease-returned", "lease-revoked", "lease-lost",
-                       // "request-refused"
+                       // "request-refused", "task-preempted", "task-resumed",
+                       // "checkpoint-failed", "worker-failed", "worker-lost", "object-rebuilt"
   std::string team;
   std::string lease;   // lease id
   std::string detail;  // where and what: "node-0/GPU 3 fraction 0.25 (borrowed)"
@@ -176,6 +177,9 @@ struct RuntimeStats {
   uint64_t bytes_fetched_from_workers = 0;
   uint64_t bytes_fetched_by_workers = 0;
   uint64_t objects_fetched_over_ucx = 0;  // of those fetched from workers (the rest: over the connection)
+  // Results made again from their lineage (their task run again) after the only worker keeping
+  // them went away.
+  uint64_t objects_rebuilt = 0;
   uint64_t queued_tasks = 0;              // runnable, waiting for a worker or a lease
   uint64_t waiting_for_dependencies = 0;  // submitted, some input not there yet
   std::vector<OverdueTask> overdue;       // see OverdueTask
