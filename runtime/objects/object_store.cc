@@ -88,6 +88,7 @@ bool ObjectStore::MarkRemote(ObjectEntry* entry, bool* wanted, std::vector<Task*
   MutexLock lock(&entry->mu);
   if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
   entry->producer = nullptr;
+  entry->remaking.store(false, std::memory_order_release);
   // seq_cst with Want's: of a mark and a want racing, at least one sees the other.
   entry->remote.store(true, std::memory_order_seq_cst);
   *wanted = entry->wanted.load(std::memory_order_seq_cst) || !entry->dependents.empty();
@@ -99,6 +100,7 @@ bool ObjectStore::MarkRemade(ObjectEntry* entry, Task* producer) {
   MutexLock lock(&entry->mu);
   if (entry->state.load(std::memory_order_relaxed) != detail::kObjectPending) return false;
   entry->producer = producer;
+  entry->remaking.store(true, std::memory_order_release);
   entry->remote.store(false, std::memory_order_seq_cst);
   return true;
 }

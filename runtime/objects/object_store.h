@@ -52,6 +52,9 @@ struct ObjectEntry : detail::ObjectHeader {
   ObjectStore* store = nullptr;
   std::atomic<bool> remote{false};          // pending while its value is elsewhere (RemoteValues)
   std::atomic<bool> wanted{false};          // something here waited for it (see MarkRemote)
+  // Its value is being made again (MarkRemade): the copy kept elsewhere was lost. A task that
+  // would wait for it holding a lease goes back to wait unleased instead (Executor::AwaitInputs).
+  std::atomic<bool> remaking{false};
   std::unique_ptr<detail::ValueBox> value;  // when ready
   std::exception_ptr failure;               // when failed
 
@@ -106,9 +109,9 @@ class ObjectStore {
   void SetRemoteValues(std::shared_ptr<RemoteValues> source) ABSL_LOCKS_EXCLUDED(remote_mu_);
   bool MarkRemote(ObjectEntry* entry, bool* wanted, std::vector<Task*>* made);
   // The reverse, for a value lost where it was kept and made again here by `producer` (its task
-  // run again): pending as a task's result once more, so tasks wait for it to be made and Cancel
-  // reaches its producer. A Want meanwhile is remembered for the next MarkRemote. False when it
-  // was resolved meanwhile.
+  // run again): pending as a task's result once more (and `remaking` until the next MarkRemote),
+  // so tasks wait for it to be made and Cancel reaches its producer. A Want meanwhile is
+  // remembered for the next MarkRemote. False when it was resolved meanwhile.
   bool MarkRemade(ObjectEntry* entry, Task* producer);
   void Want(ObjectEntry* entry) ABSL_LOCKS_EXCLUDED(remote_mu_);
 

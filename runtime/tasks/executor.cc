@@ -113,10 +113,28 @@ void Executor::MakeRunnable(Task* task) {
   Enqueue(task);
 }
 
+void Executor::Requeue(Task* task) {
+  for (detail::ObjectHeader* h : task->deps) {
+    auto* entry = static_cast<ObjectEntry*>(h);
+    if (entry->remaking.load(std::memory_order_acquire) &&
+        entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+      Admit(task);  // waits for it unleased, as when it was submitted
+      return;
+    }
+  }
+  Enqueue(task);
+}
+
 bool Executor::AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out) {
   for (detail::ObjectHeader* h : task->deps) {
     auto* entry = static_cast<ObjectEntry*>(h);
     while (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+      if (entry->remaking.load(std::memory_order_acquire)) {
+        // Its keeper died and its task runs again, perhaps on the very room this lease holds:
+        // handed back, to wait unleased (Requeue).
+        out->kind = RunOutcome::Kind::kNotRun;
+        return false;
+      }
       if (task->cancelled.load()) {
         out->kind = RunOutcome::Kind::kCancelled;
         out->message = "cancelled before it ran";
@@ -132,7 +150,9 @@ bool Executor::AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out) {
       }
     }
     if (entry->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
-      if (lease != nullptr && lease->stop.load()) {  // failed because its process is stopping
+      // Failed because its process is stopping; or, in a worker, the driver said the value is
+      // being made again (TaskInputs marks the input so): handed back either way.
+      if ((lease != nullptr && lease->stop.load()) || entry->remaking.load(std::memory_order_acquire)) {
         out->kind = RunOutcome::Kind::kNotRun;
         return false;
       }
@@ -259,7 +279,7 @@ void Executor::Settle(Task* task, RunOutcome outcome) {
   c.busy_gpu_micros.fetch_add(outcome.busy_gpu_micros, std::memory_order_relaxed);
   switch (outcome.kind) {
     case RunOutcome::Kind::kNotRun:
-      Enqueue(task);
+      Requeue(task);
       return;
     case RunOutcome::Kind::kStopped: {
       c.preemptions.fetch_add(1, std::memory_order_relaxed);
@@ -270,7 +290,7 @@ void Executor::Settle(Task* task, RunOutcome outcome) {
                                 absl::StrFormat("%.0f", static_cast<double>(outcome.lost_gpu_micros) / 1e6), " GPU-s"));
       if (!outcome.system_failure || ++task->system_failures <= task->shape->options.max_retries) {
         ++task->attempt;
-        Enqueue(task);
+        Requeue(task);
         return;
       }
       FailTask(task, ErrorCode::kUnavailable, outcome.location,

@@ -118,8 +118,11 @@ class Executor {
   // Acts on a run's outcome: resolves the result, fails it, or queues it again (a stopped run,
   // within max_retries for lost leases); accounts busy and lost GPU time. Takes the task.
   void Settle(Task* task, RunOutcome outcome);
-  // Queues a task whose dependencies are resolved (or one handed back unrun).
+  // Queues a task whose dependencies are resolved.
   void Enqueue(Task* task);
+  // Queues again a task handed back unrun or stopped; one whose input is being made again since
+  // it became runnable (ObjectEntry::remaking: its keeper died) waits for it first, unleased.
+  void Requeue(Task* task);
   // Submitted tasks still waiting for an input (Stats).
   int64_t waiting_for_dependencies() const { return waiting_for_dependencies_.load(std::memory_order_relaxed); }
 
@@ -132,8 +135,9 @@ class Executor {
  private:
   // A task's inputs may still be on their way when it is taken to run (a value a worker keeps,
   // fetched for it: TasksMayRunInWorkers). Waits for them before the task starts, so the wait is
-  // not counted as the task's run; false (with `out` filled) when its lease stopped meanwhile
-  // (kNotRun), it was cancelled, or an input failed (kAborted, as for any failed dependency).
+  // not counted as the task's run; false (with `out` filled) when its lease stopped meanwhile or
+  // an input is being made again (kNotRun: see Requeue), it was cancelled, or an input failed
+  // (kAborted, as for any failed dependency).
   bool AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out);
   void MakeRunnable(Task* task);  // its dependencies are all resolved
   void CpuWorker();

@@ -200,8 +200,10 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
     remote_->OnOutcomes(from, std::move(outcomes));
   };
   wo.on_lost = [this](WorkerConnection& gone, const absl::Status& why, bool bye) {
-    remote_->OnLost(gone, why, bye);
+    // Values first: results it kept are being made again before its tasks in flight go back, so
+    // one of those reading such a value waits for it unleased (Executor::Requeue).
     remote_objects_->OnLost(gone, why);
+    remote_->OnLost(gone, why, bye);
   };
   wo.on_fetched = [this](WorkerConnection& from, const wire::FetchedView& answer) {
     remote_objects_->OnFetched(from, answer);
@@ -228,13 +230,20 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
       from.PostFrame(wire::Encode(wire::FetchFrom{.request = ask.request, .at = std::move(at)}));
       return;
     }
-    if (entry != nullptr) store_->Want(entry.get());
-    from.Post([this, entry, request = ask.request]() -> std::optional<std::string> {
+    // A task's input being made again (its keeper died) is not waited for here: the task goes
+    // back to wait for it unleased (Executor::Requeue), told so at once.
+    auto remaking = [entry, for_input = ask.for_input] {
+      return for_input && entry->remaking.load(std::memory_order_acquire) &&
+             entry->state.load(std::memory_order_acquire) == detail::kObjectPending;
+    };
+    if (entry != nullptr && !remaking()) store_->Want(entry.get());
+    from.Post([this, entry, remaking, request = ask.request]() -> std::optional<std::string> {
       if (entry == nullptr) {
         return wire::Encode(wire::Fetched{.request = request,
                                           .code = static_cast<int64_t>(ErrorCode::kNotFound),
                                           .message = "it was freed, or never existed"});
       }
+      if (remaking()) return wire::Encode(wire::Fetched{.request = request, .pending = true});
       if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) return std::nullopt;
       bool sent_value = false;
       std::string frame = wire::AnswerFetch(request, entry.get(), &sent_value);

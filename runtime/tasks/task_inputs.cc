@@ -149,7 +149,8 @@ void TaskInputs::AskDriver(uint64_t id, std::string why_not_direct) {
   MutexLock lock(&send_mu_);
   // A failed send means the connection is going: Serve ends, and Stop fails what still waits.
   if (!stopped_) {
-    (void)driver_->Send(wire::Encode(wire::Fetch{.request = id, .object = object, .through_driver = true}));
+    (void)driver_->Send(
+        wire::Encode(wire::Fetch{.request = id, .object = object, .through_driver = true, .for_input = true}));
   }
 }
 
@@ -165,7 +166,10 @@ bool TaskInputs::OnFetched(const wire::FetchedView& answer) {
   if (answer.code == 0 && !answer.pending) {
     Resolve(input, std::make_unique<detail::EncodedValue>(std::string(answer.value)), nullptr);
   } else if (answer.pending) {
-    Resolve(input, nullptr, Failure(input, ErrorCode::kInternal, "the driver said it was pending"));
+    // Its keeper died and its task runs again: the task goes back to the driver to wait for it
+    // (Executor::AwaitInputs hands back a task whose input is marked so), not holding its lease.
+    input.entry->remaking.store(true, std::memory_order_release);
+    Resolve(input, nullptr, Failure(input, ErrorCode::kUnavailable, "it is being made again: its keeper died"));
   } else {
     Resolve(input, nullptr, Failure(input, static_cast<ErrorCode>(answer.code), answer.message));
   }

@@ -10,7 +10,9 @@
 //   - else, or when either of those fails (the keeper let go of the bytes because the driver
 //     fetched them meanwhile, died, or cannot be reached over UCX): the driver is asked
 //     (wire::Fetch under the input's id here), and it answers once it has the value, fetching it
-//     from the keeper itself, or with why it cannot (the keeper died with it: kDataLoss by name).
+//     from the keeper itself, or with why it cannot (the keeper died with it: kDataLoss by name),
+//     or that it is being made again (the keeper died, and its task runs again): then the task
+//     goes back to the driver unrun, to wait for it without holding its lease.
 // Each input is an entry of this worker's store of its own (never the driver's id: a ref to the
 // same object elsewhere in the worker reads it typed, an input reads it as bytes), pending until
 // its bytes arrive; the task's argument reader waits for it (detail::AwaitValue). The driver keeps

@@ -47,7 +47,7 @@ void Fields(M& m, F&& f) {
   } else if constexpr (std::is_same_v<T, Checkpointed>) {
     f(m.lease_id), f(m.task_key), f(m.version), f(m.step), f(m.path);
   } else if constexpr (std::is_same_v<T, Fetch>) {
-    f(m.request), f(m.object), f(m.through_driver);
+    f(m.request), f(m.object), f(m.through_driver), f(m.for_input);
   } else if constexpr (std::is_same_v<T, FetchFrom>) {
     f(m.request), f(m.at);
   } else if constexpr (std::is_same_v<T, Fetched>) {

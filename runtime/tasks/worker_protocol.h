@@ -46,7 +46,7 @@ enum class Kind : uint64_t {
 // What both sides speak: changed whenever any message here changes, so a worker and a driver of
 // different gpupool builds (a Python package beside a C++ build, a node not upgraded yet) say so
 // in plain words instead of misreading each other. Hello and Welcome carry it first.
-inline constexpr uint64_t kProtocol = 2;
+inline constexpr uint64_t kProtocol = 3;
 // The protocol a Hello or Welcome frame says it speaks (readable whatever else it holds).
 absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame);
 
@@ -198,6 +198,9 @@ struct Fetch {
   // A worker asking its driver: answer with the value, never FetchFrom (the worker could not
   // get it from where it is, or was told already that it cannot).
   bool through_driver = false;
+  // A task's input (TaskInputs): one being made again is answered Fetched::pending at once, and
+  // the task goes back to its driver to wait for it unleased.
+  bool for_input = false;
 };
 
 // The driver's answer to a worker's Fetch of an object another worker keeps (a result over
@@ -211,7 +214,8 @@ struct FetchFrom {
 };
 struct Fetched {
   uint64_t request = 0;
-  bool pending = false;  // not ready yet; `code` and `value` say nothing
+  // Being made again (its keeper died; only to Fetch::for_input): `code` and `value` say nothing.
+  bool pending = false;
   int64_t code = 0;      // ErrorCode; 0 (kOk): `value` is the object's value, encoded
   std::string message;
   std::string value;

@@ -794,3 +794,56 @@ def test_results_a_killed_worker_kept_are_made_again_from_their_lineage(two_node
     line = next(l for l in text.splitlines() if l.startswith("no retry:"))
     assert "GpupoolError" in line and "the result of task 'once'" in line, text
     assert "not made again" in line and "max_retries 0" in line, text
+
+
+def test_a_task_whose_input_is_being_made_again_waits_for_it_without_holding_its_lease(two_node_pool, tmp_path):
+    # A driver on no node of the pool; every task takes all of node-1 (both GPUs). node-1's worker
+    # keeps `a`, runs `slow`, and has `c` (which reads `a`) queued behind it when it is killed. `a`
+    # is made again, and `slow` and `c` run again, in a fresh worker. `c` must not take node-1
+    # while `a` waits to be made there: it waits for `a` unleased, so all three finish.
+    out = run_driver(two_node_pool, f"""
+        import os, signal, time
+        INIT()
+        runs = {str(tmp_path / "runs")!r}
+        os.makedirs(runs)
+
+        def note(tag):
+            with open(os.path.join(runs, "%s.%d" % (tag, gpupool.context().attempt)), "w") as f:
+                f.write(str(os.getpid()))
+
+        @gpupool.remote(gpus=2, labels={{"node": "node-1"}})
+        def first(n):
+            note("first")
+            return b"a" * n
+
+        @gpupool.remote(gpus=2, labels={{"node": "node-1"}})
+        def slow():
+            note("slow")
+            time.sleep(1.5)
+            return "slow done"
+
+        @gpupool.remote(gpus=2, labels={{"node": "node-1"}})
+        def size(data):
+            note("size")
+            return len(data)
+
+        a = first.submit(1 << 20)
+        deadline = time.time() + 20
+        while gpupool.stats()["objects_kept_by_workers"] < 1 and time.time() < deadline:
+            time.sleep(0.02)
+        s = slow.submit()
+        c = size.submit(a)
+        while not os.path.exists(os.path.join(runs, "slow.0")) and time.time() < deadline:
+            time.sleep(0.02)
+        os.kill(int(open(os.path.join(runs, "first.0")).read()), signal.SIGKILL)
+        print("slow", gpupool.get(s, timeout=40))
+        print("size", gpupool.get(c, timeout=40))
+        print("first again", os.path.exists(os.path.join(runs, "first.1")))
+        print("objects rebuilt", gpupool.stats()["objects_rebuilt"])
+    """, node="elsewhere", timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "slow slow done" in text, text
+    assert f"size {1 << 20}" in text, text
+    assert "first again True" in text, text
+    assert "objects rebuilt 1" in text, text
