@@ -14,7 +14,8 @@
 // the driver reads them from its result. Then objects go the other way: a task returns refs to
 // values it put where it ran, and another returns 1 MiB (over the 100 KiB that travel with a
 // task's outcome). The worker keeps both until the driver reads them; tasks on either node read
-// the big one as their input straight from that worker.
+// the big one as their input straight from that worker. Last, a task on node-1 submits GPU tasks
+// itself (Ray's nested tasks): its driver places them, here on node-0.
 #include <unistd.h>
 
 #include <chrono>
@@ -74,6 +75,26 @@ std::string SizeOf(gpupool::TaskContext& ctx, const std::string& data) {
 }
 GPUPOOL_REMOTE(SizeOf);
 
+int Square(gpupool::TaskContext&, int i) { return i * i; }
+GPUPOOL_REMOTE(Square);
+
+int AddOne(gpupool::TaskContext&, int x) { return x + 1; }
+GPUPOOL_REMOTE(AddOne);
+
+// Submits GPU tasks from inside a task (they go to the driver, which places them anywhere): n
+// squares, one reading a value this task put, and one saying where it ran.
+std::string FanOut(gpupool::TaskContext& ctx, int n) {
+  std::vector<gpupool::ObjectRef<int>> kids;
+  for (int i = 0; i < n; ++i) kids.push_back(gpupool::Task(Square).Gpus(1).Label("node", "node-0").Submit(i));
+  kids.push_back(gpupool::Task(AddOne).Gpus(1).Label("node", "node-0").Submit(gpupool::Put(10)));
+  gpupool::ObjectRef<std::string> where = gpupool::Task(HoldGpu).Gpus(1).Label("node", "node-0").Submit(0.0);
+  int sum = 0;
+  for (auto& k : kids) sum += *gpupool::Get(k);
+  return "sum " + std::to_string(sum) + ", child on " + *gpupool::Get(where) + ", parent on " +
+         ctx.slots().front().node + " pid=" + std::to_string(getpid());
+}
+GPUPOOL_REMOTE(FanOut);
+
 int main(int argc, char** argv) {
   gpupool::Runtime rt = gpupool::Init(argc, argv);  // in a worker, Init serves the driver and never returns
   int tasks = argc > 1 ? std::atoi(argv[1]) : 4;
@@ -124,6 +145,8 @@ int main(int argc, char** argv) {
     std::printf("big result: %zu bytes, %llu bytes fetched from workers, %llu objects over UCX\n", big_bytes,
                 static_cast<unsigned long long>(stats.bytes_fetched_from_workers),
                 static_cast<unsigned long long>(stats.objects_fetched_over_ucx));
+    std::printf("fan-out: %s\n",
+                gpupool::Get(gpupool::Task(FanOut).Gpus(1).Label("node", "node-1").Submit(3))->c_str());
   }
   return 0;
 }

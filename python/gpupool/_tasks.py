@@ -188,8 +188,12 @@ class RemoteFunction:
 
     def _exported(self):
         """The function's export for workers on other nodes (None when the runtime has none):
-        pickled at the first submit, as Ray does, so globals defined after the decorator travel."""
-        if self._process or not _core._uses_workers():
+        pickled at the first submit, as Ray does, so globals defined after the decorator travel.
+        In a worker, a GPU task's function is exported too: its driver submits it, and it may run
+        in another worker."""
+        if self._process:
+            return None
+        if not _core._uses_workers() and not (_core._in_worker() and self._settings.get("gpus")):
             return None
         # Kept per function, not per RemoteFunction: f.options(...) makes a copy per call, and all
         # of them share one export per runtime.

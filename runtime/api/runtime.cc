@@ -272,12 +272,37 @@ Runtime Init(int& argc, char** argv) {
 
 namespace detail {
 
+// A GPU task submitted by a task running in a worker: the driver submits it (WorkerHost::SubmitToDriver).
+ObjectHeader* SubmitThroughDriver(const FunctionInfo* function, EncodedArgs args, const TaskOptions& options) {
+  WorkerHostSlot& slot = CurrentWorkerHost();
+  runtime::WorkerHost* host;
+  {
+    runtime::MutexLock lock(&slot.mu);
+    host = slot.host;
+    if (host == nullptr) {
+      for (ObjectHeader* h : args.deps) Release(h);
+      for (ObjectHeader* h : args.nested) Release(h);
+      throw Error(ErrorCode::kCancelled, "the worker is stopping: it sends no more tasks to its driver");
+    }
+    ++slot.imports;  // the host outlives the submission (ServeAsWorker waits for the count)
+  }
+  absl::Cleanup done = [&slot] {
+    runtime::MutexLock lock(&slot.mu);
+    if (--slot.imports == 0) slot.idle.NotifyAll();
+  };
+  return host->SubmitToDriver(function, std::move(args), options, &IsWorkersOwnObject);
+}
+
 ObjectHeader* SubmitTask(const FunctionInfo* function, EncodedArgs args, const TaskOptions* options) {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) {
     for (ObjectHeader* h : args.deps) Release(h);
     for (ObjectHeader* h : args.nested) Release(h);
     Current();  // throws
+  }
+  // A worker leases nothing: its tasks' GPU tasks are the driver's to submit (CPU ones run here).
+  if (serving_as_worker.load(std::memory_order_acquire) && options != nullptr && options->gpus > 0) {
+    return SubmitThroughDriver(function, std::move(args), *options);
   }
   return rt->Submit(function, std::move(args), options);
 }

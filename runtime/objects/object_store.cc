@@ -40,6 +40,7 @@ std::vector<Task*> ObjectStore::Resolve(ObjectEntry* entry, uint32_t state,
     entry->value = std::move(value);
     entry->failure = std::move(failure);
     entry->producer = nullptr;
+    entry->remaking.store(false, std::memory_order_release);
     // seq_cst pairs with the waiter's increment of waiters_ (see Await): either the waiter sees
     // this state, or this thread sees the waiter and wakes it.
     entry->state.store(state, std::memory_order_seq_cst);

@@ -52,9 +52,13 @@ struct ObjectEntry : detail::ObjectHeader {
   ObjectStore* store = nullptr;
   std::atomic<bool> remote{false};          // pending while its value is elsewhere (RemoteValues)
   std::atomic<bool> wanted{false};          // something here waited for it (see MarkRemote)
-  // Its value is being made again (MarkRemade): the copy kept elsewhere was lost. A task that
-  // would wait for it holding a lease goes back to wait unleased instead (Executor::AwaitInputs).
+  // Its value is being made again (MarkRemade; until it is kept elsewhere again or resolved): the
+  // copy kept elsewhere was lost. A task that would wait for it holding a lease goes back to wait
+  // unleased instead (Executor::AwaitInputs).
   std::atomic<bool> remaking{false};
+  // A worker's input that its driver said is being made again (TaskInputs), failed here so: its
+  // task goes back to the driver unrun (Executor::AwaitInputs).
+  std::atomic<bool> remade_at_driver{false};
   std::unique_ptr<detail::ValueBox> value;  // when ready
   std::exception_ptr failure;               // when failed
 

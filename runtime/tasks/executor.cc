@@ -114,13 +114,15 @@ void Executor::MakeRunnable(Task* task) {
 }
 
 void Executor::Requeue(Task* task) {
-  for (detail::ObjectHeader* h : task->deps) {
-    auto* entry = static_cast<ObjectEntry*>(h);
-    if (entry->remaking.load(std::memory_order_acquire) &&
-        entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
-      Admit(task);  // waits for it unleased, as when it was submitted
-      return;
-    }
+  auto remaking = [](detail::ObjectHeader* h) {
+    return static_cast<ObjectEntry*>(h)->remaking.load(std::memory_order_acquire) &&
+           h->state.load(std::memory_order_acquire) == detail::kObjectPending;
+  };
+  // Its nested refs too where tasks run in workers: Admit waits for those to be made there.
+  if (std::any_of(task->deps.begin(), task->deps.end(), remaking) ||
+      (in_workers_.load(std::memory_order_relaxed) && std::any_of(task->nested.begin(), task->nested.end(), remaking))) {
+    Admit(task);  // waits for them unleased, as when it was submitted
+    return;
   }
   Enqueue(task);
 }
@@ -152,7 +154,7 @@ bool Executor::AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out) {
     if (entry->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
       // Failed because its process is stopping; or, in a worker, the driver said the value is
       // being made again (TaskInputs marks the input so): handed back either way.
-      if ((lease != nullptr && lease->stop.load()) || entry->remaking.load(std::memory_order_acquire)) {
+      if ((lease != nullptr && lease->stop.load()) || entry->remade_at_driver.load(std::memory_order_acquire)) {
         out->kind = RunOutcome::Kind::kNotRun;
         return false;
       }

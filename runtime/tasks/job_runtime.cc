@@ -13,7 +13,10 @@
 #include <thread>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "gpupool/codec.h"
+#include "gpupool/internal/task_options_codec.h"
 #include "pool/devices/device_driver.h"
 #include "runtime/client/fresh_token.h"
 #include "runtime/objects/host_memory.h"
@@ -214,6 +217,19 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   wo.on_release = [this](WorkerConnection& from, const wire::Release& release) {
     remote_objects_->Returned(from, release);
   };
+  wo.on_submit = [this](WorkerConnection& from, wire::Submit&& submit) {
+    const uint64_t request = submit.request;
+    wire::Submitted answer{.request = request};
+    absl::StatusOr<ObjectEntry*> result = SubmitFor(from, std::move(submit));
+    if (result.ok()) {
+      answer.object = (*result)->id;
+      remote_objects_->HandOver(from, *result);  // before the answer: its Borrow finds it
+    } else {
+      answer.code = static_cast<int64_t>(result.status().code());
+      answer.message = std::string(result.status().message());
+    }
+    from.PostFrame(wire::Encode(answer));
+  };
   wo.on_checkpointed = [this](WorkerConnection&, const wire::Checkpointed& note) {
     pool_->Checkpointed(note.lease_id, CheckpointNote{note.task_key, note.version, note.step, note.path});
   };
@@ -236,15 +252,22 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
       return for_input && entry->remaking.load(std::memory_order_acquire) &&
              entry->state.load(std::memory_order_acquire) == detail::kObjectPending;
     };
-    if (entry != nullptr && !remaking()) store_->Want(entry.get());
-    from.Post([this, entry, remaking, request = ask.request]() -> std::optional<std::string> {
+    // Asked for once it is waited for here (not while it is being made again: the task goes back).
+    auto wanted = std::make_shared<bool>(false);
+    from.Post([this, entry, remaking, wanted, request = ask.request]() -> std::optional<std::string> {
       if (entry == nullptr) {
         return wire::Encode(wire::Fetched{.request = request,
                                           .code = static_cast<int64_t>(ErrorCode::kNotFound),
                                           .message = "it was freed, or never existed"});
       }
       if (remaking()) return wire::Encode(wire::Fetched{.request = request, .pending = true});
-      if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) return std::nullopt;
+      if (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+        if (!*wanted) {
+          *wanted = true;
+          store_->Want(entry.get());
+        }
+        return std::nullopt;
+      }
       bool sent_value = false;
       std::string frame = wire::AnswerFetch(request, entry.get(), &sent_value);
       if (sent_value) bytes_fetched_by_workers_.fetch_add(frame.size(), std::memory_order_relaxed);
@@ -321,6 +344,74 @@ detail::ObjectHeader* JobRuntime::Submit(const detail::FunctionInfo* function,
   task->result = result;
   executor_->Admit(task.release());
   return result;
+}
+
+absl::StatusOr<ObjectEntry*> JobRuntime::SubmitFor(WorkerConnection& from, wire::Submit&& m) {
+  const detail::FunctionInfo* function = detail::FunctionNamed(m.function);
+  if (function == nullptr) {
+    return absl::NotFoundError(absl::StrCat("this driver's program has no remote function '", m.function, "'"));
+  }
+  TaskOptions options;
+  try {
+    Reader r(m.options);
+    options = gpupool::Decode<TaskOptions>(r);
+  } catch (const Error& e) {
+    return absl::DataLossError(absl::StrCat("the task's options arrived unreadable: ", e.what()));
+  }
+  if (m.inline_deps.size() != m.inline_dep_values.size() || m.inline_nested.size() != m.inline_nested_values.size()) {
+    return absl::DataLossError("the task's inline values do not match their places");
+  }
+  detail::EncodedArgs args;
+  args.bytes = std::move(m.args);
+  absl::Cleanup let_go = [&args] {  // what was looked up, unless Submit took it
+    for (detail::ObjectHeader* h : args.deps) detail::Release(h);
+    for (detail::ObjectHeader* h : args.nested) detail::Release(h);
+  };
+  std::map<uint64_t, std::string*> dep_values, nested_values;
+  for (size_t k = 0; k < m.inline_deps.size(); ++k) dep_values[m.inline_deps[k]] = &m.inline_dep_values[k];
+  for (size_t k = 0; k < m.inline_nested.size(); ++k) nested_values[m.inline_nested[k]] = &m.inline_nested_values[k];
+  // The worker borrows the driver's objects it names, so each is still here; one that is not
+  // (a worker of another build, or one that let go too early) is refused by name.
+  auto look_up = [this, &from](uint64_t id) -> absl::StatusOr<detail::ObjectHeader*> {
+    if (ObjectEntry* live = store_->Lookup(id)) return live;
+    return absl::NotFoundError(absl::StrCat("object ", id, ", named by its arguments, is not held by the driver (freed, "
+                                            "or made by worker pid ", from.pid(), " and not sent to it)"));
+  };
+  for (size_t i = 0; i < m.deps.size(); ++i) {
+    if (auto value = dep_values.find(i); value != dep_values.end()) {
+      // A value the worker made: the task's input (its arguments name it by place, not id).
+      args.deps.push_back(store_->CreateReady(std::make_unique<detail::EncodedValue>(std::move(*value->second))));
+      continue;
+    }
+    absl::StatusOr<detail::ObjectHeader*> dep = look_up(m.deps[i]);
+    if (!dep.ok()) return dep.status();
+    args.deps.push_back(*dep);
+  }
+  for (size_t i = 0; i < m.nested.size(); ++i) {
+    const uint64_t id = m.nested[i];
+    if (auto value = nested_values.find(i); value != nested_values.end()) {
+      // A value the worker made, named by id inside the arguments: a copy here under that id,
+      // which the worker that runs the task imports (unless this driver has it already).
+      ObjectEntry* live = store_->Lookup(id);
+      if (live == nullptr) {
+        if (!wire::IsWorkerObjectId(id)) return absl::DataLossError(absl::StrCat("object ", id, " is not a worker's"));
+        live = store_->CreateReadyWithId(id, std::make_unique<detail::EncodedValue>(std::move(*value->second)));
+      }
+      args.nested.push_back(live);
+      continue;
+    }
+    absl::StatusOr<detail::ObjectHeader*> ref = look_up(id);
+    if (!ref.ok()) return ref.status();
+    args.nested.push_back(*ref);
+  }
+  std::move(let_go).Cancel();
+  // Submitted as this driver's own task: placed, counted, retried and checkpointed as any. What
+  // Submit refuses (bad options) is the worker's to hear, not this reader thread's to throw.
+  try {
+    return static_cast<ObjectEntry*>(Submit(function, std::move(args), &options));
+  } catch (const Error& e) {
+    return absl::Status(static_cast<absl::StatusCode>(e.code()), e.what());
+  }
 }
 
 void JobRuntime::Cancel(detail::ObjectHeader* object) {

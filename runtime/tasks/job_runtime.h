@@ -121,6 +121,10 @@ class JobRuntime final {
   void StartEngine();
   // The worker pool, when the job may run tasks on nodes where it has no process.
   absl::Status StartWorkers(WorkerPlan plan, const std::string& driver);
+  // A GPU task a task in the worker `from` submitted (wire::Submit), submitted here as this
+  // driver's own: its result, retained; or why not (an unknown function, unreadable options, a
+  // ref to an object this driver does not hold). The reader thread of `from`'s connection.
+  absl::StatusOr<ObjectEntry*> SubmitFor(WorkerConnection& from, wire::Submit&& submit);
 
   // Constant after Start.
   RuntimeOptions options_;

@@ -30,21 +30,41 @@ void RemoteObjects::SendRelease(WorkerConnection& to, uint64_t object, uint64_t 
   to.PostFrame(wire::Encode(wire::Release{.object = object, .count = count, .read = read, .refs_read = refs_read}));
 }
 
-uint64_t RemoteObjects::LineageBytes(const Task& task) { return sizeof(Task) + task.args.size(); }
-
 void RemoteObjects::DropLineage::operator()(Task* task) const {
-  bytes->fetch_sub(LineageBytes(*task), std::memory_order_relaxed);
-  DeleteTaskReleasingInputs(task);
+  counter->fetch_sub(bytes, std::memory_order_relaxed);
+  // Freeing a task releases its inputs, which may free their records and so their own lineages:
+  // a chain as long as the budget allows. Those are freed by the outermost call's loop, not by
+  // recursion as deep as the chain.
+  static thread_local std::vector<Task*>* freeing = nullptr;
+  if (freeing != nullptr) {
+    freeing->push_back(task);
+    return;
+  }
+  std::vector<Task*> tasks{task};
+  freeing = &tasks;
+  while (!tasks.empty()) {
+    Task* next = tasks.back();
+    tasks.pop_back();
+    DeleteTaskReleasingInputs(next);
+  }
+  freeing = nullptr;
 }
 
 bool RemoteObjects::KeepLineage(Task* task) {
-  const uint64_t bytes = LineageBytes(*task);
   MutexLock lock(&mu_);
   auto it = records_.find(task->result);
   if (it == records_.end() || !it->second.result || it->second.lineage != nullptr) return false;
+  // What keeping it pins: the task and its arguments, and the values workers keep for its inputs
+  // (they stay while it may need them again). Values this driver holds count as nothing here.
+  uint64_t bytes = sizeof(Task) + task->args.size();
+  for (const auto* inputs : {&task->deps, &task->nested}) {
+    for (detail::ObjectHeader* h : *inputs) {
+      if (auto input = records_.find(static_cast<ObjectEntry*>(h)); input != records_.end()) bytes += input->second.bytes;
+    }
+  }
   if (lineage_bytes_.load(std::memory_order_relaxed) + bytes > kLineageBudgetBytes) return false;
   lineage_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  it->second.lineage = Lineage(task, DropLineage{&lineage_bytes_});
+  it->second.lineage = Lineage(task, DropLineage{&lineage_bytes_, bytes});
   return true;
 }
 
@@ -252,8 +272,31 @@ void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<de
   detail::Release(entry);
 }
 
+void RemoteObjects::HandOver(WorkerConnection& to, ObjectEntry* result) {
+  ObjectEntry* replaced = nullptr;
+  {
+    MutexLock lock(&mu_);
+    if (gone_.contains(&to)) {
+      replaced = result;  // nobody will borrow it
+    } else {
+      ObjectEntry*& slot = handed_[{&to, result->id}];
+      replaced = slot;
+      slot = result;
+    }
+  }
+  detail::Release(replaced);
+}
+
 void RemoteObjects::Lend(WorkerConnection& to, ObjectId id) {
-  ObjectEntry* entry = store_.Lookup(id);
+  ObjectEntry* entry = nullptr;
+  {
+    MutexLock lock(&mu_);
+    if (auto handed = handed_.find({&to, id}); handed != handed_.end()) {
+      entry = handed->second;  // its reference becomes the loan's, or goes below
+      handed_.erase(handed);
+    }
+  }
+  if (entry == nullptr) entry = store_.Lookup(id);
   if (entry == nullptr) return;  // gone already: the worker's read fails, naming it
   {
     MutexLock lock(&mu_);
@@ -289,6 +332,10 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
       returned.push_back(it->second.first);
       it = lent_.erase(it);
     }
+    for (auto it = handed_.lower_bound({&gone, 0}); it != handed_.end() && it->first.first == &gone;) {
+      returned.push_back(it->second);
+      it = handed_.erase(it);
+    }
     for (auto it = orphans_.lower_bound({&gone, 0}); it != orphans_.end() && it->first.first == &gone;) {
       it = orphans_.erase(it);
     }
@@ -315,12 +362,14 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
   for (ObjectEntry* entry : returned) detail::Release(entry);
   // Results with a lineage are made again, all at once (see Executor::Rebuild); the rest fail.
   std::vector<std::pair<Task*, ObjectEntry*>> remake;
-  std::vector<size_t> remake_at;  // their places in `lost`
+  std::vector<size_t> remake_at;       // their places in `lost`
+  std::vector<uint64_t> remake_bytes;  // measured now: an admitted task may be gone by the answer
   for (size_t i = 0; i < lost.size(); ++i) {
     auto& [record, entry] = lost[i];
     if (record.lineage != nullptr && entry != nullptr && rebuild_) {
       remake.emplace_back(record.lineage.get(), entry);
       remake_at.push_back(i);
+      remake_bytes.push_back(record.lineage.get_deleter().bytes);
     }
   }
   std::vector<bool> remade(lost.size(), false);
@@ -333,10 +382,10 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
         not_remade[i] = absl::StrCat("; not made again: ", again[k].message());
         continue;
       }
-      // The task runs again, holding the entry (the reference taken above): no lineage any more.
-      Lineage& lineage = lost[i].first.lineage;
-      lineage_bytes_.fetch_sub(LineageBytes(*lineage), std::memory_order_relaxed);
-      (void)lineage.release();
+      // The task is the executor's again, holding the entry (the reference taken above), and may
+      // be finished and gone already: let go of it without touching it.
+      lineage_bytes_.fetch_sub(remake_bytes[k], std::memory_order_relaxed);
+      (void)lost[i].first.lineage.release();
       remade[i] = true;
       rebuilt_.fetch_add(1, std::memory_order_relaxed);
     }

@@ -20,9 +20,11 @@
 // finished task (its function, arguments and the refs among them, which keep their own lineage
 // alive in turn) while its result's entry lives unfetched (KeepLineage), and runs it again when
 // the keeper goes, as a retry against its max_retries; whoever waits for the value keeps waiting.
-// Up to kLineageBudgetBytes of such tasks are kept (Ray's default max_lineage_bytes). What
-// cannot be made again (an object a worker made with a Put, a task with no retry left or not
-// kept) fails with kDataLoss naming the object, the worker and why.
+// Keeping a task keeps its inputs too (a chain of kept results stays whole while its last link
+// may be needed); up to kLineageBudgetBytes are kept at once, counting each task's arguments and
+// the values workers keep for its inputs (Ray's default max_lineage_bytes; values this driver
+// holds are not counted). What cannot be made again (an object a worker made with a Put, a task
+// with no retry left or not kept) fails with kDataLoss naming the object, the worker and why.
 //
 // The other way, the driver lends: a worker that holds a ref to one of the driver's objects says
 // so (wire::Borrow), and the driver keeps the object alive until the worker lets go (Release) or
@@ -101,12 +103,15 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // it (a stale answer, dropped).
   bool OnFetched(WorkerConnection& from, const wire::FetchedView& answer, bool over_ucx = false)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The worker is gone: every value it kept and the driver had not fetched is lost, and what it
-  // borrowed goes back.
+  // The worker is gone: every value it kept and the driver had not fetched is made again from
+  // its lineage, or else lost; and what it borrowed goes back.
   void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // A worker borrows one of the driver's objects (one that no longer exists is not kept), and
   // lets go of `count` of its borrows.
   void Lend(WorkerConnection& to, ObjectId id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The result of a task `to` submitted (wire::Submit), retained: kept for it until its Borrow
+  // of the object takes this reference over as its loan, or until it goes.
+  void HandOver(WorkerConnection& to, ObjectEntry* result) ABSL_LOCKS_EXCLUDED(mu_);
   void Returned(WorkerConnection& by, const wire::Release& release) ABSL_LOCKS_EXCLUDED(mu_);
 
   // RemoteValues.
@@ -147,13 +152,13 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // Frees a kept lineage (its inputs released), never under mu_: releasing them may free entries,
   // whose Forget takes it.
   struct DropLineage {
-    // lineage_bytes_. No default member initializer: GCC then refuses it as a unique_ptr deleter
-    // declared inside the class it serves.
-    std::atomic<uint64_t>* bytes;
+    // No default member initializers: GCC then refuses it as a unique_ptr deleter declared
+    // inside the class it serves.
+    std::atomic<uint64_t>* counter;  // lineage_bytes_
+    uint64_t bytes;                  // what this lineage counts there (KeepLineage)
     void operator()(Task* task) const;
   };
   using Lineage = std::unique_ptr<Task, DropLineage>;
-  static uint64_t LineageBytes(const Task& task);
 
   struct Record {
     std::shared_ptr<WorkerConnection> worker;  // kept alive for a Release sent after its reader ended
@@ -214,6 +219,8 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // Raw pointers, never reused: the WorkerPool keeps every connection until it is destroyed.
   std::set<WorkerConnection*> gone_ ABSL_GUARDED_BY(mu_);
 
+  // Results handed over to the workers that submitted their tasks, not borrowed yet (retained).
+  std::map<std::pair<WorkerConnection*, ObjectId>, ObjectEntry*> handed_ ABSL_GUARDED_BY(mu_);
   // The driver's objects workers borrow: retained once per (worker, object), with the count.
   std::map<std::pair<WorkerConnection*, ObjectId>, std::pair<ObjectEntry*, uint64_t>> lent_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_fetched_{0};

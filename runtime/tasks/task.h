@@ -2,7 +2,9 @@
 //
 // One submitted task and the shape of resources it runs on (with that shape's counters). A Task is created by Submit, waits for
 // its dependencies, sits in its shape's queue, runs on a worker, and is deleted once its result is
-// resolved. Memory per queued task is the Task itself plus its result entry (a few hundred bytes).
+// resolved; or, when a worker keeps its result, kept as that result's lineage until the driver
+// reads it or drops it (runtime/tasks/remote_objects.h). Memory per queued task is the Task
+// itself plus its result entry (a few hundred bytes).
 #ifndef GPUPOOL_RUNTIME_TASKS_TASK_H_
 #define GPUPOOL_RUNTIME_TASKS_TASK_H_
 

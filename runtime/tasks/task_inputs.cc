@@ -168,7 +168,7 @@ bool TaskInputs::OnFetched(const wire::FetchedView& answer) {
   } else if (answer.pending) {
     // Its keeper died and its task runs again: the task goes back to the driver to wait for it
     // (Executor::AwaitInputs hands back a task whose input is marked so), not holding its lease.
-    input.entry->remaking.store(true, std::memory_order_release);
+    input.entry->remade_at_driver.store(true, std::memory_order_release);
     Resolve(input, nullptr, Failure(input, ErrorCode::kUnavailable, "it is being made again: its keeper died"));
   } else {
     Resolve(input, nullptr, Failure(input, static_cast<ErrorCode>(answer.code), answer.message));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
 #include "gpupool/internal/task_options_codec.h"
@@ -87,7 +88,8 @@ WorkerHost::WorkerHost(JobRuntime& runtime, FrameSocket& driver, std::chrono::mi
       })),
       inputs_(std::make_unique<TaskInputs>(
           &runtime.store(), &driver, [this](uint64_t id) { return KeptResult(id); },
-          [this] { return FetchingOverUcx(); })) {
+          [this] { return FetchingOverUcx(); })),
+      submits_(&driver) {
   imports_->UseKeepers([this](uint64_t id) { return KeptResult(id); },
                        [this](const wire::InputAt& at, absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) {
                          inputs_->FromKeeper(at, std::move(done));
@@ -329,6 +331,9 @@ absl::Status WorkerHost::Serve() {
           break;
         case wire::Kind::kRelease:
           bad = deliver(wire::DecodeRelease(*frame), [&](const wire::Release& m) { OnRelease(m); });
+          break;
+        case wire::Kind::kSubmitted:
+          bad = deliver(wire::DecodeSubmitted(*frame), [&](const wire::Submitted& m) { submits_.OnSubmitted(m); });
           break;
         case wire::Kind::kStop:
           StopAll();
@@ -604,6 +609,67 @@ void WorkerHost::ReapFinished() {
 void WorkerHost::StopImports() {
   imports_->Stop(absl::CancelledError("the worker is stopping"));
   inputs_->Stop(absl::CancelledError("the worker is stopping"));
+  submits_.Stop(absl::CancelledError("the worker is stopping: the task it submitted was not sent"));
+}
+
+detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* function, detail::EncodedArgs args,
+                                                 const TaskOptions& options, bool (*made_here)(ObjectId)) {
+  // The refs the arguments hold stay held until the driver has its own (it answered).
+  absl::Cleanup let_go = [&args] {
+    for (detail::ObjectHeader* h : args.deps) detail::Release(h);
+    for (detail::ObjectHeader* h : args.nested) detail::Release(h);
+  };
+  wire::Submit message{.function = function->name, .args = std::move(args.bytes)};
+  {
+    Writer w(message.options);
+    gpupool::Encode(w, options);
+  }
+  std::vector<detail::ObjectHeader*> kept;  // the driver's objects met in values sent: kept until sent
+  absl::Cleanup let_go_kept = [&kept] {
+    for (detail::ObjectHeader* h : kept) detail::Release(h);
+  };
+  // An object made here (a Put, a CPU task's result) goes as its value, waited for: a failed one
+  // fails the submission, as its dependency failing would fail the task.
+  auto value_of = [&](detail::ObjectHeader* h, const std::string& what) {
+    const detail::ValueBox& value = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
+    std::string bytes;
+    EncodingFor scope(this);
+    value.EncodeTo(bytes);
+    kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());
+    scope.kept.clear();
+    if (!scope.holds.empty()) {
+      DropHolds(scope.holds);
+      throw Error(ErrorCode::kUnimplemented,
+                  absl::StrCat(what, " of GPU task '", function->name, "', a value this worker made, holds refs to other "
+                               "objects it made: a GPU task submitted from a worker's task cannot take those yet (pass "
+                               "their values, or refs the driver made)"));
+    }
+    return bytes;
+  };
+  for (size_t i = 0; i < args.deps.size(); ++i) {
+    detail::ObjectHeader* h = args.deps[i];
+    message.deps.push_back(h->id);
+    if (made_here(h->id)) {
+      message.inline_deps.push_back(i);
+      message.inline_dep_values.push_back(value_of(h, absl::StrCat("argument ", i)));
+    }
+  }
+  for (size_t i = 0; i < args.nested.size(); ++i) {
+    detail::ObjectHeader* h = args.nested[i];
+    message.nested.push_back(h->id);
+    if (made_here(h->id)) {
+      message.inline_nested.push_back(i);
+      message.inline_nested_values.push_back(value_of(h, absl::StrCat("object ", h->id, " inside its arguments")));
+    }
+  }
+  absl::StatusOr<uint64_t> result = submits_.Submit(std::move(message));
+  if (!result.ok()) {
+    throw Error(static_cast<ErrorCode>(result.status().code()),
+                absl::StrCat("GPU task '", function->name, "' submitted from a task in worker pid ", getpid(), ": ",
+                             result.status().message()));
+  }
+  // The driver lent it to this worker: the import's borrow takes the loan over.
+  return Import(*result, function->decode_result);
 }
 
 void WorkerHost::StopAll() {

@@ -9,9 +9,9 @@
 // worker serves all of the job's leases on its node, so tasks share its CUDA contexts, as tasks
 // in one process do.
 //
-// The worker leases nothing itself: its pool client (DriverLink) refuses requests (GPU tasks
-// submitted from inside a worker's task are not supported yet) and passes snapshot notes to the
-// driver, which tells the head.
+// The worker leases nothing itself: its pool client (DriverLink) refuses requests, and passes
+// snapshot notes to the driver, which tells the head. A GPU task that a worker's task submits goes
+// to the driver, which submits it as its own (SubmitToDriver, runtime/tasks/submits_to_driver.h).
 //
 // Objects: refs to the driver's objects nested in a task's arguments are imported under the
 // driver's ids (runtime/tasks/driver_imports.h: fetched over the same connection when needed), so
@@ -47,6 +47,7 @@
 #include "runtime/sync/mutex.h"
 #include "runtime/tasks/driver_imports.h"
 #include "runtime/tasks/job_runtime.h"
+#include "runtime/tasks/submits_to_driver.h"
 #include "runtime/tasks/task_inputs.h"
 #include "runtime/tasks/worker_protocol.h"
 #include "transport/object_transfer.h"
@@ -99,6 +100,15 @@ class WorkerHost {
   // its value and borrowed meanwhile (runtime/tasks/driver_imports.h); retained for the caller.
   // Any thread.
   detail::ObjectHeader* Import(uint64_t object, detail::BoxDecoder decode);
+  // A GPU task that a task of this worker submits: the driver submits it as its own, and its
+  // result (the driver's object) is imported here, retained for the caller. Takes the references
+  // `args` holds. The refs among its arguments go by id, except an ObjectRef argument this worker
+  // made, which goes as its value (waited for, when a task here still computes it). Throws Error
+  // when an argument cannot go (a ref this worker made nested inside a value, or a value of its
+  // own holding one), the driver refuses the task (naming why), or the worker is stopping. A task
+  // thread (it waits for the driver's answer). `made_here`: whether this worker made an object.
+  detail::ObjectHeader* SubmitToDriver(const detail::FunctionInfo* function, detail::EncodedArgs args,
+                                       const TaskOptions& options, bool (*made_here)(ObjectId));
   // The host whose driver receives what the calling thread is encoding (a task's result, an
   // answer to the driver's Fetch), or null: refs met there leave this process for the driver (a
   // task's own SendValue to its group of one does not).
@@ -181,6 +191,7 @@ class WorkerHost {
   // Tasks' inputs other workers keep (or this one): fetched from there. Before the UCX members:
   // a fetch the fetcher fails as it goes still finds it.
   std::unique_ptr<TaskInputs> inputs_;
+  SubmitsToDriver submits_;
   // This worker's kept result `id` (a ready entry of encoded bytes), retained; null when not kept.
   detail::ObjectHeader* KeptResult(uint64_t id) ABSL_LOCKS_EXCLUDED(held_mu_);
 

@@ -331,6 +331,19 @@ void WorkerPool::ReadLoop(std::shared_ptr<WorkerConnection> worker) {
       case wire::Kind::kBorrow: bad = deliver(wire::DecodeBorrow(*frame), options_.on_borrow); break;
       case wire::Kind::kRelease: bad = deliver(wire::DecodeRelease(*frame), options_.on_release); break;
       case wire::Kind::kObjectsAt: bad = deliver(wire::DecodeObjectsAt(*frame), options_.on_objects_at); break;
+      case wire::Kind::kSubmit: {
+        absl::StatusOr<wire::Submit> submit = wire::DecodeSubmit(*frame);
+        if (!submit.ok()) {
+          bad = submit.status();
+        } else if (options_.on_submit) {
+          options_.on_submit(*worker, *std::move(submit));
+        } else {  // answered all the same: the submitter must not wait
+          worker->PostFrame(wire::Encode(wire::Submitted{.request = submit->request,
+                                                         .code = static_cast<int64_t>(ErrorCode::kUnimplemented),
+                                                         .message = "this driver takes no tasks from its workers"}));
+        }
+        break;
+      }
       case wire::Kind::kFetch: {
         absl::StatusOr<wire::Fetch> ask = wire::DecodeFetch(*frame);
         if (!ask.ok()) {

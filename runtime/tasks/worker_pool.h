@@ -107,6 +107,8 @@ struct WorkerPoolOptions {
   std::function<void(WorkerConnection& from, const wire::Release& release)> on_release;
   // Where a worker serves the results it keeps over UCX.
   std::function<void(WorkerConnection& from, const wire::ObjectsAt& at)> on_objects_at;
+  // A worker's task submits a GPU task: answer with from.PostFrame (wire::Submitted).
+  std::function<void(WorkerConnection& from, wire::Submit&& submit)> on_submit;
 };
 
 class WorkerPool {

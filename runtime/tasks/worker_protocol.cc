@@ -52,6 +52,11 @@ void Fields(M& m, F&& f) {
     f(m.request), f(m.at);
   } else if constexpr (std::is_same_v<T, Fetched>) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
+  } else if constexpr (std::is_same_v<T, Submit>) {
+    f(m.request), f(m.function), f(m.args), f(m.options), f(m.deps), f(m.nested), f(m.inline_deps),
+        f(m.inline_dep_values), f(m.inline_nested), f(m.inline_nested_values);
+  } else if constexpr (std::is_same_v<T, Submitted>) {
+    f(m.request), f(m.object), f(m.code), f(m.message);
   } else if constexpr (std::is_same_v<T, Release>) {
     f(m.object), f(m.count), f(m.read), f(m.refs_read);
   } else if constexpr (std::is_same_v<T, Borrow>) {
@@ -152,6 +157,10 @@ template <>
 struct Codec<runtime::wire::ObjectsAt> : WireCodec<runtime::wire::ObjectsAt> {};
 template <>
 struct Codec<runtime::wire::FetchFrom> : WireCodec<runtime::wire::FetchFrom> {};
+template <>
+struct Codec<runtime::wire::Submit> : WireCodec<runtime::wire::Submit> {};
+template <>
+struct Codec<runtime::wire::Submitted> : WireCodec<runtime::wire::Submitted> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -179,6 +188,14 @@ std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
 std::string Encode(const Borrow& m) { return EncodeAs(Kind::kBorrow, m); }
 std::string Encode(const ObjectsAt& m) { return EncodeAs(Kind::kObjectsAt, m); }
 std::string Encode(const FetchFrom& m) { return EncodeAs(Kind::kFetchFrom, m); }
+std::string Encode(const Submit& m) {
+  size_t bytes = 64 + m.function.size() + m.args.size() + m.options.size() + 10 * (m.deps.size() + m.nested.size());
+  for (const auto* values : {&m.inline_dep_values, &m.inline_nested_values}) {
+    for (const std::string& v : *values) bytes += 10 + v.size();
+  }
+  return EncodeAs(Kind::kSubmit, m, bytes);
+}
+std::string Encode(const Submitted& m) { return EncodeAs(Kind::kSubmitted, m); }
 
 absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame) {
   try {
@@ -194,7 +211,7 @@ absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kFetchFrom)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kSubmitted)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -223,6 +240,10 @@ absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view f) {
 }
 absl::StatusOr<FetchFrom> DecodeFetchFrom(std::string_view f) {
   return DecodeAs<FetchFrom>(Kind::kFetchFrom, f, "fetch-from");
+}
+absl::StatusOr<Submit> DecodeSubmit(std::string_view f) { return DecodeAs<Submit>(Kind::kSubmit, f, "submit"); }
+absl::StatusOr<Submitted> DecodeSubmitted(std::string_view f) {
+  return DecodeAs<Submitted>(Kind::kSubmitted, f, "submitted");
 }
 
 std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value) {

@@ -6,9 +6,9 @@
 // into a status here).
 //
 //   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Fetched,
-//                     Borrow, Release, ObjectsAt, Bye
+//                     Borrow, Release, ObjectsAt, Submit, Bye
 //   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, FetchFrom, Release,
-//                     Stop
+//                     Submitted, Stop
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
@@ -40,7 +40,7 @@ namespace gpupool::runtime::wire {
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
   kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11, kRelease = 12,
-  kBorrow = 13, kObjectsAt = 14, kFetchFrom = 15,
+  kBorrow = 13, kObjectsAt = 14, kFetchFrom = 15, kSubmit = 16, kSubmitted = 17,
 };
 
 // What both sides speak: changed whenever any message here changes, so a worker and a driver of
@@ -186,8 +186,8 @@ struct Checkpointed {
 };
 
 // One side asks the other for an object by id, and the other answers once the object is
-// resolved (never `pending`: an answer waits while a task still computes the object, or while the
-// driver fetches it from the worker that keeps it). A worker asks its driver for the driver's
+// resolved (an answer waits while a task still computes the object, or while the driver fetches
+// it from the worker that keeps it; `pending` only for a task's input being made again). A worker asks its driver for the driver's
 // objects it holds refs to (runtime/tasks/driver_imports.h: the request is the object's id), and
 // for a task's input it could not get from the worker that keeps it (runtime/tasks/task_inputs.h:
 // the request is the id of the input's own entry, in the worker's range); the driver asks a
@@ -265,6 +265,32 @@ struct ObjectsAt {
   std::string ucx_address;
 };
 
+// A task running in a worker submits a GPU task (Ray's nested tasks). The driver, which owns every
+// task and object of the job, submits it as its own and answers Submitted with its result's id,
+// lent to the worker (the worker's Borrow of it takes the loan over). The refs among its
+// arguments go by id (`deps`: its ObjectRef arguments, in order; `nested`: refs inside values):
+// the driver's objects (the worker borrows them meanwhile). An object this worker made goes with
+// its value, encoded: an ObjectRef argument's at its index in `deps` (`inline_deps`), a nested
+// ref's at its index in `nested` (`inline_nested`; the driver keeps that copy under its id).
+struct Submit {
+  uint64_t request = 0;  // the worker's, to match the answer
+  std::string function;  // the registered name
+  std::string args;      // as encoded by the submitter
+  std::string options;   // TaskOptions, encoded
+  std::vector<uint64_t> deps;
+  std::vector<uint64_t> nested;
+  std::vector<uint64_t> inline_deps;
+  std::vector<std::string> inline_dep_values;
+  std::vector<uint64_t> inline_nested;
+  std::vector<std::string> inline_nested_values;
+};
+struct Submitted {
+  uint64_t request = 0;
+  uint64_t object = 0;  // the result's id; 0: refused (`code`, `message` say why)
+  int64_t code = 0;
+  std::string message;
+};
+
 std::string Encode(const Hello& m);
 std::string Encode(const Welcome& m);
 std::string Encode(const Tasks& m);
@@ -280,6 +306,8 @@ std::string Encode(const Release& m);
 std::string Encode(const Borrow& m);
 std::string Encode(const ObjectsAt& m);
 std::string Encode(const FetchFrom& m);
+std::string Encode(const Submit& m);
+std::string Encode(const Submitted& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -296,6 +324,8 @@ absl::StatusOr<Release> DecodeRelease(std::string_view frame);
 absl::StatusOr<Borrow> DecodeBorrow(std::string_view frame);
 absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view frame);
 absl::StatusOr<FetchFrom> DecodeFetchFrom(std::string_view frame);
+absl::StatusOr<Submit> DecodeSubmit(std::string_view frame);
+absl::StatusOr<Submitted> DecodeSubmitted(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 

@@ -43,6 +43,8 @@ expect '^input read on node-0: 1048576 bytes on node-0 pid=[0-9]+$' "node-0's ta
 expect '^input read on node-1: 1048576 bytes on node-1 pid=[0-9]+$' "node-1's task did not read the input its worker keeps"
 expect '^input bytes through the driver: 0$' "a task's input went through the driver"
 expect '^big result: 1048576 bytes, [0-9]+ bytes fetched from workers, 1 objects over UCX$' "the big result did not come back over UCX"
+# A task in node-1's worker submits GPU tasks itself: the driver places them on node-0.
+expect '^fan-out: sum 16, child on node-0/GPU [01] pid=[0-9]+, parent on node-1 pid=[0-9]+$' "a worker's task could not submit GPU tasks that run elsewhere"
 fetched=$(echo "$out" | grep -Eo '[0-9]+ bytes fetched from workers' | cut -d' ' -f1)
 [ "$fetched" -ge 1048576 ] || { echo "FAIL: only $fetched bytes were fetched from workers"; exit 1; }
 driver_pid=$(echo "$out" | grep -Eo '^driver pid=[0-9]+' | cut -d= -f2)

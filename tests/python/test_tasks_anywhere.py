@@ -847,3 +847,74 @@ def test_a_task_whose_input_is_being_made_again_waits_for_it_without_holding_its
     assert f"size {1 << 20}" in text, text
     assert "first again True" in text, text
     assert "objects rebuilt 1" in text, text
+
+
+def test_a_task_in_a_worker_submits_gpu_tasks_that_run_anywhere_in_the_pool(two_node_pool):
+    # A driver on no node of the pool. A task running in node-1's worker fans out GPU tasks (Ray's
+    # nested tasks): the driver submits them as its own, so they run wherever the pool places them
+    # (here node-0's worker) and the parent reads their results. Their arguments may be plain
+    # values, a ref the driver made (passed down), objects the parent made with `put` (as an
+    # argument, or nested in one). A child's result can go back to the driver as a ref; an object
+    # the parent made that holds refs to others it made is refused, saying so.
+    out = run_driver(two_node_pool, """
+        import os
+        INIT()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def child(x, scale):
+            return x * scale, os.getpid()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def total(refs):
+            return sum(gpupool.get(refs, timeout=20))
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def parent(passed):
+            from_driver = passed[0]  # a ref (top-level refs arrive as values)
+            mine = gpupool.put(100)
+            refs = [child.submit(i, 2) for i in range(3)]
+            refs.append(child.submit(from_driver, 3))
+            refs.append(child.submit(mine, 5))
+            values = gpupool.get(refs, timeout=30)
+            nested = gpupool.get(total.submit([gpupool.put(4), gpupool.put(6), from_driver]), timeout=30)
+            try:
+                child.submit(gpupool.put([gpupool.put(1)]), 1)
+                refused = "no"
+            except Exception as e:  # noqa: BLE001 - the message is what is checked
+                refused = str(e)
+            return [v for v, _ in values], sorted({p for _, p in values}), os.getpid(), refs[0], nested, refused
+
+        values, child_pids, parent_pid, first, nested, refused = gpupool.get(
+            parent.submit([gpupool.put(7)]), timeout=60)
+        print("values", values)
+        print("children elsewhere", parent_pid not in child_pids and len(child_pids) == 1)
+        print("first back at the driver", gpupool.get(first, timeout=20)[0])
+        print("nested refs", nested)
+        print("refused", "holds refs to other objects it made" in refused, refused)
+    """, node="elsewhere", timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "values [0, 2, 4, 21, 500]" in text, text
+    assert "children elsewhere True" in text, text
+    assert "first back at the driver 0" in text, text
+    assert "nested refs 17" in text, text
+    assert "refused True" in text, text
+    # With the driver on node-0, node-0's children run in the driver's own process: the objects
+    # the parent made reach them as their values' bytes, read all the same.
+    out = run_driver(two_node_pool, """
+        import os
+        INIT()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def total(refs):
+            return sum(gpupool.get(refs, timeout=20)), os.getpid()
+
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
+        def parent():
+            return gpupool.get(total.submit([gpupool.put(4), gpupool.put(6)]), timeout=30)
+
+        value, pid = gpupool.get(parent.submit(), timeout=60)
+        print("in the driver", value, pid == os.getpid())
+    """, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "in the driver 10 True" in out.stdout, out.stdout

@@ -164,7 +164,7 @@ TEST_F(TaskInputsTest, WhatItsKeeperNoLongerHasIsAskedOfTheDriverAndAFailureName
   EXPECT_THAT(why, HasSubstr("not from the worker that kept it: this worker no longer keeps it"));
   EXPECT_THAT(why, HasSubstr("only worker pid 7 kept it"));
   EXPECT_EQ(lost->state.load(), detail::kObjectFailed);
-  EXPECT_FALSE(static_cast<ObjectEntry*>(lost)->remaking.load());
+  EXPECT_FALSE(static_cast<ObjectEntry*>(lost)->remade_at_driver.load());
   detail::Release(lost);
 
   // Being made again (its keeper died, its task runs again): the input fails marked so, and its
@@ -174,7 +174,7 @@ TEST_F(TaskInputsTest, WhatItsKeeperNoLongerHasIsAskedOfTheDriverAndAFailureName
   EXPECT_TRUE(ask.for_input);
   Answer(wire::Fetched{.request = ask.request, .pending = true});
   EXPECT_THAT(Read(remade), HasSubstr("it is being made again"));
-  EXPECT_TRUE(static_cast<ObjectEntry*>(remade)->remaking.load());
+  EXPECT_TRUE(static_cast<ObjectEntry*>(remade)->remade_at_driver.load());
   detail::Release(remade);
 
   // No keeper to reach (it serves nothing over UCX): asked of the driver at once.

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -30,7 +31,9 @@ namespace gpupool {
 // The value of a task whose function returns void: such a task gives an ObjectRef<Nothing>.
 struct Nothing {};
 
-// A read-only view of a stored value that keeps it alive. No copy is made.
+// A read-only view of a stored value that keeps it alive. No copy is made, except of a value
+// stored as its encoded bytes (one that reached this process as a task's input or argument: see
+// GetView), which the view decodes and owns.
 template <typename T>
 class View {
  public:
@@ -38,10 +41,11 @@ class View {
   const T* operator->() const { return value_; }
   const T& get() const { return *value_; }
 
-  View(const View& o) : object_(o.object_), value_(o.value_) { detail::Retain(object_); }
+  View(const View& o) : object_(o.object_), value_(o.value_), owned_(o.owned_) { detail::Retain(object_); }
   View& operator=(View o) {
     std::swap(object_, o.object_);
     std::swap(value_, o.value_);
+    std::swap(owned_, o.owned_);
     return *this;
   }
   ~View() { detail::Release(object_); }
@@ -49,11 +53,13 @@ class View {
  private:
   template <typename U>
   friend class ObjectRef;
-  View(detail::ObjectHeader* object, const T* value) : object_(object), value_(value) {
+  View(detail::ObjectHeader* object, const T* value, std::shared_ptr<const T> owned = nullptr)
+      : object_(object), value_(value), owned_(std::move(owned)) {
     detail::Retain(object_);
   }
   detail::ObjectHeader* object_;
   const T* value_;
+  std::shared_ptr<const T> owned_;  // the decoded value, for one stored as bytes
 };
 
 template <typename T>
@@ -81,7 +87,17 @@ class ObjectRef {
   View<T> GetView(std::chrono::steady_clock::time_point deadline =
                       std::chrono::steady_clock::time_point::max()) const {
     if (h_ == nullptr) throw Error(ErrorCode::kFailedPrecondition, "Get on an empty ObjectRef");
-    const T& v = detail::ValueAs<T>(h_->id, detail::AwaitValue(h_, deadline));
+    const detail::ValueBox& box = detail::AwaitValue(h_, deadline);
+    if constexpr (requires(Reader& in) { Codec<T>::Decode(in); }) {
+      // Kept as its encoded bytes (an object a worker made, passed on to a task it submitted).
+      if (box.type() == typeid(detail::EncodedValue)) {
+        Reader bytes(static_cast<const detail::EncodedValue&>(box).bytes);
+        auto owned = std::make_shared<const T>(Codec<T>::Decode(bytes));
+        const T* value = owned.get();
+        return View<T>(h_, value, std::move(owned));
+      }
+    }
+    const T& v = detail::ValueAs<T>(h_->id, box);
     return View<T>(h_, &v);
   }
 
