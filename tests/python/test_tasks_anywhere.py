@@ -718,13 +718,10 @@ def test_refs_nested_in_an_argument_to_values_a_worker_keeps_come_from_that_work
     assert f"node-0 {three}\nnode-1 {three}\nthrough the driver 0\ndriver reads {three}\n" in out.stdout, out.stdout
 
 
-def test_results_a_killed_worker_kept_are_made_again_from_their_lineage(two_node_pool, tmp_path):
-    # node-1's worker keeps two big results, the second computed from the first, and the driver
-    # has read neither. Killed, it takes both along: each is made again (its task runs again,
-    # counted as a retry; the second after the first), whoever waits for them keeps waiting, and
-    # tasks submitted on them read the new values. A result whose task has no retry left is lost,
-    # by name and saying why.
-    out = run_driver(two_node_pool, f"""
+def noting_runs(tmp_path):
+    """Driver code that starts the runtime and defines note(tag): each run of a task writes its
+    process id to <runs>/<tag>.<attempt>, so a test sees which tasks ran, how often and where."""
+    return f"""
         import os, signal, time
         INIT()
         runs = {str(tmp_path / "runs")!r}
@@ -733,18 +730,27 @@ def test_results_a_killed_worker_kept_are_made_again_from_their_lineage(two_node
         def note(tag):
             with open(os.path.join(runs, "%s.%d" % (tag, gpupool.context().attempt)), "w") as f:
                 f.write(str(os.getpid()))
+    """
 
-        @gpupool.remote(gpus=0.5, labels={{"node": "node-1"}})
+
+def test_results_a_killed_worker_kept_are_made_again_from_their_lineage(two_node_pool, tmp_path):
+    # node-1's worker keeps two big results, the second computed from the first, and the driver
+    # has read neither. Killed, it takes both along: each is made again (its task runs again,
+    # counted as a retry; the second after the first), whoever waits for them keeps waiting, and
+    # tasks submitted on them read the new values. A result whose task has no retry left is lost,
+    # by name and saying why.
+    out = run_driver(two_node_pool, noting_runs(tmp_path) + """
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
         def first(n):
             note("first")
             return b"a" * n
 
-        @gpupool.remote(gpus=0.5, labels={{"node": "node-1"}})
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
         def second(data):
             note("second")
             return data + b"b" * 1000
 
-        @gpupool.remote(gpus=0.5, labels={{"node": "node-0"}})
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
         def size(data):
             return len(data)
 
@@ -768,7 +774,7 @@ def test_results_a_killed_worker_kept_are_made_again_from_their_lineage(two_node
         print("new worker", int(open(os.path.join(runs, "second.1")).read()) != keeper)
         print("objects rebuilt", gpupool.stats()["objects_rebuilt"])
 
-        @gpupool.remote(gpus=0.5, labels={{"node": "node-1"}}, max_retries=0)
+        @gpupool.remote(gpus=0.5, labels={"node": "node-1"}, max_retries=0)
         def once(n):
             note("once")
             return b"z" * n
@@ -801,28 +807,19 @@ def test_a_task_whose_input_is_being_made_again_waits_for_it_without_holding_its
     # keeps `a`, runs `slow`, and has `c` (which reads `a`) queued behind it when it is killed. `a`
     # is made again, and `slow` and `c` run again, in a fresh worker. `c` must not take node-1
     # while `a` waits to be made there: it waits for `a` unleased, so all three finish.
-    out = run_driver(two_node_pool, f"""
-        import os, signal, time
-        INIT()
-        runs = {str(tmp_path / "runs")!r}
-        os.makedirs(runs)
-
-        def note(tag):
-            with open(os.path.join(runs, "%s.%d" % (tag, gpupool.context().attempt)), "w") as f:
-                f.write(str(os.getpid()))
-
-        @gpupool.remote(gpus=2, labels={{"node": "node-1"}})
+    out = run_driver(two_node_pool, noting_runs(tmp_path) + """
+        @gpupool.remote(gpus=2, labels={"node": "node-1"})
         def first(n):
             note("first")
             return b"a" * n
 
-        @gpupool.remote(gpus=2, labels={{"node": "node-1"}})
+        @gpupool.remote(gpus=2, labels={"node": "node-1"})
         def slow():
             note("slow")
             time.sleep(1.5)
             return "slow done"
 
-        @gpupool.remote(gpus=2, labels={{"node": "node-1"}})
+        @gpupool.remote(gpus=2, labels={"node": "node-1"})
         def size(data):
             note("size")
             return len(data)
