@@ -212,7 +212,8 @@ py::object ExportedFunction(const std::string& key, uint64_t export_id) {
   if (state->exported.contains(id)) return state->exported[id];
   py::object fn;
   try {
-    PyRef blob = ImportFromDriver(export_id);
+    // In the driver: the copy of an export a worker's task sent with a GPU task it submitted.
+    PyRef blob = in_worker ? ImportFromDriver(export_id) : AdoptRef(detail::LookupObject(export_id));
     {
       py::gil_scoped_release release;  // while it travels
       (void)detail::AwaitValue(HeaderOf(blob), std::chrono::steady_clock::time_point::max());
@@ -272,6 +273,8 @@ void InvokePython(detail::TaskCall& call) {
   ContextScope scope(call.context);
   try {
     py::object fn = in_worker ? ExportedFunction(key, export_id) : state->functions.attr("get")(key);
+    // A function a worker's task defined and submitted, run here: only its export has it.
+    if (fn.is_none() && !in_worker && export_id != 0) fn = ExportedFunction(key, export_id);
     if (fn.is_none()) {
       throw Error(ErrorCode::kNotFound,
                   "Python function '" + key + "' is not registered in this process: decorate it with "
@@ -573,9 +576,17 @@ void BindTasks(py::module_& m) {
       "_submit",
       [](const std::string& key, py::tuple args, py::dict kwargs, const TaskOptions& options,
          std::optional<PyRef> exported) {
-        return AdoptRef(detail::SubmitTask(python_function,
-                                           EncodePythonCall(key, args, kwargs, exported ? &*exported : nullptr),
-                                           &options));
+        detail::EncodedArgs call = EncodePythonCall(key, args, kwargs, exported ? &*exported : nullptr);
+        if (!in_worker) return AdoptRef(detail::SubmitTask(python_function, std::move(call), &options));
+        // In a worker a GPU task goes to the driver and waits for its answer (and for the values
+        // of this worker's objects among its arguments, which its CPU tasks may still compute):
+        // without the interpreter lock.
+        detail::ObjectHeader* result;
+        {
+          py::gil_scoped_release release;
+          result = detail::SubmitTask(python_function, std::move(call), &options);
+        }
+        return AdoptRef(result);
       },
       py::arg("key"), py::arg("args"), py::arg("kwargs"), py::arg("options"), py::arg("exported") = py::none());
   // A function's export: an object whose stored pickle is the (cloud)pickled function itself.

@@ -17,6 +17,7 @@ packages=(
   pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-cloudpickle
   libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libzstd-dev libhwloc-dev
+  libssl-dev  # HMAC-SHA256 (libcrypto): a worker and its driver prove the job's key to each other
   procps  # pgrep: tests check the process table (no worker outlives its driver)
 )
 

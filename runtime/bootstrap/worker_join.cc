@@ -15,6 +15,7 @@
 #include "runtime/rpc/node_codec.h"
 #include "runtime/rpc/rpc_connection.h"
 #include "runtime/tasks/worker_host.h"
+#include "runtime/tasks/job_proof.h"
 #include "runtime/tasks/worker_protocol.h"
 
 namespace gpupool::runtime {
@@ -110,13 +111,33 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   if (absl::Status st = ParseHostPort(driver, &host, &port); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<FrameSocket>> socket = FrameSocket::Connect(host, port, std::chrono::seconds(10));
   if (!socket.ok()) return absl::Status(socket.status().code(), absl::StrCat("cannot reach the driver: ", socket.status().message()));
-  if (absl::Status st = (*socket)->Send(wire::Encode(wire::Hello{.secret = *secret, .job = job, .node = node,
+  // The key itself never travels: the driver proves it holds it, then this worker does
+  // (runtime/tasks/job_proof.h).
+  absl::StatusOr<std::string> nonce = FreshNonce();
+  if (!nonce.ok()) return nonce.status();
+  if (absl::Status st = (*socket)->Send(wire::Encode(wire::Hello{.nonce = *nonce, .job = job, .node = node,
                                                                  .pid = static_cast<int64_t>(getpid())}));
       !st.ok()) {
     return st;
   }
   absl::StatusOr<std::string> frame = (*socket)->Receive(std::chrono::seconds(30));
   if (!frame.ok()) return absl::Status(frame.status().code(), absl::StrCat("the driver did not welcome this worker: ", frame.status().message()));
+  if (absl::StatusOr<wire::Kind> kind = wire::KindOf(*frame); kind.ok() && *kind == wire::Kind::kChallenge) {
+    absl::StatusOr<wire::Challenge> challenge = wire::DecodeChallenge(*frame);
+    if (!challenge.ok()) return challenge.status();
+    if (!ProofHolds(challenge->proof, *secret, ProofRole::kDriver, job, *nonce, challenge->nonce)) {
+      return absl::PermissionDeniedError(absl::StrCat("the process at ", driver, " did not prove it holds the worker key of job ",
+                                                      job, ": it is not that job's driver (this worker told it nothing "
+                                                      "it could use)"));
+    }
+    if (absl::Status st = (*socket)->Send(wire::Encode(
+            wire::Proof{.proof = JobProof(*secret, ProofRole::kWorker, job, *nonce, challenge->nonce)}));
+        !st.ok()) {
+      return st;
+    }
+    frame = (*socket)->Receive(std::chrono::seconds(30));
+    if (!frame.ok()) return absl::Status(frame.status().code(), absl::StrCat("the driver did not welcome this worker: ", frame.status().message()));
+  }
   if (absl::StatusOr<uint64_t> protocol = wire::ProtocolOf(*frame); protocol.ok() && *protocol != wire::kProtocol) {
     return absl::FailedPreconditionError(absl::StrCat("the driver speaks worker protocol ", *protocol, " and this worker ",
                                                       wire::kProtocol,

@@ -404,6 +404,11 @@ absl::StatusOr<ObjectEntry*> JobRuntime::SubmitFor(WorkerConnection& from, wire:
     if (!ref.ok()) return ref.status();
     args.nested.push_back(*ref);
   }
+  for (uint64_t id : m.inline_refs) {  // named inside those values: kept alive with the task
+    absl::StatusOr<detail::ObjectHeader*> ref = look_up(id);
+    if (!ref.ok()) return ref.status();
+    args.nested.push_back(*ref);
+  }
   std::move(let_go).Cancel();
   // Submitted as this driver's own task: placed, counted, retried and checkpointed as any. What
   // Submit refuses (bad options) is the worker's to hear, not this reader thread's to throw.
@@ -411,6 +416,8 @@ absl::StatusOr<ObjectEntry*> JobRuntime::SubmitFor(WorkerConnection& from, wire:
     return static_cast<ObjectEntry*>(Submit(function, std::move(args), &options));
   } catch (const Error& e) {
     return absl::Status(static_cast<absl::StatusCode>(e.code()), e.what());
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/codec.h"
 #include "gpupool/error.h"
@@ -42,12 +43,12 @@ void RemoteObjects::DropLineage::operator()(Task* task) const {
   }
   std::vector<Task*> tasks{task};
   freeing = &tasks;
+  absl::Cleanup done = [] { freeing = nullptr; };
   while (!tasks.empty()) {
     Task* next = tasks.back();
     tasks.pop_back();
     DeleteTaskReleasingInputs(next);
   }
-  freeing = nullptr;
 }
 
 bool RemoteObjects::KeepLineage(Task* task) {

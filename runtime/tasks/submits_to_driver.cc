@@ -16,8 +16,13 @@ absl::StatusOr<uint64_t> SubmitsToDriver::Submit(wire::Submit message) {
     waiting_[message.request] = &waiting;
   }
   const uint64_t request = message.request;
-  // A failed send means the connection is going: the serving thread ends and Stop answers this.
-  (void)driver_->Send(wire::Encode(message));
+  // A send that fails for the connection's sake ends it (the serving thread then Stops this); one
+  // that fails for the frame's (over the limit) leaves it: either way no answer comes.
+  if (absl::Status sent = driver_->Send(wire::Encode(message)); !sent.ok()) {
+    MutexLock lock(&mu_);
+    waiting_.erase(request);
+    return absl::Status(sent.code(), absl::StrCat("it could not be sent to the driver: ", sent.message()));
+  }
   MutexLock lock(&mu_);
   while (!waiting.answered && stopped_.ok()) cv_.Wait(&mu_);
   waiting_.erase(request);

@@ -609,7 +609,7 @@ void WorkerHost::ReapFinished() {
 void WorkerHost::StopImports() {
   imports_->Stop(absl::CancelledError("the worker is stopping"));
   inputs_->Stop(absl::CancelledError("the worker is stopping"));
-  submits_.Stop(absl::CancelledError("the worker is stopping: the task it submitted was not sent"));
+  submits_.Stop(absl::CancelledError("the worker is stopping: no answer came from its driver"));
 }
 
 detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* function, detail::EncodedArgs args,
@@ -634,7 +634,14 @@ detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* fun
     const detail::ValueBox& value = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
     std::string bytes;
     EncodingFor scope(this);
-    value.EncodeTo(bytes);
+    try {
+      value.EncodeTo(bytes);
+    } catch (...) {  // a user's codec: the holds made so far go back
+      DropHolds(scope.holds);
+      throw;
+    }
+    // The driver's objects named inside: the driver keeps them with the task (they go by id).
+    for (detail::ObjectHeader* named : scope.kept) message.inline_refs.push_back(named->id);
     kept.insert(kept.end(), scope.kept.begin(), scope.kept.end());
     scope.kept.clear();
     if (!scope.holds.empty()) {
@@ -661,6 +668,15 @@ detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* fun
       message.inline_nested.push_back(i);
       message.inline_nested_values.push_back(value_of(h, absl::StrCat("object ", h->id, " inside its arguments")));
     }
+  }
+  size_t bytes = message.args.size() + message.options.size();
+  for (const auto* values : {&message.inline_dep_values, &message.inline_nested_values}) {
+    for (const std::string& v : *values) bytes += v.size();
+  }
+  if (bytes > wire::kMaxWorkerFrameBytes - (size_t{64} << 10)) {
+    throw Error(ErrorCode::kResourceExhausted,
+                absl::StrCat("GPU task '", function->name, "' with its arguments is ", bytes, " bytes, over the ",
+                             wire::kMaxWorkerFrameBytes, " a worker may send its driver: pass big values as refs"));
   }
   absl::StatusOr<uint64_t> result = submits_.Submit(std::move(message));
   if (!result.ok()) {

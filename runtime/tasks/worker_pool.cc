@@ -5,23 +5,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/client/fresh_token.h"
+#include "runtime/tasks/job_proof.h"
 
 namespace gpupool::runtime {
 namespace {
 
-// A Hello is a secret, a job id, a node name and a pid: far below this.
+// A Hello (a nonce, a job id, a node name and a pid) or a Proof: far below this.
 constexpr size_t kMaxHelloBytes = 64 << 10;
 // Connections being admitted at once; more are closed unread (a worker's start takes far longer
 // than its hello, so only a flood meets this).
 constexpr size_t kMaxAdmitting = 32;
-
-// Compares without stopping at the first difference, so the time taken says nothing of the secret.
-bool SameSecret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -256,9 +249,26 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   absl::StatusOr<wire::Hello> hello = wire::DecodeHello(*frame);
   if (!hello.ok()) return;
   wire::Welcome welcome = options_.welcome;
-  if (!SameSecret(hello->secret, options_.launch.secret) || hello->job != options_.job_id) {
-    welcome = wire::Welcome{.refusal = "this connection does not carry the job's secret"};
-    (void)socket->Send(wire::Encode(welcome));
+  // Each side proves the job's key (runtime/tasks/job_proof.h): this driver first, so a worker
+  // never proves itself to a process that does not hold the key; then the worker.
+  const auto refuse = [&](std::string why) { (void)socket->Send(wire::Encode(wire::Welcome{.refusal = std::move(why)})); };
+  absl::StatusOr<std::string> nonce = FreshNonce();
+  if (hello->job != options_.job_id || !nonce.ok()) {
+    refuse(nonce.ok() ? "this is not that job's driver" : std::string(nonce.status().message()));
+    return;
+  }
+  const std::string& key = options_.launch.secret;
+  if (!socket->Send(wire::Encode(wire::Challenge{
+                        .nonce = *nonce,
+                        .proof = JobProof(key, ProofRole::kDriver, hello->job, hello->nonce, *nonce)}))
+           .ok()) {
+    return;
+  }
+  frame = socket->Receive(std::chrono::milliseconds(2000));
+  if (!frame.ok()) return;
+  absl::StatusOr<wire::Proof> proof = wire::DecodeProof(*frame);
+  if (!proof.ok() || !ProofHolds(proof->proof, key, ProofRole::kWorker, hello->job, hello->nonce, *nonce)) {
+    refuse("this connection did not prove it holds the job's worker key");
     return;
   }
   {

@@ -20,7 +20,11 @@ template <typename M, typename F>
 void Fields(M& m, F&& f) {
   using T = std::remove_const_t<M>;
   if constexpr (std::is_same_v<T, Hello>) {
-    f(m.protocol), f(m.secret), f(m.job), f(m.node), f(m.pid);
+    f(m.protocol), f(m.nonce), f(m.job), f(m.node), f(m.pid);
+  } else if constexpr (std::is_same_v<T, Challenge>) {
+    f(m.nonce), f(m.proof);
+  } else if constexpr (std::is_same_v<T, Proof>) {
+    f(m.proof);
   } else if constexpr (std::is_same_v<T, Welcome>) {
     f(m.protocol), f(m.refusal), f(m.team), f(m.driver), f(m.node_inventory), f(m.pool_now_s), f(m.clock_speed),
         f(m.checkpoint_dir), f(m.checkpoint_dir_shared), f(m.checkpoint_keep_last), f(m.checkpoint_staging_mib),
@@ -54,7 +58,7 @@ void Fields(M& m, F&& f) {
     f(m.request), f(m.pending), f(m.code), f(m.message), f(m.value);
   } else if constexpr (std::is_same_v<T, Submit>) {
     f(m.request), f(m.function), f(m.args), f(m.options), f(m.deps), f(m.nested), f(m.inline_deps),
-        f(m.inline_dep_values), f(m.inline_nested), f(m.inline_nested_values);
+        f(m.inline_dep_values), f(m.inline_nested), f(m.inline_nested_values), f(m.inline_refs);
   } else if constexpr (std::is_same_v<T, Submitted>) {
     f(m.request), f(m.object), f(m.code), f(m.message);
   } else if constexpr (std::is_same_v<T, Release>) {
@@ -161,6 +165,10 @@ template <>
 struct Codec<runtime::wire::Submit> : WireCodec<runtime::wire::Submit> {};
 template <>
 struct Codec<runtime::wire::Submitted> : WireCodec<runtime::wire::Submitted> {};
+template <>
+struct Codec<runtime::wire::Challenge> : WireCodec<runtime::wire::Challenge> {};
+template <>
+struct Codec<runtime::wire::Proof> : WireCodec<runtime::wire::Proof> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
@@ -196,6 +204,8 @@ std::string Encode(const Submit& m) {
   return EncodeAs(Kind::kSubmit, m, bytes);
 }
 std::string Encode(const Submitted& m) { return EncodeAs(Kind::kSubmitted, m); }
+std::string Encode(const Challenge& m) { return EncodeAs(Kind::kChallenge, m); }
+std::string Encode(const Proof& m) { return EncodeAs(Kind::kProof, m); }
 
 absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame) {
   try {
@@ -211,7 +221,7 @@ absl::StatusOr<Kind> KindOf(std::string_view frame) {
   try {
     Reader r(frame);
     uint64_t k = r.Varint("a message kind");
-    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kSubmitted)) {
+    if (k < static_cast<uint64_t>(Kind::kHello) || k > static_cast<uint64_t>(Kind::kProof)) {
       return absl::DataLossError(absl::StrCat("unknown message kind ", k));
     }
     return static_cast<Kind>(k);
@@ -245,6 +255,10 @@ absl::StatusOr<Submit> DecodeSubmit(std::string_view f) { return DecodeAs<Submit
 absl::StatusOr<Submitted> DecodeSubmitted(std::string_view f) {
   return DecodeAs<Submitted>(Kind::kSubmitted, f, "submitted");
 }
+absl::StatusOr<Challenge> DecodeChallenge(std::string_view f) {
+  return DecodeAs<Challenge>(Kind::kChallenge, f, "challenge");
+}
+absl::StatusOr<Proof> DecodeProof(std::string_view f) { return DecodeAs<Proof>(Kind::kProof, f, "proof"); }
 
 std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value) {
   std::string scratch;

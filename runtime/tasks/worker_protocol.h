@@ -5,10 +5,13 @@
 // kind, then the message. Decoding treats the bytes as untrusted (gpupool::Error kDataLoss, turned
 // into a status here).
 //
-//   worker -> driver  Hello (the job's secret, first), Outcomes, Log, Checkpointed, Fetch, Fetched,
-//                     Borrow, Release, ObjectsAt, Submit, Bye
-//   driver -> worker  Welcome (answer to Hello), Tasks, StopLease, Fetch, Fetched, FetchFrom, Release,
+//   worker -> driver  Hello (first), Proof (answer to Challenge), Outcomes, Log, Checkpointed, Fetch,
+//                     Fetched, Borrow, Release, ObjectsAt, Submit, Bye
+//   driver -> worker  Challenge (answer to Hello), Welcome (answer to Proof, or a refusal at any
+//                     point of the handshake), Tasks, StopLease, Fetch, Fetched, FetchFrom, Release,
 //                     Submitted, Stop
+//
+// The handshake proves the job's worker key both ways without sending it (runtime/tasks/job_proof.h).
 //
 // A lease's tasks run on the worker one after another on the lease's thread, as in the driver's
 // own process. The driver sends a task's inputs with it (the values of its ObjectRef arguments,
@@ -40,24 +43,32 @@ namespace gpupool::runtime::wire {
 enum class Kind : uint64_t {
   kHello = 1, kWelcome = 2, kTasks = 3, kStopLease = 4, kStop = 5,
   kOutcomes = 6, kLog = 7, kCheckpointed = 8, kBye = 9, kFetch = 10, kFetched = 11, kRelease = 12,
-  kBorrow = 13, kObjectsAt = 14, kFetchFrom = 15, kSubmit = 16, kSubmitted = 17,
+  kBorrow = 13, kObjectsAt = 14, kFetchFrom = 15, kSubmit = 16, kSubmitted = 17, kChallenge = 18, kProof = 19,
 };
 
 // What both sides speak: changed whenever any message here changes, so a worker and a driver of
 // different gpupool builds (a Python package beside a C++ build, a node not upgraded yet) say so
 // in plain words instead of misreading each other. Hello and Welcome carry it first.
-inline constexpr uint64_t kProtocol = 3;
+inline constexpr uint64_t kProtocol = 4;
 // The protocol a Hello or Welcome frame says it speaks (readable whatever else it holds).
 absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame);
 
-// The first frame a worker sends. `secret` is the job's worker key, which the worker read from
-// the pipe its agent handed it (never from argv or the environment).
+// The first frame a worker sends. The job's worker key, which the worker read from the pipe its
+// agent handed it (never from argv or the environment), is never sent: each side proves it holds
+// it (job_proof.h), the driver first (Challenge), then the worker (Proof).
 struct Hello {
   uint64_t protocol = kProtocol;
-  std::string secret;
+  std::string nonce;  // the worker's, fresh
   std::string job;
   std::string node;
   int64_t pid = 0;
+};
+struct Challenge {
+  std::string nonce;  // the driver's, fresh
+  std::string proof;  // JobProof(key, kDriver, job, the worker's nonce, the driver's)
+};
+struct Proof {
+  std::string proof;  // JobProof(key, kWorker, job, the worker's nonce, the driver's)
 };
 
 // The driver's answer: what the worker's runtime needs to run the job's tasks like the driver.
@@ -271,7 +282,8 @@ struct ObjectsAt {
 // arguments go by id (`deps`: its ObjectRef arguments, in order; `nested`: refs inside values):
 // the driver's objects (the worker borrows them meanwhile). An object this worker made goes with
 // its value, encoded: an ObjectRef argument's at its index in `deps` (`inline_deps`), a nested
-// ref's at its index in `nested` (`inline_nested`; the driver keeps that copy under its id).
+// ref's at its index in `nested` (`inline_nested`; the driver keeps that copy under its id); the
+// driver's objects named inside those values are `inline_refs` (the driver keeps them with the task).
 struct Submit {
   uint64_t request = 0;  // the worker's, to match the answer
   std::string function;  // the registered name
@@ -283,6 +295,7 @@ struct Submit {
   std::vector<std::string> inline_dep_values;
   std::vector<uint64_t> inline_nested;
   std::vector<std::string> inline_nested_values;
+  std::vector<uint64_t> inline_refs;
 };
 struct Submitted {
   uint64_t request = 0;
@@ -308,6 +321,8 @@ std::string Encode(const ObjectsAt& m);
 std::string Encode(const FetchFrom& m);
 std::string Encode(const Submit& m);
 std::string Encode(const Submitted& m);
+std::string Encode(const Challenge& m);
+std::string Encode(const Proof& m);
 
 // The frame's kind (kDataLoss for an empty or unknown one), then its body by kind.
 absl::StatusOr<Kind> KindOf(std::string_view frame);
@@ -326,6 +341,8 @@ absl::StatusOr<ObjectsAt> DecodeObjectsAt(std::string_view frame);
 absl::StatusOr<FetchFrom> DecodeFetchFrom(std::string_view frame);
 absl::StatusOr<Submit> DecodeSubmit(std::string_view frame);
 absl::StatusOr<Submitted> DecodeSubmitted(std::string_view frame);
+absl::StatusOr<Challenge> DecodeChallenge(std::string_view frame);
+absl::StatusOr<Proof> DecodeProof(std::string_view frame);
 
 }  // namespace gpupool::runtime::wire
 

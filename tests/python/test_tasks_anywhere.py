@@ -865,6 +865,16 @@ def test_a_task_in_a_worker_submits_gpu_tasks_that_run_anywhere_in_the_pool(two_
         def total(refs):
             return sum(gpupool.get(refs, timeout=20))
 
+        @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+        def first_of(values):
+            return gpupool.get(values[0], timeout=20)
+
+        @gpupool.remote
+        def slowly(x):  # a CPU task: it runs in the parent's worker, on its interpreter
+            import time
+            time.sleep(0.3)
+            return x
+
         @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
         def parent(passed):
             from_driver = passed[0]  # a ref (top-level refs arrive as values)
@@ -874,15 +884,22 @@ def test_a_task_in_a_worker_submits_gpu_tasks_that_run_anywhere_in_the_pool(two_
             refs.append(child.submit(mine, 5))
             values = gpupool.get(refs, timeout=30)
             nested = gpupool.get(total.submit([gpupool.put(4), gpupool.put(6), from_driver]), timeout=30)
+            # An argument still being computed by a CPU task here: the submit waits for it
+            # without holding the interpreter that task needs.
+            later = gpupool.get(child.submit(slowly.submit(8), 2), timeout=30)[0]
+            # A value made here that names the driver's object.
+            inside = gpupool.get(first_of.submit(gpupool.put([from_driver])), timeout=30)
             try:
                 child.submit(gpupool.put([gpupool.put(1)]), 1)
                 refused = "no"
             except Exception as e:  # noqa: BLE001 - the message is what is checked
                 refused = str(e)
-            return [v for v, _ in values], sorted({p for _, p in values}), os.getpid(), refs[0], nested, refused
+            return ([v for v, _ in values], sorted({p for _, p in values}), os.getpid(), refs[0], nested, refused,
+                    later, inside)
 
-        values, child_pids, parent_pid, first, nested, refused = gpupool.get(
+        values, child_pids, parent_pid, first, nested, refused, later, inside = gpupool.get(
             parent.submit([gpupool.put(7)]), timeout=60)
+        print("after a CPU task", later, "inside a value", inside)
         print("values", values)
         print("children elsewhere", parent_pid not in child_pids and len(child_pids) == 1)
         print("first back at the driver", gpupool.get(first, timeout=20)[0])
@@ -895,6 +912,7 @@ def test_a_task_in_a_worker_submits_gpu_tasks_that_run_anywhere_in_the_pool(two_
     assert "children elsewhere True" in text, text
     assert "first back at the driver 0" in text, text
     assert "nested refs 17" in text, text
+    assert "after a CPU task 16 inside a value 7" in text, text
     assert "refused True" in text, text
     # With the driver on node-0, node-0's children run in the driver's own process: the objects
     # the parent made reach them as their values' bytes, read all the same.
@@ -908,10 +926,16 @@ def test_a_task_in_a_worker_submits_gpu_tasks_that_run_anywhere_in_the_pool(two_
 
         @gpupool.remote(gpus=0.5, labels={"node": "node-1"})
         def parent():
-            return gpupool.get(total.submit([gpupool.put(4), gpupool.put(6)]), timeout=30)
+            # Defined in the worker's task only: the driver runs it from the export sent along.
+            @gpupool.remote(gpus=0.5, labels={"node": "node-0"})
+            def made_up_there(x):
+                return x + 1, os.getpid()
 
-        value, pid = gpupool.get(parent.submit(), timeout=60)
-        print("in the driver", value, pid == os.getpid())
+            return (gpupool.get(total.submit([gpupool.put(4), gpupool.put(6)]), timeout=30),
+                    gpupool.get(made_up_there.submit(41), timeout=30))
+
+        (value, pid), (answer, where) = gpupool.get(parent.submit(), timeout=60)
+        print("in the driver", value, pid == os.getpid(), answer, where == os.getpid())
     """, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "in the driver 10 True" in out.stdout, out.stdout
+    assert "in the driver 10 True 42 True" in out.stdout, out.stdout

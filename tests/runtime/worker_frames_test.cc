@@ -135,18 +135,18 @@ TEST(WorkerObjects, HoldsBorrowsAndIdRangesSurviveTheWire) {
 
 TEST(WorkerProtocol, AHelloOrWelcomeSaysItsProtocolFirstWhateverFollows) {
   // Another build's Hello: its protocol reads the same, whatever the rest of it means there.
-  Hello other{.protocol = 99, .secret = "s", .job = "j", .node = "n", .pid = 7};
+  Hello other{.protocol = 99, .nonce = "s", .job = "j", .node = "n", .pid = 7};
   absl::StatusOr<uint64_t> protocol = ProtocolOf(Encode(other));
   ASSERT_TRUE(protocol.ok()) << protocol.status();
   EXPECT_EQ(*protocol, 99u);
-  std::string truncated = Encode(other).substr(0, 12);  // the protocol, then half a secret
+  std::string truncated = Encode(other).substr(0, 12);  // the protocol, then half the rest
   EXPECT_EQ(ProtocolOf(truncated).value_or(0), 99u);
   EXPECT_EQ(ProtocolOf(Encode(Welcome{.refusal = "no"})).value_or(0), kProtocol);
   EXPECT_FALSE(ProtocolOf("").ok());
-  absl::StatusOr<Hello> ours = DecodeHello(Encode(Hello{.secret = "s", .job = "j", .node = "n", .pid = 7}));
+  absl::StatusOr<Hello> ours = DecodeHello(Encode(Hello{.nonce = "s", .job = "j", .node = "n", .pid = 7}));
   ASSERT_TRUE(ours.ok()) << ours.status();
   EXPECT_EQ(ours->protocol, kProtocol);
-  EXPECT_EQ(ours->secret, "s");
+  EXPECT_EQ(ours->nonce, "s");
 }
 
 }  // namespace

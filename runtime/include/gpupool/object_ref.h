@@ -32,8 +32,9 @@ namespace gpupool {
 struct Nothing {};
 
 // A read-only view of a stored value that keeps it alive. No copy is made, except of a value
-// stored as its encoded bytes (one that reached this process as a task's input or argument: see
-// GetView), which the view decodes and owns.
+// stored as its encoded bytes (an object a worker's task made and sent with a GPU task it
+// submitted: see GetView), which the view decodes and owns: keep the view, not a reference into
+// it, while the value is used.
 template <typename T>
 class View {
  public:
