@@ -16,7 +16,7 @@ find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(SQLite3 REQUIRED)
-find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # HMAC-SHA256: a worker and its driver prove the job's key
+find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)  # HMAC-SHA256: a worker and its driver prove the job's key
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(Threads REQUIRED)

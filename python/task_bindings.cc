@@ -86,6 +86,7 @@ struct ModuleState {
   py::object ref_from_id;       // gpupool._tasks._ref_from_id, for ObjectRef.__reduce__ (a
                                 // Python function, so pickle can name it)
   py::dict exported;            // in a worker: export id -> the function unpickled from it
+  py::set own_exports;          // the ids of the exports this process made (_export)
 };
 ModuleState* state = nullptr;
 
@@ -203,16 +204,17 @@ PyRef ImportFromDriver(uint64_t id) {
   return AdoptRef(h);
 }
 
-// In a worker: the task's function, unpickled from its export (imported from the driver once per
-// export id). With none (a driver that did not export it) the function can only come from a
-// module the worker imported.
+// The function in an export (the cloudpickled function a task carries the id of). In a worker,
+// imported from the driver and kept per export id (a worker serves one runtime; with no export,
+// from a module the worker imported). In the driver, the copy a worker's task sent with a GPU task
+// it submitted: read each time, never kept (ids restart with each runtime, and a closure per call
+// would pile up).
 py::object ExportedFunction(const std::string& key, uint64_t export_id) {
   if (export_id == 0) return state->functions.attr("get")(key);
   py::int_ id(export_id);
-  if (state->exported.contains(id)) return state->exported[id];
+  if (in_worker && state->exported.contains(id)) return state->exported[id];
   py::object fn;
   try {
-    // In the driver: the copy of an export a worker's task sent with a GPU task it submitted.
     PyRef blob = in_worker ? ImportFromDriver(export_id) : AdoptRef(detail::LookupObject(export_id));
     {
       py::gil_scoped_release release;  // while it travels
@@ -222,10 +224,14 @@ py::object ExportedFunction(const std::string& key, uint64_t export_id) {
     fn = Unpickle(ValueOf(HeaderOf(blob), &scratch).pickled);
   } catch (py::error_already_set& e) {
     throw Error(ErrorCode::kFailedPrecondition,
-                "the function '" + key + "' could not be loaded in this worker (is its module importable here, "
-                "with the driver's sys.path?): " + std::string(e.what()));
+                "the function '" + key + "' could not be loaded in this " + (in_worker ? "worker" : "driver") +
+                    " (is its module importable here" + (in_worker ? ", with the driver's sys.path" : "") +
+                    "?): " + std::string(e.what()));
+  } catch (const Error& e) {
+    throw Error(e.code(), "the function '" + key + "' could not be loaded in this " +
+                              (in_worker ? "worker" : "driver") + ": its export: " + e.what());
   }
-  state->exported[id] = fn;
+  if (in_worker) state->exported[id] = fn;
   return fn;
 }
 
@@ -272,9 +278,11 @@ void InvokePython(detail::TaskCall& call) {
   std::string_view payload = r.Take(r.remaining(), "the pickled arguments");
   ContextScope scope(call.context);
   try {
-    py::object fn = in_worker ? ExportedFunction(key, export_id) : state->functions.attr("get")(key);
-    // A function a worker's task defined and submitted, run here: only its export has it.
-    if (fn.is_none() && !in_worker && export_id != 0) fn = ExportedFunction(key, export_id);
+    // A worker runs what the export holds; so does the driver for a task a worker's task submitted
+    // (its closure is that call's, not whatever this process registered under the same name).
+    const bool from_export =
+        in_worker || (export_id != 0 && !state->own_exports.contains(py::int_(export_id)));
+    py::object fn = from_export ? ExportedFunction(key, export_id) : state->functions.attr("get")(key);
     if (fn.is_none()) {
       throw Error(ErrorCode::kNotFound,
                   "Python function '" + key + "' is not registered in this process: decorate it with "
@@ -593,7 +601,9 @@ void BindTasks(py::module_& m) {
   m.def("_export", [](py::bytes pickled) {
     PyValue value;
     value.pickled = static_cast<std::string_view>(pickled);
-    return AdoptRef(detail::PutValue(std::make_unique<detail::TypedBox<PyValue>>(std::move(value))));
+    PyRef ref = AdoptRef(detail::PutValue(std::make_unique<detail::TypedBox<PyValue>>(std::move(value))));
+    state->own_exports.add(py::int_(ref.id()));
+    return ref;
   });
   m.def("_uses_workers", []() { return static_cast<bool>(*runtime_holder) && uses_workers; });
   m.def("_runtime_generation", []() { return runtime_generation; });

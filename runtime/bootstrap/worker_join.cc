@@ -111,8 +111,10 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   if (absl::Status st = ParseHostPort(driver, &host, &port); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<FrameSocket>> socket = FrameSocket::Connect(host, port, std::chrono::seconds(10));
   if (!socket.ok()) return absl::Status(socket.status().code(), absl::StrCat("cannot reach the driver: ", socket.status().message()));
-  // The key itself never travels: the driver proves it holds it, then this worker does
-  // (runtime/tasks/job_proof.h).
+  // The key never crosses this connection: the driver proves it holds it, then this worker does
+  // (runtime/tasks/job_proof.h). Until the driver has, its frames are small: a peer that has
+  // proved nothing makes this worker hold no big buffer.
+  (*socket)->SetMaxFrame(64 << 10);
   absl::StatusOr<std::string> nonce = FreshNonce();
   if (!nonce.ok()) return nonce.status();
   if (absl::Status st = (*socket)->Send(wire::Encode(wire::Hello{.nonce = *nonce, .job = job, .node = node,
@@ -122,6 +124,7 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> frame = (*socket)->Receive(std::chrono::seconds(30));
   if (!frame.ok()) return absl::Status(frame.status().code(), absl::StrCat("the driver did not welcome this worker: ", frame.status().message()));
+  bool driver_proved = false;
   if (absl::StatusOr<wire::Kind> kind = wire::KindOf(*frame); kind.ok() && *kind == wire::Kind::kChallenge) {
     absl::StatusOr<wire::Challenge> challenge = wire::DecodeChallenge(*frame);
     if (!challenge.ok()) return challenge.status();
@@ -130,6 +133,8 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
                                                       job, ": it is not that job's driver (this worker told it nothing "
                                                       "it could use)"));
     }
+    driver_proved = true;
+    (*socket)->SetMaxFrame(FrameSocket::kDefaultMaxFrame);  // the job's own driver: batches may be big
     if (absl::Status st = (*socket)->Send(wire::Encode(
             wire::Proof{.proof = JobProof(*secret, ProofRole::kWorker, job, *nonce, challenge->nonce)}));
         !st.ok()) {
@@ -146,6 +151,11 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   absl::StatusOr<wire::Welcome> welcome = wire::DecodeWelcome(*frame);
   if (!welcome.ok()) return welcome.status();
   if (!welcome->refusal.empty()) return absl::PermissionDeniedError(absl::StrCat("the driver refused this worker: ", welcome->refusal));
+  // Only a driver that proved the key gets to welcome a worker (and so to send it tasks).
+  if (!driver_proved) {
+    return absl::PermissionDeniedError(absl::StrCat("the process at ", driver, " welcomed this worker without proving it holds "
+                                                    "the worker key of job ", job, ": it is not that job's driver"));
+  }
   absl::StatusOr<rpc::DiscoveredPool> gpus = rpc::DecodeNodes(welcome->node_inventory);
   if (!gpus.ok()) return gpus.status();
   if (!wire::IsWorkerObjectId(welcome->object_id_base) ||

@@ -9,8 +9,9 @@
 //   --gpupool-worker-secret-fd=N       a pipe holding the job's secret (the agent writes it there,
 //                                      so it is in neither the command line nor the environment)
 //
-// The worker reads the secret, connects, says Hello with it, and takes the Welcome: the node's
-// GPUs and the runtime settings the driver runs with. Its stdout and stderr are then forwarded to
+// The worker reads the secret, connects, says Hello, checks the driver's proof that it holds the
+// secret, proves it holds it too (the secret never crosses the connection: runtime/tasks/job_proof.h)
+// and takes the Welcome: the node's GPUs and the runtime settings the driver runs with. Its stdout and stderr are then forwarded to
 // the driver line by line.
 #ifndef GPUPOOL_RUNTIME_BOOTSTRAP_WORKER_JOIN_H_
 #define GPUPOOL_RUNTIME_BOOTSTRAP_WORKER_JOIN_H_

@@ -6,7 +6,9 @@
 // nonce and its proof (wire::Challenge); the worker checks that proof before it sends its own
 // (wire::Proof), which the driver checks before it says Welcome. So a process that merely listens
 // where a worker was told its driver is learns nothing it could replay, and a connection that
-// cannot prove the key is refused before it learns anything of the job.
+// cannot prove the key is refused before it learns anything of the job. (The key still reaches
+// the worker's agent through the head, to start it. After the handshake frames are neither
+// signed nor encrypted: this proves who connected, it does not protect the connection.)
 #ifndef GPUPOOL_RUNTIME_TASKS_JOB_PROOF_H_
 #define GPUPOOL_RUNTIME_TASKS_JOB_PROOF_H_
 

@@ -619,6 +619,8 @@ detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* fun
     for (detail::ObjectHeader* h : args.deps) detail::Release(h);
     for (detail::ObjectHeader* h : args.nested) detail::Release(h);
   };
+  // Named in errors as the task is named (a Python function's own name, not the runtime's entry point).
+  const std::string& name = options.name.empty() ? function->name : options.name;
   wire::Submit message{.function = function->name, .args = std::move(args.bytes)};
   {
     Writer w(message.options);
@@ -647,7 +649,7 @@ detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* fun
     if (!scope.holds.empty()) {
       DropHolds(scope.holds);
       throw Error(ErrorCode::kUnimplemented,
-                  absl::StrCat(what, " of GPU task '", function->name, "', a value this worker made, holds refs to other "
+                  absl::StrCat(what, " of GPU task '", name, "', a value this worker made, holds refs to other "
                                "objects it made: a GPU task submitted from a worker's task cannot take those yet (pass "
                                "their values, or refs the driver made)"));
     }
@@ -675,13 +677,13 @@ detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* fun
   }
   if (bytes > wire::kMaxWorkerFrameBytes - (size_t{64} << 10)) {
     throw Error(ErrorCode::kResourceExhausted,
-                absl::StrCat("GPU task '", function->name, "' with its arguments is ", bytes, " bytes, over the ",
+                absl::StrCat("GPU task '", name, "' with its arguments is ", bytes, " bytes, over the ",
                              wire::kMaxWorkerFrameBytes, " a worker may send its driver: pass big values as refs"));
   }
   absl::StatusOr<uint64_t> result = submits_.Submit(std::move(message));
   if (!result.ok()) {
     throw Error(static_cast<ErrorCode>(result.status().code()),
-                absl::StrCat("GPU task '", function->name, "' submitted from a task in worker pid ", getpid(), ": ",
+                absl::StrCat("GPU task '", name, "' submitted from a task in worker pid ", getpid(), ": ",
                              result.status().message()));
   }
   // The driver lent it to this worker: the import's borrow takes the loan over.

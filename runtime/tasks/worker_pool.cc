@@ -258,12 +258,12 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
     return;
   }
   const std::string& key = options_.launch.secret;
-  if (!socket->Send(wire::Encode(wire::Challenge{
-                        .nonce = *nonce,
-                        .proof = JobProof(key, ProofRole::kDriver, hello->job, hello->nonce, *nonce)}))
-           .ok()) {
+  const std::string own_proof = JobProof(key, ProofRole::kDriver, hello->job, hello->nonce, *nonce);
+  if (own_proof.empty()) {
+    refuse("this driver could not compute its proof of the job's key (its crypto library failed)");
     return;
   }
+  if (!socket->Send(wire::Encode(wire::Challenge{.nonce = *nonce, .proof = own_proof})).ok()) return;
   frame = socket->Receive(std::chrono::milliseconds(2000));
   if (!frame.ok()) return;
   absl::StatusOr<wire::Proof> proof = wire::DecodeProof(*frame);

@@ -4,7 +4,8 @@
 // it holds leases, and on a node where it has no process of its own a worker runs them for it
 // (Ray's model: the driver owns the tasks, workers execute them). WorkerPool listens for the
 // workers, has the pool start one when a node needs one (PoolClient::StartWorker: the head tells
-// the node's agent), admits it once it presents the job's secret, and keeps one connection per
+// the node's agent), admits it once it proves it holds the job's secret (having proved it first:
+// runtime/tasks/job_proof.h), and keeps one connection per
 // node. The lease threads (runtime/tasks/remote_leases.h) send tasks over it; the connection's
 // reader thread hands each frame it receives to the handlers the pool was made with.
 //

@@ -74,7 +74,7 @@ struct Proof {
 // The driver's answer: what the worker's runtime needs to run the job's tasks like the driver.
 struct Welcome {
   uint64_t protocol = kProtocol;
-  std::string refusal;         // non-empty: go away (wrong secret, unknown node, another protocol)
+  std::string refusal;         // non-empty: go away (no proof of the key, unknown node, another protocol)
   std::string team;
   std::string driver;          // "simulated" | "nvidia": how the node's GPUs are reached
   std::string node_inventory;  // the node's GPUs as rpc::EncodeNodes encodes them
