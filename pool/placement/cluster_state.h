@@ -22,6 +22,12 @@
 
 namespace gpupool::pool::placement {
 
+// The capacity an owner gives a node that does not count a host dimension (the pool's nodes that
+// declare no CPU or memory): more than any request asks, small enough that sums over a request's
+// slots cannot overflow. Policies that score a dimension leave it out on such a node
+// (ClusterView::cpu_counted) instead of seeing it as ever-empty.
+inline constexpr int64_t kUncountedCapacity = int64_t{1} << 50;
+
 // A node as inventoried: its name, GPU model label (empty for a node without GPUs) and capacity.
 struct NodeCapacity {
   std::string name;
@@ -65,6 +71,8 @@ class ClusterView {
   int model_id(int i) const;
   int64_t cpu_free(int i) const;
   int64_t memory_free(int i) const;
+  // Whether the node counts its CPU (its total is not kUncountedCapacity).
+  bool cpu_counted(int i) const;
   std::span<const int16_t> gpu_free(int i) const;
   // Equally scored nodes are decided by the lowest tie rank.
   int tie_rank(int i) const;
@@ -134,6 +142,7 @@ inline const ModelIndex& ClusterView::models() const { return state_->models_; }
 inline int ClusterView::model_id(int i) const { return state_->model_id_[id(i)]; }
 inline int64_t ClusterView::cpu_free(int i) const { return state_->cpu_free_[id(i)]; }
 inline int64_t ClusterView::memory_free(int i) const { return state_->memory_free_[id(i)]; }
+inline bool ClusterView::cpu_counted(int i) const { return state_->cpu_total_[id(i)] < kUncountedCapacity; }
 inline std::span<const int16_t> ClusterView::gpu_free(int i) const {
   const int n = id(i);
   const int begin = state_->gpu_begin_[n];

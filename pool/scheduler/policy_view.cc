@@ -9,9 +9,8 @@
 namespace gpupool::pool {
 namespace {
 
-// Free host capacity shown for a node that declares none: more than any request asks, small
-// enough that sums over a request's slots cannot overflow.
-constexpr int64_t kUncounted = int64_t{1} << 50;
+// Free host capacity shown for a node that declares none (policies leave it out of their scores).
+constexpr int64_t kUncounted = placement::kUncountedCapacity;
 
 }  // namespace
 

@@ -35,6 +35,14 @@ TEST(BestFit, CountsCpuAsMuchAsGpu) {
   EXPECT_EQ(NameOf(state, d.node), "lean");
 }
 
+TEST(BestFit, ANodeThatCountsNoCpuIsJudgedByItsGpus) {
+  // "counted" would be left with 7 GPUs and 63 cores, "uncounted" (a pool node that declares no
+  // CPU) with 1 GPU: the tighter one, once its CPU no longer looks like 2^50 cores.
+  ClusterState state = Make({Node("counted", 8, 64000), Node("uncounted", 2, placement::kUncountedCapacity)});
+  const Decision d = placement::MakeBestFitPolicy()->Decide(state.view(), Whole(1, 1000));
+  EXPECT_EQ(NameOf(state, d.node), "uncounted");
+}
+
 TEST(BestFit, TiesGoToTheSmallestNodeName) {
   ClusterState state = Make({Node("node-b", 2), Node("node-c", 2), Node("node-a", 2)});
   const Decision d = placement::MakeBestFitPolicy()->Decide(state.view(), Share(500));
@@ -102,6 +110,15 @@ TEST(FirstFit, TakesTheFirstFeasibleNodeByName) {
             "b");
   EXPECT_EQ(NameOf(state, placement::MakeFirstFitPolicy()->Decide(state.view(), CpuOnly(1)).node),
             "a");
+}
+
+TEST(DotProduct, ANodeThatCountsNoCpuIsJudgedByItsGpus) {
+  // Request (32 cores, 1 GPU). "cpu-rich" (128 cores, 1 GPU free): dot 0.2656; "uncounted" (2 GPUs,
+  // no CPU declared): 2 x 0.25 x 0.125 = 0.0625 by its GPUs alone, the smaller. Seen as 2^50
+  // cores free, its dot was the largest there is.
+  ClusterState state = Make({Node("cpu-rich", 1, 128000), Node("uncounted", 2, placement::kUncountedCapacity)});
+  const Decision d = placement::MakeDotProductPolicy()->Decide(state.view(), Whole(1, 32000));
+  EXPECT_EQ(NameOf(state, d.node), "uncounted");
 }
 
 TEST(DotProduct, PrefersTheNodeWhoseFreeCapacityIsLeastAlignedWithTheRequest) {
