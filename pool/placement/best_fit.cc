@@ -1,6 +1,7 @@
 // best-fit: prefer the node left with the least CPU and GPU after the request. The float arithmetic
 // follows the reference simulator term by term so that truncation to an integer lands the same.
-// A node that counts no CPU (a pool node that declares none) is judged by its GPUs alone.
+// A node that counts no CPU (a pool node that declares none) has its CPU taken to be as free as its
+// GPUs: it is judged by its GPUs, and a CPU-only request does not take it for the tightest node.
 #include "pool/placement/baselines.h"
 #include "pool/placement/fit.h"
 #include "pool/placement/kube_scoring_policy.h"
@@ -19,12 +20,9 @@ class BestFitPolicy final : public KubeScoringPolicy {
     const double gpu_left =
         static_cast<double>(TotalGpuFree(cluster.gpu_free(node)) - request.gpu_demand_milli());
     double waste = 0;  // in [0, 1], lower is better
-    if (cluster.cpu_counted(node)) {
-      waste += cpu_left / kMaxSpecCpuMilli * 0.5;
-      waste += gpu_left / kMaxSpecGpuMilli * 0.5;
-    } else {  // a node that counts no CPU is judged by its GPUs alone (at the same scale)
-      waste += gpu_left / kMaxSpecGpuMilli;
-    }
+    // A node that counts no CPU: its CPU taken to be as free as its GPUs (judged by its GPUs).
+    waste += (cluster.cpu_counted(node) ? cpu_left / kMaxSpecCpuMilli : gpu_left / kMaxSpecGpuMilli) * 0.5;
+    waste += gpu_left / kMaxSpecGpuMilli * 0.5;
     return static_cast<int64_t>((1.0 - waste) * static_cast<double>(kMaxNodeScore));
   }
 };

@@ -14,7 +14,7 @@ out=$(GPUPOOL_ADDRESS="127.0.0.1:$port" GPUPOOL_TOKEN=$team_token GPUPOOL_NODE=n
 echo "$out"
 # Four tasks of 2 s on 4 GPUs: together under the 4 s that two at a time would take. (2 s, not 1:
 # under a loaded CI machine the worker on node-1 may take most of a second to start.)
-echo "$out" | grep -Eq '4 tasks of 2.0 s on 2 nodes in 2 processes took [23]\.[0-9]+ s' \
+echo "$out" | grep -Eq '4 tasks of 2\.0 s on 2 nodes in 2 processes took [23]\.[0-9]+ s' \
   || { echo "FAIL: the four tasks did not run at once on both nodes"; exit 1; }
 # The worker's own output reached the driver, prefixed with the job, node and pid.
 echo "$out" | grep -Eq '^\(job-[^ ]+ node-1 pid=[0-9]+\) task [0-9]+ running on node-1/GPU' \

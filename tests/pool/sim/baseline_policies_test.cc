@@ -39,8 +39,16 @@ TEST(BestFit, ANodeThatCountsNoCpuIsJudgedByItsGpus) {
   // "counted" would be left with 7 GPUs and 63 cores, "uncounted" (a pool node that declares no
   // CPU) with 1 GPU: the tighter one, once its CPU no longer looks like 2^50 cores.
   ClusterState state = Make({Node("counted", 8, 64000), Node("uncounted", 2, placement::kUncountedCapacity)});
-  const Decision d = placement::MakeBestFitPolicy()->Decide(state.view(), Whole(1, 1000));
+  Decision d = placement::MakeBestFitPolicy()->Decide(state.view(), Whole(1, 1000));
   EXPECT_EQ(NameOf(state, d.node), "uncounted");
+  // A CPU-only request (8 cores): "roomy" (its GPU used, 100 of 128 cores free) would be left with
+  // 92 cores, waste 0.36; "busy" (6 of 8 GPUs used, no CPU declared, so its CPU taken as a quarter
+  // free, as its GPUs) waste 0.25: "busy" is the tighter. Seen as 2^50 cores, it never was.
+  ClusterState cpu = Make({Node("roomy", 1, 128000), Node("busy", 8, placement::kUncountedCapacity)});
+  Use(cpu, "roomy", Whole(1, 28000), {0});
+  Use(cpu, "busy", Whole(6), {0, 1, 2, 3, 4, 5});
+  d = placement::MakeBestFitPolicy()->Decide(cpu.view(), CpuOnly(8000));
+  EXPECT_EQ(NameOf(cpu, d.node), "busy");
 }
 
 TEST(BestFit, TiesGoToTheSmallestNodeName) {
@@ -112,13 +120,18 @@ TEST(FirstFit, TakesTheFirstFeasibleNodeByName) {
             "a");
 }
 
-TEST(DotProduct, ANodeThatCountsNoCpuIsJudgedByItsGpus) {
-  // Request (32 cores, 1 GPU). "cpu-rich" (128 cores, 1 GPU free): dot 0.2656; "uncounted" (2 GPUs,
-  // no CPU declared): 2 x 0.25 x 0.125 = 0.0625 by its GPUs alone, the smaller. Seen as 2^50
-  // cores free, its dot was the largest there is.
+TEST(DotProduct, ANodeThatCountsNoCpuHasItsCpuTakenAsFreeAsItsGpus) {
+  // Request (32 cores, 1 GPU). "cpu-rich" (128 cores, 1 GPU free): dot 0.2656; "uncounted" (2 GPUs
+  // free of 8, no CPU declared, so its CPU taken as 0.25 free): 0.25 x 0.25 + 0.25 x 0.125 =
+  // 0.09375, the smaller. Seen as 2^50 cores free, its dot was the largest there is.
   ClusterState state = Make({Node("cpu-rich", 1, 128000), Node("uncounted", 2, placement::kUncountedCapacity)});
-  const Decision d = placement::MakeDotProductPolicy()->Decide(state.view(), Whole(1, 32000));
+  Decision d = placement::MakeDotProductPolicy()->Decide(state.view(), Whole(1, 32000));
   EXPECT_EQ(NameOf(state, d.node), "uncounted");
+  // A CPU-only request (8 cores) does not treat the uncounted node as a perfect fit: "lean" (16
+  // cores free) gives 0.125 x 0.0625 = 0.0078; "idle" (8 GPUs free, no CPU declared) 1 x 0.0625.
+  ClusterState cpu = Make({Node("lean", 1, 16000), Node("idle", 8, placement::kUncountedCapacity)});
+  d = placement::MakeDotProductPolicy()->Decide(cpu.view(), CpuOnly(8000));
+  EXPECT_EQ(NameOf(cpu, d.node), "lean");
 }
 
 TEST(DotProduct, PrefersTheNodeWhoseFreeCapacityIsLeastAlignedWithTheRequest) {
