@@ -391,8 +391,12 @@ absl::StatusOr<ObjectEntry*> JobRuntime::SubmitFor(WorkerConnection& from, wire:
     const uint64_t id = m.nested[i];
     if (auto value = nested_values.find(i); value != nested_values.end()) {
       // A value the worker made, named by id inside the arguments: a copy here under that id,
-      // which the worker that runs the task imports (unless this driver has it already).
+      // which the worker that runs the task imports. One this driver holds already is used; if
+      // its value is still the worker's to send, this is it (so it outlives the worker).
       ObjectEntry* live = store_->Lookup(id);
+      if (live != nullptr && live->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+        (void)remote_objects_->SettleFrom(live, from, *value->second);
+      }
       if (live == nullptr) {
         if (!wire::IsWorkerObjectId(id)) return absl::DataLossError(absl::StrCat("object ", id, " is not a worker's"));
         live = store_->CreateReadyWithId(id, std::make_unique<detail::EncodedValue>(std::move(*value->second)));

@@ -264,6 +264,35 @@ bool RemoteObjects::OnFetched(WorkerConnection& from, const wire::FetchedView& a
   return true;
 }
 
+bool RemoteObjects::SettleFrom(ObjectEntry* entry, WorkerConnection& from, std::string_view value) {
+  Record record;
+  {
+    MutexLock lock(&mu_);
+    auto it = records_.find(entry);
+    if (it == records_.end() || it->second.worker.get() != &from || it->second.request != 0) return false;
+    record = std::move(it->second);
+    records_.erase(it);
+  }
+  std::unique_ptr<detail::ValueBox> box;
+  try {
+    DecodingFrom scope(&from);
+    Reader r(value);
+    box = record.decode(r);
+  } catch (const std::exception&) {  // Error, or a user's codec: left for a fetch to settle
+    bool lost;
+    {
+      MutexLock lock(&mu_);
+      lost = gone_.contains(&from);  // its worker went meanwhile, and OnLost did not see the record
+      if (!lost) records_[entry] = std::move(record);
+    }
+    if (lost) FailLost(entry, from);
+    return false;
+  }
+  detail::Retain(entry);  // Settle lets go of one
+  Settle(std::move(record), entry, std::move(box), nullptr, /*worker_alive=*/true, /*read=*/true);
+  return true;
+}
+
 void RemoteObjects::Settle(Record record, ObjectEntry* entry, std::unique_ptr<detail::ValueBox> value,
                            std::exception_ptr failure, bool worker_alive, bool read, uint64_t refs_read) {
   if (worker_alive) SendRelease(*record.worker, record.worker_id, record.holds, read, refs_read);

@@ -103,6 +103,12 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // it (a stale answer, dropped).
   bool OnFetched(WorkerConnection& from, const wire::FetchedView& answer, bool over_ucx = false)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A worker sent, unasked, the value of an object it keeps for this driver (with a GPU task it
+  // submitted: wire::Submit's inline values): the pending entry completes with it, read as a fetch
+  // would be, and the worker's holds go back. False when the entry has no record kept by `from`,
+  // its fetch is out already (its answer settles it), or the value does not read (the entry stays
+  // as it was).
+  bool SettleFrom(ObjectEntry* entry, WorkerConnection& from, std::string_view value) ABSL_LOCKS_EXCLUDED(mu_);
   // The worker is gone: every value it kept and the driver had not fetched is made again from
   // its lineage, or else lost; and what it borrowed goes back.
   void OnLost(WorkerConnection& gone, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);

@@ -170,6 +170,35 @@ TEST_F(RemoteObjectsTest, AnEntryDroppedUnaskedGivesItsHoldsBackAndALostWorkerFa
   }
 }
 
+TEST_F(RemoteObjectsTest, AValueAWorkerSendsUnaskedSettlesWhatItKeptAndItsHoldsGoBack) {
+  // The worker keeps object kBase + 20 for the driver, then sends its value with a task it
+  // submits (wire::Submit's inline values): the entry completes, and the worker may let go.
+  detail::ObjectHeader* x = ImportFromWorker(kBase + 20);
+  std::string value;
+  {
+    Writer w(value);
+    gpupool::Encode(w, 41);
+  }
+  EXPECT_FALSE(objects_->SettleFrom(static_cast<ObjectEntry*>(x), *worker_, "\xff")) << "an unreadable value";
+  EXPECT_EQ(x->state.load(), detail::kObjectPending);
+  EXPECT_EQ(objects_->held(), 1u) << "the record stays when the value does not read";
+  EXPECT_TRUE(objects_->SettleFrom(static_cast<ObjectEntry*>(x), *worker_, value));
+  EXPECT_EQ(detail::ValueAs<int>(x->id, detail::AwaitValue(x, std::chrono::steady_clock::now())), 41);
+  wire::Release release = NextRelease();
+  EXPECT_EQ(release.object, kBase + 20);
+  EXPECT_EQ(release.count, 1u);
+  EXPECT_TRUE(release.read);
+  EXPECT_EQ(objects_->held(), 0u);
+  // Its worker gone, the value it sent outlives it.
+  objects_->OnLost(*worker_, absl::UnavailableError("killed"));
+  EXPECT_EQ(detail::ValueAs<int>(x->id, detail::AwaitValue(x, std::chrono::steady_clock::now())), 41);
+  // Nothing to settle: an entry this worker keeps nothing for.
+  detail::ObjectHeader* mine = store_->CreatePending();
+  EXPECT_FALSE(objects_->SettleFrom(static_cast<ObjectEntry*>(mine), *worker_, value));
+  detail::Release(mine);
+  detail::Release(x);
+}
+
 TEST_F(RemoteObjectsTest, WhatAWorkerBorrowsLivesUntilItLetsGoOrGoes) {
   detail::ObjectHeader* value = store_->CreateReady(std::make_unique<detail::TypedBox<int>>(3));
   const ObjectId id = value->id;

@@ -151,6 +151,32 @@ TEST(WorkerHandshake, AWorkerRefusesADriverThatCannotProveTheKeyAndNeverSendsIt)
   EXPECT_FALSE(after.ok()) << "the worker answered an impostor's challenge";
 }
 
+TEST(WorkerHandshake, AWorkerTakesNoBigFrameFromAPeerThatProvedNothing) {
+  absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  int key_pipe[2];
+  ASSERT_EQ(::pipe(key_pipe), 0);
+  ASSERT_EQ(::write(key_pipe[1], "k", 1), 1);
+  ::close(key_pipe[1]);
+  absl::Status joined;
+  std::thread worker([&] {
+    joined = JoinAsWorker({"program", "--gpupool-worker",
+                           absl::StrCat("--gpupool-worker-driver=127.0.0.1:", (*listener)->port()),
+                           "--gpupool-worker-job=job-1", "--gpupool-worker-node=n0",
+                           absl::StrCat("--gpupool-worker-secret-fd=", key_pipe[0])})
+                 .status();
+  });
+  absl::StatusOr<std::unique_ptr<FrameSocket>> conn = (*listener)->Accept();
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE((*conn)->Receive(std::chrono::seconds(10)).ok());
+  // A megabyte before any proof: refused by its size, at once (not held, nor waited for).
+  ASSERT_TRUE((*conn)->Send(std::string(1 << 20, 'z')).ok());
+  worker.join();
+  ::close(key_pipe[0]);
+  EXPECT_FALSE(joined.ok());
+  EXPECT_THAT(joined.message(), HasSubstr("over the limit of 65536"));
+}
+
 TEST(WorkerHandshake, AWorkerTakesNoWelcomeFromADriverThatProvedNothing) {
   absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok()) << listener.status();
