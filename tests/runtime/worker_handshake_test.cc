@@ -119,88 +119,75 @@ TEST(WorkerHandshake, TheDriverProvesTheKeyFirstAndRefusesAConnectionThatCannot)
   EXPECT_THAT(refused->refusal, HasSubstr("not that job's driver"));
 }
 
-TEST(WorkerHandshake, AWorkerRefusesADriverThatCannotProveTheKeyAndNeverSendsIt) {
-  absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  int key_pipe[2];
-  ASSERT_EQ(::pipe(key_pipe), 0);
-  const std::string key = "the-job-key";
-  ASSERT_EQ(::write(key_pipe[1], key.data(), key.size()), static_cast<ssize_t>(key.size()));
-  ::close(key_pipe[1]);
-  absl::Status joined;
-  std::thread worker([&] {
-    absl::StatusOr<WorkerJoin> join = JoinAsWorker(
-        {"program", "--gpupool-worker", absl::StrCat("--gpupool-worker-driver=127.0.0.1:", (*listener)->port()),
-         "--gpupool-worker-job=job-1", "--gpupool-worker-node=n0",
-         absl::StrCat("--gpupool-worker-secret-fd=", key_pipe[0])});
-    joined = join.status();
-  });
-  // An impostor listening where the worker was told its driver is.
-  absl::StatusOr<std::unique_ptr<FrameSocket>> conn = (*listener)->Accept();
-  ASSERT_TRUE(conn.ok()) << conn.status();
-  absl::StatusOr<std::string> hello = (*conn)->Receive(std::chrono::seconds(10));
-  ASSERT_TRUE(hello.ok()) << hello.status();
-  EXPECT_THAT(*hello, Not(HasSubstr(key))) << "the worker sent the job's key";
-  ASSERT_TRUE((*conn)->Send(wire::Encode(wire::Challenge{.nonce = "impostor", .proof = std::string(32, 'y')})).ok());
-  worker.join();
-  ::close(key_pipe[0]);
+// A worker (JoinAsWorker on its own thread, the job's key in a pipe as its agent hands it) joining
+// an impostor listening where it was told its driver is; the test plays the impostor on `conn`.
+class ImpostorDriver : public ::testing::Test {
+ protected:
+  static constexpr char kKey[] = "the-job-key";
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    int key_pipe[2];
+    ASSERT_EQ(::pipe(key_pipe), 0);
+    ASSERT_EQ(::write(key_pipe[1], kKey, sizeof(kKey) - 1), static_cast<ssize_t>(sizeof(kKey) - 1));
+    ::close(key_pipe[1]);
+    key_fd_ = key_pipe[0];
+    worker_ = std::thread([this, port = (*listener)->port()] {
+      joined_ = JoinAsWorker({"program", "--gpupool-worker", absl::StrCat("--gpupool-worker-driver=127.0.0.1:", port),
+                              "--gpupool-worker-job=job-1", "--gpupool-worker-node=n0",
+                              absl::StrCat("--gpupool-worker-secret-fd=", key_fd_)})
+                    .status();
+    });
+    absl::StatusOr<std::unique_ptr<FrameSocket>> conn = (*listener)->Accept();
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conn_ = *std::move(conn);
+    absl::StatusOr<std::string> hello = conn_->Receive(std::chrono::seconds(10));
+    ASSERT_TRUE(hello.ok()) << hello.status();
+    hello_ = *hello;
+  }
+  void TearDown() override {
+    if (worker_.joinable()) worker_.join();
+    if (key_fd_ >= 0) ::close(key_fd_);
+  }
+  // How the worker's join ended.
+  absl::Status Joined() {
+    worker_.join();
+    return joined_;
+  }
+
+  std::unique_ptr<FrameSocket> conn_;
+  std::string hello_;
+
+ private:
+  int key_fd_ = -1;
+  std::thread worker_;
+  absl::Status joined_;
+};
+
+TEST_F(ImpostorDriver, AWorkerRefusesADriverThatCannotProveTheKeyAndNeverSendsIt) {
+  EXPECT_THAT(hello_, Not(HasSubstr(kKey))) << "the worker sent the job's key";
+  ASSERT_TRUE(conn_->Send(wire::Encode(wire::Challenge{.nonce = "impostor", .proof = std::string(32, 'y')})).ok());
+  const absl::Status joined = Joined();
   EXPECT_EQ(joined.code(), absl::StatusCode::kPermissionDenied) << joined;
   EXPECT_THAT(joined.message(), HasSubstr("did not prove it holds the worker key of job job-1"));
   // And it said nothing more: its connection ends without a proof of its own.
-  absl::StatusOr<std::string> after = (*conn)->Receive(std::chrono::seconds(5));
-  EXPECT_FALSE(after.ok()) << "the worker answered an impostor's challenge";
+  EXPECT_FALSE(conn_->Receive(std::chrono::seconds(5)).ok()) << "the worker answered an impostor's challenge";
 }
 
-TEST(WorkerHandshake, AWorkerTakesNoBigFrameFromAPeerThatProvedNothing) {
-  absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  int key_pipe[2];
-  ASSERT_EQ(::pipe(key_pipe), 0);
-  ASSERT_EQ(::write(key_pipe[1], "k", 1), 1);
-  ::close(key_pipe[1]);
-  absl::Status joined;
-  std::thread worker([&] {
-    joined = JoinAsWorker({"program", "--gpupool-worker",
-                           absl::StrCat("--gpupool-worker-driver=127.0.0.1:", (*listener)->port()),
-                           "--gpupool-worker-job=job-1", "--gpupool-worker-node=n0",
-                           absl::StrCat("--gpupool-worker-secret-fd=", key_pipe[0])})
-                 .status();
-  });
-  absl::StatusOr<std::unique_ptr<FrameSocket>> conn = (*listener)->Accept();
-  ASSERT_TRUE(conn.ok()) << conn.status();
-  ASSERT_TRUE((*conn)->Receive(std::chrono::seconds(10)).ok());
+TEST_F(ImpostorDriver, AWorkerTakesNoBigFrameFromAPeerThatProvedNothing) {
   // A megabyte before any proof: refused by its size, at once (not held, nor waited for). The
   // worker may close the connection on reading the frame's length, before the rest is sent.
-  (void)(*conn)->Send(std::string(1 << 20, 'z'));
-  worker.join();
-  ::close(key_pipe[0]);
+  (void)conn_->Send(std::string(1 << 20, 'z'));
+  const absl::Status joined = Joined();
   EXPECT_FALSE(joined.ok());
   EXPECT_THAT(joined.message(), HasSubstr("over the limit of 65536"));
 }
 
-TEST(WorkerHandshake, AWorkerTakesNoWelcomeFromADriverThatProvedNothing) {
-  absl::StatusOr<std::unique_ptr<FrameListener>> listener = FrameListener::Listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  int key_pipe[2];
-  ASSERT_EQ(::pipe(key_pipe), 0);
-  ASSERT_EQ(::write(key_pipe[1], "k", 1), 1);
-  ::close(key_pipe[1]);
-  absl::Status joined;
-  std::thread worker([&] {
-    joined = JoinAsWorker({"program", "--gpupool-worker",
-                           absl::StrCat("--gpupool-worker-driver=127.0.0.1:", (*listener)->port()),
-                           "--gpupool-worker-job=job-1", "--gpupool-worker-node=n0",
-                           absl::StrCat("--gpupool-worker-secret-fd=", key_pipe[0])})
-                 .status();
-  });
-  absl::StatusOr<std::unique_ptr<FrameSocket>> conn = (*listener)->Accept();
-  ASSERT_TRUE(conn.ok()) << conn.status();
-  ASSERT_TRUE((*conn)->Receive(std::chrono::seconds(10)).ok());
+TEST_F(ImpostorDriver, AWorkerTakesNoWelcomeFromADriverThatProvedNothing) {
   // Straight to a Welcome that would hand it tasks, skipping the challenge.
   wire::Welcome welcome{.team = "t", .object_id_base = wire::kWorkerIdBase + wire::kWorkerIdSpan};
-  ASSERT_TRUE((*conn)->Send(wire::Encode(welcome)).ok());
-  worker.join();
-  ::close(key_pipe[0]);
+  ASSERT_TRUE(conn_->Send(wire::Encode(welcome)).ok());
+  const absl::Status joined = Joined();
   EXPECT_EQ(joined.code(), absl::StatusCode::kPermissionDenied) << joined;
   EXPECT_THAT(joined.message(), HasSubstr("without proving it holds the worker key of job job-1"));
 }
