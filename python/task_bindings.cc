@@ -150,8 +150,9 @@ py::object Unpickle(std::string_view bytes) {
 // A stored value; one sent to this worker as bytes (detail::EncodedValue) is decoded into `scratch`.
 const PyValue& ValueOf(detail::ObjectHeader* h, PyValue* scratch = nullptr) {
   const detail::ValueBox& box = detail::AwaitValue(h, std::chrono::steady_clock::time_point::max());
-  if (scratch != nullptr && box.type() == typeid(detail::EncodedValue)) {
-    Reader r(static_cast<const detail::EncodedValue&>(box).bytes);
+  const std::string* encoded = detail::EncodedBytesOf(box);
+  if (scratch != nullptr && encoded != nullptr) {
+    Reader r(*encoded);
     *scratch = Codec<PyValue>::Decode(r);
     return *scratch;
   }

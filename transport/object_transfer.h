@@ -163,6 +163,9 @@ inline bool OwnerUnreachable(const absl::Status& failed) {
 struct FetchOptions {
   absl::Duration timeout = absl::Seconds(30);
 };
+// For a whole object of any size (a kept result, a task's input): the deadline covers the whole
+// transfer of what may be gigabytes; an owner that dies ends it sooner (its endpoint fails).
+inline constexpr FetchOptions kWholeObjectFetch{.timeout = absl::Minutes(10)};
 
 // An object fetched into a buffer of its own size.
 struct FetchedObject {

@@ -7,13 +7,6 @@
 #include "absl/strings/str_join.h"
 
 namespace gpupool::pool {
-namespace {
-
-// Free host capacity shown for a node that declares none (policies leave it out of their scores).
-constexpr int64_t kUncounted = placement::kUncountedCapacity;
-
-}  // namespace
-
 placement::PodRequest PodRequestOf(const LeaseRequest& r, const placement::ModelIndex& models) {
   placement::PodRequest pod = PodShapeOf(r);
   if (!r.allowed_models.empty()) {
@@ -57,8 +50,8 @@ PolicyView::PolicyView(const PoolTopology& topology, const std::vector<int>& can
       // A node's GPUs share one model label here; the first candidate's names it (nodes with
       // mixed models are rare, and the scheduler's own filter still checks every GPU).
       nodes.push_back({.name = gpu.ref.node, .model = gpu.model_name,
-                       .cpu_milli = cpu > 0 ? cpu : kUncounted,
-                       .memory_mib = memory > 0 ? memory : kUncounted, .num_gpu = 0});
+                       .cpu_milli = cpu > 0 ? cpu : placement::kUncountedCapacity,
+                       .memory_mib = memory > 0 ? memory : placement::kUncountedCapacity, .num_gpu = 0});
     }
     node_gpus_[v].push_back(g);
     ++nodes[v].num_gpu;
@@ -88,8 +81,8 @@ void PolicyView::RefreshNode(const CapacityState& state, int node) {
     gang_reserved_ += gang - seen_gang_[g];
     seen_gang_[g] = gang;
   }
-  const int64_t cpu = state.cpu_counted(node) ? state.cpu_free(node) : kUncounted;
-  const int64_t memory = state.host_memory_counted(node) ? state.host_memory_free(node) : kUncounted;
+  const int64_t cpu = state.cpu_counted(node) ? state.cpu_free(node) : placement::kUncountedCapacity;
+  const int64_t memory = state.host_memory_counted(node) ? state.host_memory_free(node) : placement::kUncountedCapacity;
   cluster_->SetFree(v, cpu, memory, scratch_);
   // Its state's key: everything a node-state policy reads of it but its name.
   const placement::NodeView node_view = cluster_->view().node(v);

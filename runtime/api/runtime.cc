@@ -11,7 +11,6 @@
 #include <thread>
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/runtime.h"
@@ -63,6 +62,28 @@ WorkerHostSlot& CurrentWorkerHost() {
   static auto* slot = new WorkerHostSlot;  // never destroyed: a worker ends with _exit
   return *slot;
 }
+// The worker's host, held for one import or submission (counted in WorkerHostSlot::imports, which
+// ServeAsWorker waits to drop to 0 before it destroys the host); null once the host is gone.
+class PinnedWorkerHost {
+ public:
+  PinnedWorkerHost() : slot_(CurrentWorkerHost()) {
+    runtime::MutexLock lock(&slot_.mu);
+    host_ = slot_.host;
+    if (host_ != nullptr) ++slot_.imports;
+  }
+  ~PinnedWorkerHost() {
+    if (host_ == nullptr) return;
+    runtime::MutexLock lock(&slot_.mu);
+    if (--slot_.imports == 0) slot_.idle.NotifyAll();
+  }
+  PinnedWorkerHost(const PinnedWorkerHost&) = delete;
+  PinnedWorkerHost& operator=(const PinnedWorkerHost&) = delete;
+  runtime::WorkerHost* get() const { return host_; }
+
+ private:
+  WorkerHostSlot& slot_;
+  runtime::WorkerHost* host_ = nullptr;
+};
 
 runtime::JobRuntime& Current() {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
@@ -274,30 +295,18 @@ namespace detail {
 
 // A GPU task submitted by a task running in a worker: the driver submits it (WorkerHost::SubmitToDriver).
 ObjectHeader* SubmitThroughDriver(const FunctionInfo* function, EncodedArgs args, const TaskOptions& options) {
-  WorkerHostSlot& slot = CurrentWorkerHost();
-  runtime::WorkerHost* host;
-  {
-    runtime::MutexLock lock(&slot.mu);
-    host = slot.host;
-    if (host == nullptr) {
-      for (ObjectHeader* h : args.deps) Release(h);
-      for (ObjectHeader* h : args.nested) Release(h);
-      throw Error(ErrorCode::kCancelled, "the worker is stopping: it sends no more tasks to its driver");
-    }
-    ++slot.imports;  // the host outlives the submission (ServeAsWorker waits for the count)
+  PinnedWorkerHost host;
+  if (host.get() == nullptr) {
+    ReleaseRefs(args);
+    throw Error(ErrorCode::kCancelled, "the worker is stopping: it sends no more tasks to its driver");
   }
-  absl::Cleanup done = [&slot] {
-    runtime::MutexLock lock(&slot.mu);
-    if (--slot.imports == 0) slot.idle.NotifyAll();
-  };
-  return host->SubmitToDriver(function, std::move(args), options, &IsWorkersOwnObject);
+  return host.get()->SubmitToDriver(function, std::move(args), options, &IsWorkersOwnObject);
 }
 
 ObjectHeader* SubmitTask(const FunctionInfo* function, EncodedArgs args, const TaskOptions* options) {
   runtime::JobRuntime* rt = current_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) {
-    for (ObjectHeader* h : args.deps) Release(h);
-    for (ObjectHeader* h : args.nested) Release(h);
+    ReleaseRefs(args);
     Current();  // throws
   }
   // A worker leases nothing: its tasks' GPU tasks are the driver's to submit (CPU ones run here).
@@ -319,26 +328,15 @@ ObjectHeader* ImportFromDriver(ObjectId id, BoxDecoder decode) {
   if (IsWorkersOwnObject(id)) {
     if (runtime::ObjectEntry* live = Current().store().Lookup(id)) return live;
   }
-  WorkerHostSlot& slot = CurrentWorkerHost();
-  runtime::WorkerHost* host;
-  {
-    runtime::MutexLock lock(&slot.mu);
-    host = slot.host;
-    if (host == nullptr) {
-      const bool worker = serving_as_worker.load(std::memory_order_acquire);
-      throw Error(worker ? ErrorCode::kCancelled : ErrorCode::kFailedPrecondition,
-                  worker ? "the worker is stopping: it imports no more objects from its driver"
-                         : "only a worker process imports objects from its driver");
-    }
-    ++slot.imports;
+  PinnedWorkerHost host;
+  if (host.get() == nullptr) {
+    const bool worker = serving_as_worker.load(std::memory_order_acquire);
+    throw Error(worker ? ErrorCode::kCancelled : ErrorCode::kFailedPrecondition,
+                worker ? "the worker is stopping: it imports no more objects from its driver"
+                       : "only a worker process imports objects from its driver");
   }
-  // Counted out however the import ends (ServeAsWorker waits for the count to drop to 0).
-  absl::Cleanup done = [&slot] {
-    runtime::MutexLock lock(&slot.mu);
-    if (--slot.imports == 0) slot.idle.NotifyAll();
-  };
   // Pending until something here needs the value (runtime/tasks/driver_imports.h).
-  return host->Import(id, decode);
+  return host.get()->Import(id, decode);
 }
 
 ObjectHeader* LookupObject(ObjectId id) {

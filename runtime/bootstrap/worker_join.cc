@@ -114,7 +114,7 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
   // The key never crosses this connection: the driver proves it holds it, then this worker does
   // (runtime/tasks/job_proof.h). Until the driver has, its frames are small: a peer that has
   // proved nothing makes this worker hold no big buffer.
-  (*socket)->SetMaxFrame(64 << 10);
+  (*socket)->SetMaxFrame(wire::kMaxHandshakeBytes);
   absl::StatusOr<std::string> nonce = FreshNonce();
   if (!nonce.ok()) return nonce.status();
   if (absl::Status st = (*socket)->Send(wire::Encode(wire::Hello{.nonce = *nonce, .job = job, .node = node,
@@ -144,9 +144,7 @@ absl::StatusOr<WorkerJoin> JoinAsWorker(const std::vector<std::string>& args) {
     if (!frame.ok()) return absl::Status(frame.status().code(), absl::StrCat("the driver did not welcome this worker: ", frame.status().message()));
   }
   if (absl::StatusOr<uint64_t> protocol = wire::ProtocolOf(*frame); protocol.ok() && *protocol != wire::kProtocol) {
-    return absl::FailedPreconditionError(absl::StrCat("the driver speaks worker protocol ", *protocol, " and this worker ",
-                                                      wire::kProtocol,
-                                                      ": run the same gpupool build on the driver and on every node"));
+    return absl::FailedPreconditionError(wire::ProtocolMismatch("the driver", *protocol, "this worker"));
   }
   absl::StatusOr<wire::Welcome> welcome = wire::DecodeWelcome(*frame);
   if (!welcome.ok()) return welcome.status();

@@ -7,6 +7,9 @@
 //
 // Lifecycle of an entry: pending (a task will produce it) -> ready | failed. The transition happens
 // once, under the entry's mutex, which also guards the list of tasks waiting for it (dependents).
+// While pending, a value another process keeps is marked remote (MarkRemote: made, fetched when
+// needed), and one lost there and made again here is remaking until it is kept again
+// (MarkRemade, ObjectEntry::BeingRemade).
 // Waiters block on one store-wide condition variable that is only touched when somebody waits, so
 // completing objects nobody waits for costs no system call.
 //
@@ -56,6 +59,9 @@ struct ObjectEntry : detail::ObjectHeader {
   // copy kept elsewhere was lost. A task that would wait for it holding a lease goes back to wait
   // unleased instead (Executor::AwaitInputs).
   std::atomic<bool> remaking{false};
+  bool BeingRemade() const {
+    return remaking.load(std::memory_order_acquire) && state.load(std::memory_order_acquire) == detail::kObjectPending;
+  }
   // A worker's input that its driver said is being made again (TaskInputs), failed here so: its
   // task goes back to the driver unrun (Executor::AwaitInputs).
   std::atomic<bool> remade_at_driver{false};

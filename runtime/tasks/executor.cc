@@ -52,7 +52,7 @@ void Executor::Admit(Task* t) {
     FailTask(t, static_cast<ErrorCode>(why.code()), "submit", std::string(why.message()));
     return;
   }
-  const bool in_workers = in_workers_.load(std::memory_order_relaxed);  // set once, before any task
+  const bool in_workers = this->in_workers();  // set once, before any task
   const size_t waits = Waits(t);
   t->unresolved.store(static_cast<int>(waits) + 1, std::memory_order_relaxed);
   if (waits > 0) waiting_for_dependencies_.fetch_add(1, std::memory_order_relaxed);
@@ -74,7 +74,7 @@ void Executor::Admit(Task* t) {
 }
 
 size_t Executor::Waits(const Task* t) const {
-  return t->deps.size() + (in_workers_.load(std::memory_order_relaxed) ? t->nested.size() : 0);
+  return t->deps.size() + (in_workers() ? t->nested.size() : 0);
 }
 
 void Executor::DependencyResolved(Task* task, ObjectEntry* dependency) {
@@ -114,13 +114,10 @@ void Executor::MakeRunnable(Task* task) {
 }
 
 void Executor::Requeue(Task* task) {
-  auto remaking = [](detail::ObjectHeader* h) {
-    return static_cast<ObjectEntry*>(h)->remaking.load(std::memory_order_acquire) &&
-           h->state.load(std::memory_order_acquire) == detail::kObjectPending;
-  };
+  auto remaking = [](detail::ObjectHeader* h) { return static_cast<ObjectEntry*>(h)->BeingRemade(); };
   // Its nested refs too where tasks run in workers: Admit waits for those to be made there.
   if (std::any_of(task->deps.begin(), task->deps.end(), remaking) ||
-      (in_workers_.load(std::memory_order_relaxed) && std::any_of(task->nested.begin(), task->nested.end(), remaking))) {
+      (in_workers() && std::any_of(task->nested.begin(), task->nested.end(), remaking))) {
     Admit(task);  // waits for them unleased, as when it was submitted
     return;
   }
@@ -131,7 +128,7 @@ bool Executor::AwaitInputs(Task* task, LeaseRun* lease, RunOutcome* out) {
   for (detail::ObjectHeader* h : task->deps) {
     auto* entry = static_cast<ObjectEntry*>(h);
     while (entry->state.load(std::memory_order_acquire) == detail::kObjectPending) {
-      if (entry->remaking.load(std::memory_order_acquire)) {
+      if (entry->BeingRemade()) {
         // Its keeper died and its task runs again, perhaps on the very room this lease holds:
         // handed back, to wait unleased (Requeue).
         out->kind = RunOutcome::Kind::kNotRun;

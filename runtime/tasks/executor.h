@@ -4,7 +4,10 @@
 // its shape's queue (asking the LeaseManager for leases when it needs a GPU), runs it on a CPU
 // worker or on a lease's worker, and resolves its result (Finish), which may make tasks that
 // waited for it runnable. A run stopped by its lease going away is accounted (Preempted) and the
-// task queued again, up to max_retries for lost leases; a failure becomes a TaskError.
+// task queued again (Requeue), up to max_retries for lost leases; a failure becomes a TaskError.
+// Where tasks run in workers (RunTasksInWorkers), a task waits at run time for inputs still on
+// their way (AwaitInputs), and a finished task whose result a worker kept stays as its lineage,
+// run again (Rebuild) when that worker dies.
 //
 //   - CPU tasks (Gpus(0)) run on the CPU workers (StartCpuWorkers), in batches from the CPU queue.
 //   - Each lease's thread (started by the LeaseManager) runs RunLeaseTasks: its shape's tasks one
@@ -16,7 +19,8 @@
 // (Task::unresolved with acq_rel, dependency_failed/dependency_failure published by a
 // compare-exchange and read after the acquire); queues and the store lock inside themselves.
 // Called by JobRuntime (Admit, DependencyResolved from Cancel and the object exchange, shutdown),
-// the LeaseManager's lease threads (RunLeaseTasks) and its refusals (FailTask).
+// the LeaseManager's lease threads (RunLeaseTasks) and its refusals (FailTask), and RemoteObjects
+// (Rebuild, on a worker connection's reader thread).
 #ifndef GPUPOOL_RUNTIME_TASKS_EXECUTOR_H_
 #define GPUPOOL_RUNTIME_TASKS_EXECUTOR_H_
 
@@ -75,7 +79,8 @@ class Executor {
 
   // Starts `workers` CPU worker threads; called once, by JobRuntime::Start.
   void StartCpuWorkers(int workers);
-  // Tasks may run in workers from now on (set once, before the first task). Two things change:
+  // Tasks may run in workers from now on (set once, before the first task), and `keeper` keeps
+  // the lineage of the results workers keep (see below). What changes:
   //   - a task also waits for the refs nested in its arguments to be made (not their success: a
   //     failed one is the task's to read) before it runs: a worker's task reading a nested ref
   //     whose producer queued behind it on the same lease (or in the window sent ahead to its
@@ -84,12 +89,10 @@ class Executor {
   //     remote) is not fetched to this process for the task. The worker that runs it gets it
   //     from where it is (RemoteLeases::Describe, runtime/tasks/task_inputs.h); a task that runs
   //     here reads it through the store, which fetches it then.
-  void TasksMayRunInWorkers() { in_workers_.store(true, std::memory_order_relaxed); }
-  // Lineage of the results workers keep (Ray's lineage reconstruction; set once, before the
-  // first task). A finished task whose result a worker kept is offered to `keeper` instead of
-  // freed (RemoteObjects::KeepLineage); when that worker goes, the keeper hands it back to
-  // Rebuild to make the result again.
-  void KeepLineageIn(RemoteObjects* keeper) { lineage_keeper_.store(keeper, std::memory_order_release); }
+  //   - lineage (Ray's lineage reconstruction): a finished task whose result a worker kept is
+  //     offered to `keeper` instead of freed (RemoteObjects::KeepLineage); when that worker goes,
+  //     the keeper hands it back to Rebuild to make the result again.
+  void RunTasksInWorkers(RemoteObjects* keeper) { lineage_keeper_.store(keeper, std::memory_order_release); }
   // Runs again finished tasks kept as lineage, whose results' only copies went with their
   // worker: each with its result's entry, still pending, retained for the task. Each run counts
   // as a retry of a lost run (against max_retries). All of them are pending results again before
@@ -104,7 +107,7 @@ class Executor {
   // One of the task's dependencies resolved (completed or failed); may make it runnable.
   void DependencyResolved(Task* task, ObjectEntry* dependency);
   // How many objects `t` waits for before it runs: its dependencies, and its nested refs when
-  // TasksMayRunInWorkers was called.
+  // RunTasksInWorkers was called.
   size_t Waits(const Task* t) const;
   // Resolves the task's result with the error (counted as a failure unless kCancelled).
   void FailTask(Task* task, ErrorCode code, const std::string& location, const std::string& message,
@@ -121,7 +124,7 @@ class Executor {
   // Queues a task whose dependencies are resolved.
   void Enqueue(Task* task);
   // Queues again a task handed back unrun or stopped; one whose input is being made again since
-  // it became runnable (ObjectEntry::remaking: its keeper died) waits for it first, unleased.
+  // it became runnable (ObjectEntry::BeingRemade: its keeper died) waits for it first, unleased.
   void Requeue(Task* task);
   // Submitted tasks still waiting for an input (Stats).
   int64_t waiting_for_dependencies() const { return waiting_for_dependencies_.load(std::memory_order_relaxed); }
@@ -134,7 +137,7 @@ class Executor {
 
  private:
   // A task's inputs may still be on their way when it is taken to run (a value a worker keeps,
-  // fetched for it: TasksMayRunInWorkers). Waits for them before the task starts, so the wait is
+  // fetched for it: RunTasksInWorkers). Waits for them before the task starts, so the wait is
   // not counted as the task's run; false (with `out` filled) when its lease stopped meanwhile or
   // an input is being made again (kNotRun: see Requeue), it was cancelled, or an input failed
   // (kAborted, as for any failed dependency).
@@ -148,7 +151,7 @@ class Executor {
   void StoppedRun(LeaseRun* lease, const detail::TaskState& state, RunOutcome& out);
   // Resolves the task's result and frees the task; schedules whoever waited for the result.
   // `value_elsewhere`: done, with the result kept by a worker (its entry stays pending); the
-  // task is then kept as the result's lineage when the keeper takes it (KeepLineageIn).
+  // task is then kept as the result's lineage when the keeper takes it (RunTasksInWorkers).
   void Finish(Task* task, std::unique_ptr<detail::ValueBox> value, std::exception_ptr failure,
               bool value_elsewhere = false);
 
@@ -160,8 +163,9 @@ class Executor {
   LeaseManager& leases_;
   CheckpointCoordinator& checkpoints_;
   const RuntimeEvents& events_;
-  std::atomic<bool> in_workers_{false};  // see TasksMayRunInWorkers
-  std::atomic<RemoteObjects*> lineage_keeper_{nullptr};  // see KeepLineageIn
+  // Set by RunTasksInWorkers: tasks may run in workers exactly when there is a keeper.
+  std::atomic<RemoteObjects*> lineage_keeper_{nullptr};
+  bool in_workers() const { return lineage_keeper_.load(std::memory_order_acquire) != nullptr; }
   const std::atomic<bool>& stopping_;
   const double clock_speed_;
   const int64_t lease_linger_ms_;

@@ -248,10 +248,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
     }
     // A task's input being made again (its keeper died) is not waited for here: the task goes
     // back to wait for it unleased (Executor::Requeue), told so at once.
-    auto remaking = [entry, for_input = ask.for_input] {
-      return for_input && entry->remaking.load(std::memory_order_acquire) &&
-             entry->state.load(std::memory_order_acquire) == detail::kObjectPending;
-    };
+    auto remaking = [entry, for_input = ask.for_input] { return for_input && entry->BeingRemade(); };
     // Asked for once it is waited for here (not while it is being made again: the task goes back).
     auto wanted = std::make_shared<bool>(false);
     from.Post([this, entry, remaking, wanted, request = ask.request]() -> std::optional<std::string> {
@@ -285,8 +282,7 @@ absl::Status JobRuntime::StartWorkers(WorkerPlan plan, const std::string& driver
   if (!pool.ok()) return pool.status();
   workers_ = *std::move(pool);
   remote_->set_workers(workers_.get());
-  executor_->TasksMayRunInWorkers();  // see executor.h for what changes
-  executor_->KeepLineageIn(remote_objects_.get());
+  executor_->RunTasksInWorkers(remote_objects_.get());  // see executor.h for what changes
   return absl::OkStatus();
 }
 
@@ -363,10 +359,7 @@ absl::StatusOr<ObjectEntry*> JobRuntime::SubmitFor(WorkerConnection& from, wire:
   }
   detail::EncodedArgs args;
   args.bytes = std::move(m.args);
-  absl::Cleanup let_go = [&args] {  // what was looked up, unless Submit took it
-    for (detail::ObjectHeader* h : args.deps) detail::Release(h);
-    for (detail::ObjectHeader* h : args.nested) detail::Release(h);
-  };
+  absl::Cleanup let_go = [&args] { detail::ReleaseRefs(args); };  // unless Submit takes them
   std::map<uint64_t, std::string*> dep_values, nested_values;
   for (size_t k = 0; k < m.inline_deps.size(); ++k) dep_values[m.inline_deps[k]] = &m.inline_dep_values[k];
   for (size_t k = 0; k < m.inline_nested.size(); ++k) nested_values[m.inline_nested[k]] = &m.inline_nested_values[k];

@@ -22,6 +22,15 @@
 //   LocalGpus              local_gpus.h              this process's GPUs and their memory pools
 //   RuntimeEvents          runtime_events.h          RuntimeOptions::on_event
 //
+// A driver joined to a shared pool also runs tasks in workers on other nodes (StartWorkers):
+//
+//   WorkerPool             worker_pool.h             the workers' connections, their handshake
+//   RemoteLeases           remote_leases.h           tasks sent to workers, their outcomes
+//   RemoteObjects          remote_objects.h          values workers keep, lineage, loans
+//
+// and answers its workers: their Fetches of the driver's objects, and the GPU tasks their tasks
+// submit (SubmitFor, submitted as this driver's own).
+//
 // The parts reach each other through references JobRuntime passes them (it owns them all, with
 // std::unique_ptr). Lock order across them: TaskShapes' shapes_mu_ and LeaseManager's leases_mu_
 // are never held together; either may be held while taking a ShapeQueue's mutex, and leases_mu_

@@ -45,7 +45,7 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, const Worker
     for (detail::ObjectHeader* h : task->deps) {
       out.inputs.emplace_back();
       // Made before the task became runnable: resolved here, or a value a worker keeps, which
-      // the task's worker gets from there itself (Executor::TasksMayRunInWorkers).
+      // the task's worker gets from there itself (Executor::RunTasksInWorkers).
       if (h->state.load(std::memory_order_acquire) == detail::kObjectFailed) {
         // Failed since it was made (a worker that kept it died): as any failed dependency.
         std::string why, cause;
@@ -54,11 +54,9 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, const Worker
         return false;
       }
       if (h->state.load(std::memory_order_acquire) == detail::kObjectPending) {
+        // Where it is; else the worker asks this driver, which fetches the value meanwhile.
         wire::InputAt at{.index = out.inputs.size() - 1, .object = h->id};
-        if (objects_ == nullptr || !objects_->Locate(static_cast<ObjectEntry*>(h), to, &at)) {
-          // The worker asks this driver, which fetches the value meanwhile.
-          at = wire::InputAt{.index = at.index, .object = h->id};
-        }
+        if (objects_ != nullptr) (void)objects_->Locate(static_cast<ObjectEntry*>(h), to, &at);
         out.inputs_at.push_back(std::move(at));
         continue;
       }
@@ -78,7 +76,7 @@ bool RemoteLeases::Describe(Task* task, const std::string& options, const Worker
   out.resume_from = task->resume_from;
   out.checkpoint_interval_s = task->shape->checkpoint_interval_s;
   // With its lease, a task must fit one frame (a lease's bytes are small beside the margin).
-  if (const size_t bytes = wire::WireBytes(out); bytes > wire::kMaxWorkerFrameBytes - (size_t{64} << 10)) {
+  if (const size_t bytes = wire::WireBytes(out); bytes > wire::kMaxTaskWireBytes) {
     executor_.FailTask(task, ErrorCode::kResourceExhausted, "driver",
                        absl::StrCat("its arguments and inputs, ", bytes, " bytes, are over the ",
                                     wire::kMaxWorkerFrameBytes, " bytes a task may take to a worker on another node"));

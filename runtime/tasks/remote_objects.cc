@@ -65,7 +65,7 @@ bool RemoteObjects::KeepLineage(Task* task) {
   }
   if (lineage_bytes_.load(std::memory_order_relaxed) + bytes > kLineageBudgetBytes) return false;
   lineage_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  it->second.lineage = Lineage(task, DropLineage{&lineage_bytes_, bytes});
+  it->second.lineage = KeptTask(task, DropLineage{&lineage_bytes_, bytes});
   return true;
 }
 
@@ -198,9 +198,8 @@ void RemoteObjects::Want(ObjectEntry* entry) {
       // A kept result's bytes over UCX, straight into a buffer of their size. (Under mu_: the
       // fetch only posts to UCX's thread, and UseUcx clears the fetcher under it.)
       fetcher_->FetchAsync(
-          // Long: the deadline covers the whole transfer of what may be gigabytes; a worker that dies
-          // ends it sooner (OnLost fails its peer).
-          peer->second, std::to_string(id), transport::FetchOptions{.timeout = absl::Minutes(10)},
+          // (A worker that dies ends it sooner: OnLost fails its peer.)
+          peer->second, std::to_string(id), transport::kWholeObjectFetch,
           [self = shared_from_this(), worker, request](absl::StatusOr<transport::FetchedObject> got) mutable {
             // Off UCX's thread: reading it may run a user's codec and settle tasks.
             auto fetched = std::make_shared<absl::StatusOr<transport::FetchedObject>>(std::move(got));
@@ -392,14 +391,12 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
   for (ObjectEntry* entry : returned) detail::Release(entry);
   // Results with a lineage are made again, all at once (see Executor::Rebuild); the rest fail.
   std::vector<std::pair<Task*, ObjectEntry*>> remake;
-  std::vector<size_t> remake_at;       // their places in `lost`
-  std::vector<uint64_t> remake_bytes;  // measured now: an admitted task may be gone by the answer
+  std::vector<size_t> remake_at;  // their places in `lost`
   for (size_t i = 0; i < lost.size(); ++i) {
     auto& [record, entry] = lost[i];
     if (record.lineage != nullptr && entry != nullptr && rebuild_) {
       remake.emplace_back(record.lineage.get(), entry);
       remake_at.push_back(i);
-      remake_bytes.push_back(record.lineage.get_deleter().bytes);
     }
   }
   std::vector<bool> remade(lost.size(), false);
@@ -413,9 +410,11 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
         continue;
       }
       // The task is the executor's again, holding the entry (the reference taken above), and may
-      // be finished and gone already: let go of it without touching it.
-      lineage_bytes_.fetch_sub(remake_bytes[k], std::memory_order_relaxed);
-      (void)lost[i].first.lineage.release();
+      // be finished and gone already: let go of it without touching it (what it counted is in
+      // its deleter, which the record keeps).
+      KeptTask& kept = lost[i].first.lineage;
+      lineage_bytes_.fetch_sub(kept.get_deleter().bytes, std::memory_order_relaxed);
+      (void)kept.release();
       remade[i] = true;
       rebuilt_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -434,7 +433,7 @@ void RemoteObjects::OnLost(WorkerConnection& gone, const absl::Status& why) {
 
 void RemoteObjects::Forget(ObjectEntry* entry) {
   Record record;
-  Lineage unneeded;  // freed after mu_ is let go (see DropLineage)
+  KeptTask unneeded;  // freed after mu_ is let go (see DropLineage)
   {
     MutexLock lock(&mu_);
     if (!TakeRecord(entry, &record)) return;
@@ -520,19 +519,21 @@ bool RemoteObjects::Locate(ObjectEntry* entry, const WorkerConnection& to, wire:
   auto it = records_.find(entry);
   if (it == records_.end() || !it->second.result || it->second.request != 0) return false;
   const Record& record = it->second;
-  at->object = entry->id;
-  at->held = record.worker_id;
-  at->bytes = record.bytes;
+  wire::InputAt found = *at;  // `at` is left as it was unless the value is located
+  found.object = entry->id;
+  found.held = record.worker_id;
+  found.bytes = record.bytes;
   if (record.worker.get() == &to) {
-    at->here = true;
-    return true;
+    found.here = true;
+  } else {
+    // Refs inside to objects its keeper made name nothing another worker (or this driver, until
+    // it reads the value) knows: the value goes through the driver, which records them.
+    if (record.own_refs) return false;
+    auto address = addresses_.find(record.worker.get());
+    if (address == addresses_.end()) return false;
+    found.ucx_address = address->second;
   }
-  // Refs inside to objects its keeper made name nothing another worker (or this driver, until
-  // it reads the value) knows: the value goes through the driver, which records them.
-  if (record.own_refs) return false;
-  auto address = addresses_.find(record.worker.get());
-  if (address == addresses_.end()) return false;
-  at->ucx_address = address->second;
+  *at = std::move(found);
   return true;
 }
 

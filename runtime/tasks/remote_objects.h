@@ -28,11 +28,14 @@
 //
 // The other way, the driver lends: a worker that holds a ref to one of the driver's objects says
 // so (wire::Borrow), and the driver keeps the object alive until the worker lets go (Release) or
-// goes away (runtime/tasks/driver_imports.h is the worker's side).
+// goes away (runtime/tasks/driver_imports.h is the worker's side). The result of a GPU task a
+// worker's task submitted is handed over to that worker the same way (HandOver); a value a worker
+// sends along with such a task settles what it kept for the driver (SettleFrom).
 //
-// Thread-safety: thread-safe. HoldResult runs on a worker connection's reader thread; Import
-// inside a DecodingFrom scope for the worker whose bytes are read (its reader, or decode_ for a
-// value fetched over UCX); Want and Forget on any thread. mu_ is never held while decoding or
+// Thread-safety: thread-safe. HoldResult, OnLost, HandOver and SettleFrom run on a worker
+// connection's reader thread; Import inside a DecodingFrom scope for the worker whose bytes are
+// read (its reader, or decode_ for a value fetched over UCX); KeepLineage on the thread settling
+// a task (Executor::Finish); Locate on lease threads; Want and Forget on any thread. mu_ is never held while decoding or
 // resolving an entry, nor while sending (FetchAsync and Post only queue, and are called under it).
 #ifndef GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
 #define GPUPOOL_RUNTIME_TASKS_REMOTE_OBJECTS_H_
@@ -141,7 +144,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
   // keeps), gets it without the driver in between: from itself (`here`), or from its keeper's
   // ObjectServer. False when it must ask the driver: the value is not a kept result's bytes, it
   // holds refs to objects its keeper made, its keeper serves nothing over UCX, or the driver is
-  // fetching it already. The driver's entry
+  // fetching it already (`*at` is then left as it was). The driver's entry
   // stays alive while the task is out (the task holds it), so the keeper keeps the bytes until
   // the driver reads them or drops the entry; a worker that finds them gone asks the driver.
   bool Locate(ObjectEntry* entry, const WorkerConnection& to, wire::InputAt* at) ABSL_LOCKS_EXCLUDED(mu_);
@@ -164,7 +167,8 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
     uint64_t bytes;                  // what this lineage counts there (KeepLineage)
     void operator()(Task* task) const;
   };
-  using Lineage = std::unique_ptr<Task, DropLineage>;
+  // (Not runtime::Lineage, the ranks' serialized one-level lineage: a kept task itself.)
+  using KeptTask = std::unique_ptr<Task, DropLineage>;
 
   struct Record {
     std::shared_ptr<WorkerConnection> worker;  // kept alive for a Release sent after its reader ended
@@ -176,7 +180,7 @@ class RemoteObjects final : public RemoteValues, public std::enable_shared_from_
     bool own_refs = false;    // a result holding refs to objects its worker made (see Locate)
     uint64_t bytes = 0;       // a result's size in its worker (0: not said)
     std::string what;
-    Lineage lineage;          // a result's finished task (KeepLineage); null: none kept
+    KeptTask lineage;         // a result's finished task (KeepLineage); null: none kept
   };
   using RequestKey = std::pair<WorkerConnection*, uint64_t>;  // (worker, request)
   // Settles a record taken out of the maps: the entry (retained, or null when it was being

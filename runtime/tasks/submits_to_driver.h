@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -87,9 +87,7 @@ void TaskInputs::FromKeeper(const wire::InputAt& at, BytesDone done) {
     return;
   }
   CallbackThread* completions = Completions();
-  // Long: the deadline covers the whole transfer of what may be gigabytes; a keeper that dies
-  // ends it sooner (its endpoint fails).
-  const transport::FetchOptions options{.timeout = absl::Minutes(10)};
+  const transport::FetchOptions options = transport::kWholeObjectFetch;
   // Its size known, the bytes land straight in the string the reader takes (no copy); otherwise
   // in a buffer of the size the keeper says, copied once.
   auto room = std::make_shared<std::string>();

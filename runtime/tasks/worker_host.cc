@@ -162,8 +162,7 @@ WorkerHost::~WorkerHost() {
   StopAll();
   rt_.store().SetRemoteValues(nullptr);  // the store may outlive this host: it asks nothing more of it
   for (auto& [ask, h] : deferred_) detail::Release(h);
-  deferred_.clear();
-  inputs_->Stop(absl::CancelledError("the worker is stopping"));  // before its fetches fail below
+  deferred_.clear();  // (StopAll stopped the inputs' fetches: none waits on the UCX reset below)
   {
     MutexLock lock(&ucx_mu_);
     ucx_server_.reset();  // no transfer reads a kept result past here
@@ -615,10 +614,7 @@ void WorkerHost::StopImports() {
 detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* function, detail::EncodedArgs args,
                                                  const TaskOptions& options, bool (*made_here)(ObjectId)) {
   // The refs the arguments hold stay held until the driver has its own (it answered).
-  absl::Cleanup let_go = [&args] {
-    for (detail::ObjectHeader* h : args.deps) detail::Release(h);
-    for (detail::ObjectHeader* h : args.nested) detail::Release(h);
-  };
+  absl::Cleanup let_go = [&args] { detail::ReleaseRefs(args); };
   // Named in errors as the task is named (a Python function's own name, not the runtime's entry point).
   const std::string& name = options.name.empty() ? function->name : options.name;
   wire::Submit message{.function = function->name, .args = std::move(args.bytes)};
@@ -671,14 +667,10 @@ detail::ObjectHeader* WorkerHost::SubmitToDriver(const detail::FunctionInfo* fun
       message.inline_nested_values.push_back(value_of(h, absl::StrCat("object ", h->id, " inside its arguments")));
     }
   }
-  size_t bytes = message.args.size() + message.options.size();
-  for (const auto* values : {&message.inline_dep_values, &message.inline_nested_values}) {
-    for (const std::string& v : *values) bytes += v.size();
-  }
-  if (bytes > wire::kMaxWorkerFrameBytes - (size_t{64} << 10)) {
+  if (const size_t bytes = wire::WireBytes(message); bytes > wire::kMaxTaskWireBytes) {
     throw Error(ErrorCode::kResourceExhausted,
                 absl::StrCat("GPU task '", name, "' with its arguments is ", bytes, " bytes, over the ",
-                             wire::kMaxWorkerFrameBytes, " a worker may send its driver: pass big values as refs"));
+                             wire::kMaxTaskWireBytes, " a worker may send its driver: pass big values as refs"));
   }
   absl::StatusOr<uint64_t> result = submits_.Submit(std::move(message));
   if (!result.ok()) {

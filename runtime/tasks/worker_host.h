@@ -24,7 +24,8 @@
 // driver does not leave on its linger.
 //
 // Thread-safety: Serve runs on the caller's thread (it reads the connection); each lease has its
-// own thread; sends are serialised by the FrameSocket.
+// own thread; a task's thread may block in SubmitToDriver until Serve reads the answer; TaskInputs
+// ends its fetches on a thread of its own; sends are serialised by the FrameSocket.
 #ifndef GPUPOOL_RUNTIME_TASKS_WORKER_HOST_H_
 #define GPUPOOL_RUNTIME_TASKS_WORKER_HOST_H_
 

@@ -10,8 +10,6 @@
 namespace gpupool::runtime {
 namespace {
 
-// A Hello (a nonce, a job id, a node name and a pid) or a Proof: far below this.
-constexpr size_t kMaxHelloBytes = 64 << 10;
 // Connections being admitted at once; more are closed unread (a worker's start takes far longer
 // than its hello, so only a flood meets this).
 constexpr size_t kMaxAdmitting = 32;
@@ -205,7 +203,7 @@ void WorkerPool::AcceptLoop() {
   while (true) {
     // Until a connection proves it is the job's worker, it may send only a Hello's worth: a
     // stranger cannot make this process allocate what a frame header announces.
-    absl::StatusOr<std::unique_ptr<FrameSocket>> socket = listener_->Accept(kMaxHelloBytes);
+    absl::StatusOr<std::unique_ptr<FrameSocket>> socket = listener_->Accept(wire::kMaxHandshakeBytes);
     if (!socket.ok()) {
       if (socket.status().code() == absl::StatusCode::kCancelled) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -238,12 +236,11 @@ void WorkerPool::ReapAdmissions(bool all) {
 void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   absl::StatusOr<std::string> frame = socket->Receive(std::chrono::milliseconds(2000));
   if (!frame.ok()) return;  // garbage, silence or a closed connection: dropped
+  const auto refuse = [&](std::string why) { (void)socket->Send(wire::Encode(wire::Welcome{.refusal = std::move(why)})); };
   // A worker of another gpupool build is told so (it says so where its agent logs it) before
   // anything else of its Hello is read: the rest may mean something else there.
   if (absl::StatusOr<uint64_t> protocol = wire::ProtocolOf(*frame); protocol.ok() && *protocol != wire::kProtocol) {
-    (void)socket->Send(wire::Encode(wire::Welcome{
-        .refusal = absl::StrCat("this worker speaks worker protocol ", *protocol, " and its driver ", wire::kProtocol,
-                                ": run the same gpupool build on the driver and on every node")}));
+    refuse(wire::ProtocolMismatch("this worker", *protocol, "its driver"));
     return;
   }
   absl::StatusOr<wire::Hello> hello = wire::DecodeHello(*frame);
@@ -251,7 +248,6 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
   wire::Welcome welcome = options_.welcome;
   // Each side proves the job's key (runtime/tasks/job_proof.h): this driver first, so a worker
   // never proves itself to a process that does not hold the key; then the worker.
-  const auto refuse = [&](std::string why) { (void)socket->Send(wire::Encode(wire::Welcome{.refusal = std::move(why)})); };
   absl::StatusOr<std::string> nonce = FreshNonce();
   if (hello->job != options_.job_id || !nonce.ok()) {
     refuse(nonce.ok() ? "this is not that job's driver" : std::string(nonce.status().message()));
@@ -275,15 +271,12 @@ void WorkerPool::Admit(std::unique_ptr<FrameSocket> socket) {
     MutexLock lock(&mu_);
     auto it = nodes_.find(hello->node);
     if (stopping_ || it == nodes_.end() || !it->second.starting) {
-      welcome = wire::Welcome{.refusal = absl::StrCat("this driver did not ask for a worker on node ", hello->node)};
-      (void)socket->Send(wire::Encode(welcome));
+      refuse(absl::StrCat("this driver did not ask for a worker on node ", hello->node));
       return;
     }
     // Each worker a range of object ids of its own, never reused in the job.
     if (welcomed_ + 1 >= wire::kWorkerIdBase / wire::kWorkerIdSpan) {
-      welcome = wire::Welcome{.refusal = absl::StrCat("this driver has started ", welcomed_,
-                                                      " workers, all the ranges of object ids it has")};
-      (void)socket->Send(wire::Encode(welcome));
+      refuse(absl::StrCat("this driver has started ", welcomed_, " workers, all the ranges of object ids it has"));
       return;
     }
     welcome.object_id_base = wire::kWorkerIdBase + ++welcomed_ * wire::kWorkerIdSpan;

@@ -172,21 +172,18 @@ struct Codec<runtime::wire::Proof> : WireCodec<runtime::wire::Proof> {};
 }  // namespace gpupool
 
 namespace gpupool::runtime::wire {
+namespace {
+// About the bytes a whole frame of these encodes to (defined with the per-item ones below).
+size_t WireBytes(const Tasks& m);
+size_t WireBytes(const std::vector<Outcome>& m);
+}  // namespace
 
 std::string Encode(const Hello& m) { return EncodeAs(Kind::kHello, m); }
 std::string Encode(const Welcome& m) { return EncodeAs(Kind::kWelcome, m); }
-std::string Encode(const Tasks& m) {
-  size_t bytes = 64 + m.lease_id.size() + m.lease.size();
-  for (const TaskToRun& t : m.tasks) bytes += WireBytes(t);
-  return EncodeAs(Kind::kTasks, m, bytes);
-}
+std::string Encode(const Tasks& m) { return EncodeAs(Kind::kTasks, m, WireBytes(m)); }
 std::string Encode(const StopLease& m) { return EncodeAs(Kind::kStopLease, m); }
 std::string EncodeStop() { return Bare(Kind::kStop); }
-std::string Encode(const std::vector<Outcome>& m) {
-  size_t bytes = 16;
-  for (const Outcome& o : m) bytes += WireBytes(o);
-  return EncodeAs(Kind::kOutcomes, m, bytes);
-}
+std::string Encode(const std::vector<Outcome>& m) { return EncodeAs(Kind::kOutcomes, m, WireBytes(m)); }
 std::string Encode(const Log& m) { return EncodeAs(Kind::kLog, m); }
 std::string Encode(const Checkpointed& m) { return EncodeAs(Kind::kCheckpointed, m); }
 std::string EncodeBye() { return Bare(Kind::kBye); }
@@ -196,16 +193,16 @@ std::string Encode(const Release& m) { return EncodeAs(Kind::kRelease, m); }
 std::string Encode(const Borrow& m) { return EncodeAs(Kind::kBorrow, m); }
 std::string Encode(const ObjectsAt& m) { return EncodeAs(Kind::kObjectsAt, m); }
 std::string Encode(const FetchFrom& m) { return EncodeAs(Kind::kFetchFrom, m); }
-std::string Encode(const Submit& m) {
-  size_t bytes = 64 + m.function.size() + m.args.size() + m.options.size() + 10 * (m.deps.size() + m.nested.size());
-  for (const auto* values : {&m.inline_dep_values, &m.inline_nested_values}) {
-    for (const std::string& v : *values) bytes += 10 + v.size();
-  }
-  return EncodeAs(Kind::kSubmit, m, bytes);
-}
+std::string Encode(const Submit& m) { return EncodeAs(Kind::kSubmit, m, WireBytes(m)); }
 std::string Encode(const Submitted& m) { return EncodeAs(Kind::kSubmitted, m); }
 std::string Encode(const Challenge& m) { return EncodeAs(Kind::kChallenge, m); }
 std::string Encode(const Proof& m) { return EncodeAs(Kind::kProof, m); }
+
+std::string ProtocolMismatch(const char* other, uint64_t theirs, const char* self) {
+  const uint64_t ours = kProtocol;
+  return absl::StrCat(other, " speaks worker protocol ", theirs, " and ", self, " ", ours,
+                      ": run the same gpupool build on the driver and on every node");
+}
 
 absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame) {
   try {
@@ -263,8 +260,8 @@ absl::StatusOr<Proof> DecodeProof(std::string_view f) { return DecodeAs<Proof>(K
 std::string EncodeFetchedBox(uint64_t request, const detail::ValueBox& value) {
   std::string scratch;
   std::string_view bytes;
-  if (value.type() == typeid(detail::EncodedValue)) {
-    bytes = static_cast<const detail::EncodedValue&>(value).bytes;
+  if (const std::string* encoded = detail::EncodedBytesOf(value)) {
+    bytes = *encoded;
   } else {
     value.EncodeTo(scratch);
     bytes = scratch;
@@ -340,6 +337,34 @@ size_t WireBytes(const Outcome& o) {
   return 96 + o.value.size() + o.message.size() + o.cause.size() + o.location.size() + o.resume_note.size();
 }
 
+size_t WireBytes(const Submit& m) {
+  size_t n = 64 + m.function.size() + m.args.size() + m.options.size() +
+             10 * (m.deps.size() + m.nested.size() + m.inline_deps.size() + m.inline_nested.size() + m.inline_refs.size());
+  for (const auto* values : {&m.inline_dep_values, &m.inline_nested_values}) {
+    for (const std::string& v : *values) n += 10 + v.size();
+  }
+  return n;
+}
+
+namespace {
+
+constexpr size_t kTasksOverhead = 64;     // a Tasks frame's own fields, beside its lease id and lease
+constexpr size_t kOutcomesOverhead = 16;  // an Outcomes frame's own
+
+size_t WireBytes(const Tasks& m) {
+  size_t n = kTasksOverhead + m.lease_id.size() + m.lease.size();
+  for (const TaskToRun& t : m.tasks) n += WireBytes(t);
+  return n;
+}
+
+size_t WireBytes(const std::vector<Outcome>& m) {
+  size_t n = kOutcomesOverhead;
+  for (const Outcome& o : m) n += WireBytes(o);
+  return n;
+}
+
+}  // namespace
+
 namespace {
 
 // `items`, in order, as runs whose bytes stay within `limit` with `first_overhead` (the first
@@ -364,10 +389,8 @@ std::vector<std::vector<T>> SplitByBytes(std::vector<T>& items, size_t first_ove
 }  // namespace
 
 std::vector<std::string> EncodeTaskFrames(Tasks& message, size_t limit) {
-  const size_t overhead = 64 + message.lease_id.size();
-  size_t bytes = overhead + message.lease.size();
-  for (const TaskToRun& t : message.tasks) bytes += WireBytes(t);
-  if (bytes <= limit) return {Encode(message)};
+  const size_t overhead = kTasksOverhead + message.lease_id.size();
+  if (const size_t bytes = WireBytes(message); bytes <= limit) return {EncodeAs(Kind::kTasks, message, bytes)};
   std::vector<std::string> frames;
   for (std::vector<TaskToRun>& run : SplitByBytes(message.tasks, overhead + message.lease.size(), overhead, limit)) {
     // The lease goes with the first frame only: the worker has it from then on.
@@ -378,7 +401,7 @@ std::vector<std::string> EncodeTaskFrames(Tasks& message, size_t limit) {
 }
 
 std::vector<std::string> EncodeOutcomeFrames(std::vector<Outcome>& outcomes, size_t limit) {
-  constexpr size_t kFrameOverhead = 16;
+  constexpr size_t kFrameOverhead = kOutcomesOverhead;
   size_t bytes = kFrameOverhead;
   for (Outcome& o : outcomes) {
     if (kFrameOverhead + WireBytes(o) > limit) {
@@ -394,7 +417,7 @@ std::vector<std::string> EncodeOutcomeFrames(std::vector<Outcome>& outcomes, siz
     }
     bytes += WireBytes(o);
   }
-  if (bytes <= limit) return {Encode(outcomes)};
+  if (bytes <= limit) return {EncodeAs(Kind::kOutcomes, outcomes, bytes)};
   std::vector<std::string> frames;
   for (const std::vector<Outcome>& run : SplitByBytes(outcomes, kFrameOverhead, kFrameOverhead, limit)) {
     frames.push_back(Encode(run));

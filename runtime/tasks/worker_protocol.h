@@ -52,6 +52,9 @@ enum class Kind : uint64_t {
 inline constexpr uint64_t kProtocol = 4;
 // The protocol a Hello or Welcome frame says it speaks (readable whatever else it holds).
 absl::StatusOr<uint64_t> ProtocolOf(std::string_view frame);
+// What either side says when `other` speaks protocol `theirs` and `self` this one: "<other> speaks
+// worker protocol N and <self> M: run the same gpupool build on the driver and on every node".
+std::string ProtocolMismatch(const char* other, uint64_t theirs, const char* self);
 
 // The first frame a worker sends. The job's worker key, which the worker read from the pipe its
 // agent handed it (never from argv or the environment), is never sent: each side proves it holds
@@ -63,6 +66,10 @@ struct Hello {
   std::string node;
   int64_t pid = 0;
 };
+// What either side accepts from the other until the handshake has proved the key: a Hello, a
+// Challenge, a Proof or a refusal is far below this.
+inline constexpr size_t kMaxHandshakeBytes = 64 << 10;
+
 struct Challenge {
   std::string nonce;  // the driver's, fresh
   std::string proof;  // JobProof(key, kDriver, job, the worker's nonce, the driver's)
@@ -175,6 +182,9 @@ inline constexpr size_t kInlineResultBytes = 100 << 10;
 inline constexpr size_t kMaxWorkerFrameBytes = (size_t{1} << 30) - (size_t{1} << 20);
 size_t WireBytes(const TaskToRun& t);
 size_t WireBytes(const Outcome& o);
+// What one task (with its inputs) may take to a worker, or a worker send its driver with a task it
+// submits: a frame, less room for the rest of the frame.
+inline constexpr size_t kMaxTaskWireBytes = kMaxWorkerFrameBytes - (size_t{64} << 10);
 
 // A batch as frames of at most `limit` bytes: one frame when it fits, else as few as keep each
 // under it. Tasks: every one must fit a frame on its own (the driver fails a bigger one before
@@ -320,6 +330,7 @@ std::string Encode(const Borrow& m);
 std::string Encode(const ObjectsAt& m);
 std::string Encode(const FetchFrom& m);
 std::string Encode(const Submit& m);
+size_t WireBytes(const Submit& m);  // about the bytes it encodes to (never fewer)
 std::string Encode(const Submitted& m);
 std::string Encode(const Challenge& m);
 std::string Encode(const Proof& m);

@@ -52,6 +52,7 @@ TEST(JobProof, IsAnHmacOfTheRoleTheJobAndBothNoncesUnderTheKey) {
 struct Caller {
   std::unique_ptr<FrameSocket> socket;
   std::string nonce = "caller-nonce";
+  std::string challenge_frame;  // the last Challenged's, as it came
   absl::StatusOr<std::string> Hello(uint16_t port, const std::string& job) {
     absl::StatusOr<std::unique_ptr<FrameSocket>> s = FrameSocket::Connect("127.0.0.1", port, std::chrono::seconds(5));
     if (!s.ok()) return s.status();
@@ -61,6 +62,15 @@ struct Caller {
       return st;
     }
     return socket->Receive(std::chrono::seconds(5));
+  }
+  // Hello, answered with the driver's challenge (failing the test when it is anything else).
+  wire::Challenge Challenged(uint16_t port, const std::string& job) {
+    absl::StatusOr<std::string> frame = Hello(port, job);
+    EXPECT_TRUE(frame.ok()) << frame.status();
+    challenge_frame = frame.ok() ? *frame : "";
+    absl::StatusOr<wire::Challenge> challenge = wire::DecodeChallenge(challenge_frame);
+    EXPECT_TRUE(challenge.ok()) << challenge.status();
+    return challenge.ok() ? *challenge : wire::Challenge{};
   }
   std::string Refusal() {
     absl::StatusOr<std::string> frame = socket->Receive(std::chrono::seconds(5));
@@ -80,39 +90,30 @@ TEST(WorkerHandshake, TheDriverProvesTheKeyFirstAndRefusesAConnectionThatCannot)
 
   // Without the key: the driver's challenge proves it holds the key, and says nothing of it.
   Caller guesser;
-  absl::StatusOr<std::string> frame = guesser.Hello(port, "job-1");
-  ASSERT_TRUE(frame.ok()) << frame.status();
-  absl::StatusOr<wire::Challenge> challenge = wire::DecodeChallenge(*frame);
-  ASSERT_TRUE(challenge.ok()) << challenge.status();
-  EXPECT_TRUE(ProofHolds(challenge->proof, "the-job-key", ProofRole::kDriver, "job-1", guesser.nonce, challenge->nonce));
-  EXPECT_THAT(*frame, Not(HasSubstr("the-job-key")));
+  wire::Challenge challenge = guesser.Challenged(port, "job-1");
+  EXPECT_TRUE(ProofHolds(challenge.proof, "the-job-key", ProofRole::kDriver, "job-1", guesser.nonce, challenge.nonce));
+  EXPECT_THAT(guesser.challenge_frame, Not(HasSubstr("the-job-key")));
   ASSERT_TRUE(guesser.socket->Send(wire::Encode(wire::Proof{.proof = std::string(32, 'x')})).ok());
   EXPECT_THAT(guesser.Refusal(), HasSubstr("did not prove it holds the job's worker key"));
 
   // The driver's own proof sent back as the worker's: roles differ, so it is refused too.
   Caller replayer;
-  frame = replayer.Hello(port, "job-1");
-  ASSERT_TRUE(frame.ok()) << frame.status();
-  challenge = wire::DecodeChallenge(*frame);
-  ASSERT_TRUE(challenge.ok());
-  ASSERT_TRUE(replayer.socket->Send(wire::Encode(wire::Proof{.proof = challenge->proof})).ok());
+  challenge = replayer.Challenged(port, "job-1");
+  ASSERT_TRUE(replayer.socket->Send(wire::Encode(wire::Proof{.proof = challenge.proof})).ok());
   EXPECT_THAT(replayer.Refusal(), HasSubstr("did not prove"));
 
   // With the key: past the proof (refused only because this driver started no worker on n0).
   Caller worker;
-  frame = worker.Hello(port, "job-1");
-  ASSERT_TRUE(frame.ok()) << frame.status();
-  challenge = wire::DecodeChallenge(*frame);
-  ASSERT_TRUE(challenge.ok());
+  challenge = worker.Challenged(port, "job-1");
   ASSERT_TRUE(worker.socket
                   ->Send(wire::Encode(wire::Proof{
-                      .proof = JobProof("the-job-key", ProofRole::kWorker, "job-1", worker.nonce, challenge->nonce)}))
+                      .proof = JobProof("the-job-key", ProofRole::kWorker, "job-1", worker.nonce, challenge.nonce)}))
                   .ok());
   EXPECT_THAT(worker.Refusal(), HasSubstr("did not ask for a worker on node n0"));
 
   // Another job's worker is told at once, before any challenge.
   Caller stranger;
-  frame = stranger.Hello(port, "job-2");
+  absl::StatusOr<std::string> frame = stranger.Hello(port, "job-2");
   ASSERT_TRUE(frame.ok()) << frame.status();
   absl::StatusOr<wire::Welcome> refused = wire::DecodeWelcome(*frame);
   ASSERT_TRUE(refused.ok()) << refused.status();

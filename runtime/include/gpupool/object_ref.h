@@ -91,8 +91,8 @@ class ObjectRef {
     const detail::ValueBox& box = detail::AwaitValue(h_, deadline);
     if constexpr (requires(Reader& in) { Codec<T>::Decode(in); }) {
       // Kept as its encoded bytes (an object a worker made, passed on to a task it submitted).
-      if (box.type() == typeid(detail::EncodedValue)) {
-        Reader bytes(static_cast<const detail::EncodedValue&>(box).bytes);
+      if (const std::string* encoded = detail::EncodedBytesOf(box)) {
+        Reader bytes(*encoded);
         auto owned = std::make_shared<const T>(Codec<T>::Decode(bytes));
         const T* value = owned.get();
         return View<T>(h_, value, std::move(owned));

@@ -59,8 +59,9 @@ class TypedBox final : public ValueBox {
 };
 
 // A value that came from another process of the job as its encoded bytes (a task's input sent to
-// a worker), still untyped: the typed reader (remote_function.h's ArgSlot, Python's ValueOf)
-// decodes it with the parameter's codec. Encoding it again gives back the same bytes.
+// a worker, an object a worker sent with a task it submitted), still untyped: the typed reader
+// (remote_function.h's ArgSlot, ObjectRef::GetView, Python's ValueOf) decodes it with its type's
+// codec. Encoding it again gives back the same bytes.
 class EncodedValue final : public ValueBox {
  public:
   explicit EncodedValue(std::string b) : bytes(std::move(b)) {}
@@ -68,6 +69,10 @@ class EncodedValue final : public ValueBox {
   void EncodeTo(std::string& out) const override { out.append(bytes); }
   std::string bytes;
 };
+// The bytes of a value stored encoded (EncodedValue), or null for a typed one.
+inline const std::string* EncodedBytesOf(const ValueBox& box) {
+  return box.type() == typeid(EncodedValue) ? &static_cast<const EncodedValue&>(box).bytes : nullptr;
+}
 
 // The part of an object-store entry that public templates touch inline. The rest lives in the
 // library. `refs` counts ObjectRefs, Views and tasks holding the entry.

@@ -84,6 +84,13 @@ struct EncodedArgs {
   std::vector<ObjectHeader*> deps;    // retained; positional dependencies
   std::vector<ObjectHeader*> nested;  // retained; kept alive only
 };
+// Lets go of the refs `args` holds (arguments that will not become a task), and forgets them.
+inline void ReleaseRefs(EncodedArgs& args) {
+  for (ObjectHeader* h : args.deps) Release(h);
+  for (ObjectHeader* h : args.nested) Release(h);
+  args.deps.clear();
+  args.nested.clear();
+}
 
 template <typename Param, typename Arg>
 void EncodeArg(Writer& w, EncodedArgs& out, Arg&& arg) {
@@ -156,8 +163,8 @@ struct ArgSlot {
       if (k >= call.dep_count) throw Error(ErrorCode::kDataLoss, "dependency index out of range");
       ObjectHeader* h = call.deps[k];
       const ValueBox& box = AwaitValue(h, std::chrono::steady_clock::time_point::max());
-      if (box.type() == typeid(EncodedValue)) {  // sent by the driver to this worker as bytes
-        Reader bytes(static_cast<const EncodedValue&>(box).bytes);
+      if (const std::string* encoded = EncodedBytesOf(box)) {  // sent to this process as bytes
+        Reader bytes(*encoded);
         owned.emplace(Codec<P>::Decode(bytes));
       } else {
         borrowed = &ValueAs<P>(h->id, box);
