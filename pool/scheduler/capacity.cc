@@ -1,5 +1,6 @@
 #include "pool/scheduler/capacity.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace gpupool::pool {
@@ -55,6 +56,22 @@ const GpuModel* PoolTopology::GroupModel(const std::string& group) const {
   return it == group_model_.end() ? nullptr : it->second;
 }
 
+Share& Share::operator+=(const Share& o) {
+  compute_milli += o.compute_milli;
+  memory_mib += o.memory_mib;
+  cpu_milli += o.cpu_milli;
+  host_memory_mib += o.host_memory_mib;
+  return *this;
+}
+
+Share& Share::operator-=(const Share& o) {
+  compute_milli -= o.compute_milli;
+  memory_mib -= o.memory_mib;
+  cpu_milli -= o.cpu_milli;
+  host_memory_mib -= o.host_memory_mib;
+  return *this;
+}
+
 CapacityState::CapacityState(const PoolTopology& topology) {
   for (const GpuStatic& c : topology.gpus()) {
     GpuState s;
@@ -88,25 +105,48 @@ bool CapacityState::GpuFits(int g, const SlotShape& shape) const {
          gpus_[g].memory_free_mib >= shape.memory_mib;
 }
 
-void CapacityState::TakeHost(int node, const SlotShape& shape, int sign) {
-  if (cpu_total_[node] > 0) cpu_free_[node] -= sign * shape.cpu_milli;
-  if (host_memory_total_[node] > 0) host_memory_free_[node] -= sign * shape.host_memory_mib;
-  assert(cpu_free_[node] <= cpu_total_[node] && host_memory_free_[node] <= host_memory_total_[node]);
-}
-
 void CapacityState::Take(int g, const SlotShape& shape) {
   // The host share may overdraw a node (Scheduler::Adopt takes running leases back as they are).
   assert(GpuFits(g, shape));
-  gpus_[g].compute_free_milli -= SlotComputeMilli(shape);
-  gpus_[g].memory_free_mib -= shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
-  TakeHost(node_of_[g], shape, 1);
+  TakeShare(g, ShareOf(g, shape));
 }
 
-void CapacityState::Give(int g, const SlotShape& shape) {
-  gpus_[g].compute_free_milli += SlotComputeMilli(shape);
-  gpus_[g].memory_free_mib += shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib;
-  TakeHost(node_of_[g], shape, -1);
+void CapacityState::Give(int g, const SlotShape& shape) { GiveShare(g, ShareOf(g, shape)); }
+
+Share CapacityState::ShareOf(int g, const SlotShape& shape) const {
+  const int node = node_of_[g];
+  return {.compute_milli = SlotComputeMilli(shape),
+          .memory_mib = shape.kind == SlotKind::kWholeGpu ? memory_total_[g] : shape.memory_mib,
+          .cpu_milli = cpu_total_[node] > 0 ? shape.cpu_milli : 0,
+          .host_memory_mib = host_memory_total_[node] > 0 ? shape.host_memory_mib : 0};
+}
+
+Share CapacityState::FreePart(int g, const Share& want) const {
+  const int node = node_of_[g];
+  const auto part = [](auto wanted, auto free) { return std::max<decltype(wanted)>(0, std::min<decltype(wanted)>(wanted, free)); };
+  return {.compute_milli = part(want.compute_milli, gpus_[g].compute_free_milli),
+          .memory_mib = part(want.memory_mib, gpus_[g].memory_free_mib),
+          .cpu_milli = cpu_total_[node] > 0 ? part(want.cpu_milli, cpu_free_[node]) : 0,
+          .host_memory_mib = host_memory_total_[node] > 0 ? part(want.host_memory_mib, host_memory_free_[node]) : 0};
+}
+
+void CapacityState::TakeShare(int g, const Share& share) {
+  const int node = node_of_[g];
+  gpus_[g].compute_free_milli -= share.compute_milli;
+  gpus_[g].memory_free_mib -= share.memory_mib;
+  cpu_free_[node] -= share.cpu_milli;
+  host_memory_free_[node] -= share.host_memory_mib;
+  assert(gpus_[g].compute_free_milli >= 0 && gpus_[g].memory_free_mib >= 0);
+}
+
+void CapacityState::GiveShare(int g, const Share& share) {
+  const int node = node_of_[g];
+  gpus_[g].compute_free_milli += share.compute_milli;
+  gpus_[g].memory_free_mib += share.memory_mib;
+  cpu_free_[node] += share.cpu_milli;
+  host_memory_free_[node] += share.host_memory_mib;
   assert(gpus_[g].compute_free_milli <= 1000 && gpus_[g].memory_free_mib <= memory_total_[g]);
+  assert(cpu_free_[node] <= cpu_total_[node] && host_memory_free_[node] <= host_memory_total_[node]);
 }
 
 }  // namespace gpupool::pool

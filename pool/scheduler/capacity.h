@@ -10,7 +10,8 @@
 // A whole-GPU slot needs an untouched GPU; fraction slots share a GPU within its compute and
 // memory. Every slot also takes its host CPU and memory (SlotShape::cpu_milli, host_memory_mib)
 // from its GPU's node, on nodes that declare them (InventoryNode: 0 means not counted). MIG and MPS slots are not placed by the scheduler yet (refused at submission).
-// Reservations are held by request handles (PendingRequest sequence numbers, never 0).
+// Gang reservations are held by request handles (PendingRequest sequence numbers, never 0); the
+// room a preemption or move plan keeps for a request is taken out of the state (Share).
 //
 // Thread-compatible; owned by the Scheduler.
 #ifndef GPUPOOL_POOL_SCHEDULER_CAPACITY_H_
@@ -73,11 +74,24 @@ class PoolTopology {
   placement::ModelIndex models_;
 };
 
+// An amount of one GPU's capacity and of its node's host capacity: what a slot takes there, or
+// the part of that a request's hold keeps for it (Scheduler::Hold). Host parts are 0 on a node
+// that does not count them.
+struct Share {
+  int compute_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t cpu_milli = 0;
+  int64_t host_memory_mib = 0;
+
+  bool empty() const { return compute_milli == 0 && memory_mib == 0 && cpu_milli == 0 && host_memory_mib == 0; }
+  Share& operator+=(const Share& o);
+  Share& operator-=(const Share& o);
+};
+
 struct GpuState {
   bool schedulable = true;
   int compute_free_milli = 1000;
   int64_t memory_free_mib = 0;
-  uint64_t reserved_for = 0;       // a preemption or move plan frees this GPU for that request
   uint64_t gang_reserved_for = 0;  // head-of-line gang reservation ...
   int64_t gang_reserved_until_s = 0;  // ... expected to start then: only earlier work backfills
 };
@@ -102,6 +116,13 @@ class CapacityState {
   bool HostFits(int node, const SlotShape& shape, int64_t count = 1) const;
   void Take(int g, const SlotShape& shape);
   void Give(int g, const SlotShape& shape);
+  // What one slot of `shape` takes on GPU g and its node (host parts where the node counts them).
+  Share ShareOf(int g, const SlotShape& shape) const;
+  // The part of `want` that is free on g and its node now, part by part.
+  Share FreePart(int g, const Share& want) const;
+  // Take and give back an amount: `share` must be free (TakeShare) or taken (GiveShare).
+  void TakeShare(int g, const Share& share);
+  void GiveShare(int g, const Share& share);
 
   int node_of(int g) const { return node_of_[g]; }
   int node_count() const { return static_cast<int>(cpu_free_.size()); }
@@ -112,8 +133,6 @@ class CapacityState {
   bool host_memory_counted(int node) const { return host_memory_total_[node] > 0; }
 
  private:
-  void TakeHost(int node, const SlotShape& shape, int sign);
-
   std::vector<GpuState> gpus_;
   // Copied from the topology so copies stand alone.
   std::vector<int64_t> memory_total_;

@@ -19,7 +19,6 @@ bool GpuOpenTo(const CapacityState& state, int g, const LeaseRequest& r,
   const GpuState& c = state[g];
   if (!options.ignore_health && !c.schedulable) return false;
   if (options.ignore_reservations) return true;
-  if (c.reserved_for != 0 && c.reserved_for != options.owner) return false;
   if (!options.ignore_gang_reservations && c.gang_reserved_for != 0 &&
       c.gang_reserved_for != options.owner) {
     // Backfill: only work known to finish before the gang's expected start.

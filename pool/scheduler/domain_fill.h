@@ -21,10 +21,10 @@ namespace gpupool::pool {
 
 struct PlacementOptions {
   bool ignore_health = false;        // "would it fit if the unhealthy GPUs were healthy?"
-  bool ignore_reservations = false;  // "would it fit without others' reservations?"
+  bool ignore_reservations = false;  // "would it fit without others' gang reservations?"
   bool ignore_gang_reservations = false;
   int64_t now_s = 0;                 // for backfill: does the request end before a reservation?
-  uint64_t owner = 0;                // the request's handle: its own reservations are usable
+  uint64_t owner = 0;                // the request's handle: its own gang reservation is usable
   bool first_fit = false;            // the baseline policy instead of packing
   bool ignore_host = false;          // "would it fit if its nodes had the CPU and memory?"
   // No slot on a spare GPU (SpareGpu): a request placed beside a spare reserve that it may not
@@ -34,10 +34,10 @@ struct PlacementOptions {
   bool ignore_spare_reserve = false;
 };
 
-// A GPU a spare reserve counts as free (spare_reserve.h): schedulable, untouched, and held for no
-// request by a preemption.
+// A GPU a spare reserve counts as free (spare_reserve.h): schedulable and untouched (room a
+// preemption holds for a request is taken, so a GPU holding any is touched).
 inline bool SpareGpu(const CapacityState& state, int g) {
-  return state[g].schedulable && state[g].reserved_for == 0 && state.Untouched(g);
+  return state[g].schedulable && state.Untouched(g);
 }
 
 // Whether one slot of `r` may go on GPU `g` of `state` under `options`: GpuOpenTo and room.
@@ -49,10 +49,8 @@ bool GpuOpenTo(const CapacityState& state, int g, const LeaseRequest& r,
                const PlacementOptions& options);
 
 // A GPU is plain when no option can change whether it is usable: healthy and reserved for no
-// one. Only room then decides (what the free-capacity index keeps ordered).
-inline bool PlainGpu(const GpuState& s) {
-  return s.schedulable && s.reserved_for == 0 && s.gang_reserved_for == 0;
-}
+// gang. Only room then decides (what the free-capacity index keeps ordered).
+inline bool PlainGpu(const GpuState& s) { return s.schedulable && s.gang_reserved_for == 0; }
 
 struct Filled {
   std::vector<int> gpus;  // one GPU position per slot

@@ -69,7 +69,6 @@ FreeCapacityIndex::FreeCapacityIndex(const PoolTopology& topology, std::vector<i
   if (islands_are_nodes_ || !islands_indexed_) islands = Domains{};
   InitView(strict_, /*ignore_reservations=*/false, nodes, islands);
   InitView(relaxed_, /*ignore_reservations=*/true, nodes, islands);
-  held_by_.assign(topology.gpus().size(), 0);
   schedulable_free_of_.assign(topology.gpus().size(), 0);
   for (size_t n = 0; n < topology.nodes().size(); ++n) RefreshNode(state, static_cast<int>(n));
 }
@@ -95,24 +94,6 @@ void FreeCapacityIndex::RefreshNode(const CapacityState& state, int node) {
       int schedulable_free = state[g].schedulable ? state[g].compute_free_milli : 0;
       schedulable_free_milli_ += schedulable_free - schedulable_free_of_[g];
       schedulable_free_of_[g] = schedulable_free;
-      uint64_t held = state[g].reserved_for;
-      if (held == held_by_[g]) continue;
-      // held_nodes_ lists a node per (handle, node) while any of its GPUs is held: recount.
-      for (uint64_t h : {held_by_[g], held}) {
-        if (h == 0) continue;
-        bool holds = false;
-        for (int other : strict_.nodes.gpus[i]) {
-          uint64_t entered = other == g ? held : held_by_[other];
-          if (entered == h) holds = true;
-        }
-        if (holds) {
-          held_nodes_[h].insert(node);
-        } else if (auto it = held_nodes_.find(h); it != held_nodes_.end()) {
-          it->second.erase(node);
-          if (it->second.empty()) held_nodes_.erase(it);
-        }
-      }
-      held_by_[g] = held;
     }
   }
 }
@@ -135,7 +116,7 @@ void FreeCapacityIndex::RefreshDomains(const CapacityState& state, const View& v
     d.special[i] = 0;
     for (int g : d.gpus[i]) {
       if (Odd(view, state[g])) d.special[i] = 1;
-      if (!Absent(view, state[g]) && state.Untouched(g)) ++d.untouched[i];
+      if (state.Untouched(g)) ++d.untouched[i];
     }
     if (d.special[i]) {
       d.specials.insert(i);
@@ -147,7 +128,7 @@ void FreeCapacityIndex::RefreshDomains(const CapacityState& state, const View& v
     for (int g : d.gpus[i]) {
       if ((*room_of)[g] >= 0) rooms->erase({(*room_of)[g], (*room_node_free)[g], g});
       (*room_of)[g] = -1;
-      if (!d.special[i] && !Absent(view, state[g]) && state[g].compute_free_milli > 0) {
+      if (!d.special[i] && state[g].compute_free_milli > 0) {
         (*room_of)[g] = state[g].compute_free_milli;
         (*room_node_free)[g] = free;
         rooms->insert({(*room_of)[g], free, g});
@@ -178,18 +159,6 @@ const FreeCapacityIndex::Domains& FreeCapacityIndex::DomainsFor(const View& view
                                                                             : view.nodes;
 }
 
-std::set<int> FreeCapacityIndex::ExactDomains(const View& view, const Domains& d,
-                                              const PlacementOptions& options) const {
-  std::set<int> exact = d.specials;
-  if (view.ignore_reservations || options.owner == 0) return exact;
-  auto held = held_nodes_.find(options.owner);
-  if (held == held_nodes_.end()) return exact;
-  for (int node : held->second) {
-    for (int i : d.of_node[node]) exact.insert(i);
-  }
-  return exact;
-}
-
 std::optional<std::vector<int>> FreeCapacityIndex::Place(const CapacityState& state,
                                                          const LeaseRequest& r,
                                                          const PlacementOptions& options) const {
@@ -210,9 +179,8 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceInDomains(
   const int64_t need = SlotComputeMilli(r.slot);
   const bool whole = r.slot.kind == SlotKind::kWholeGpu;
   std::optional<Pick> best;
-  // Domains with an odd GPU, or GPUs held for this request: as the scan does, one by one. First,
-  // so that on a tie their exact answer wins over the same domain seen without the held GPUs.
-  for (int i : ExactDomains(view, d, options)) {
+  // Domains with an odd GPU: as the scan does, one by one.
+  for (int i : d.specials) {
     std::vector<int> usable;
     for (int g : d.gpus[i]) {
       if (SlotUsable(state, g, r, options)) usable.push_back(g);
@@ -232,10 +200,7 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceInDomains(
     if (first != nullptr) {
       Pick pick{first->first - need * k, 0, {}};
       for (int g : d.gpus[first->second]) {
-        if (static_cast<int>(pick.gpus.size()) < k && !Absent(view, state[g]) &&
-            state.Untouched(g)) {
-          pick.gpus.push_back(g);
-        }
+        if (static_cast<int>(pick.gpus.size()) < k && state.Untouched(g)) pick.gpus.push_back(g);
       }
       pick.first = pick.gpus[0];
       Offer(best, std::move(pick));
@@ -246,7 +211,7 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceInDomains(
          it != d.by_free.end(); ++it) {
       usable.clear();
       for (int g : d.gpus[it->second]) {
-        if (!Absent(view, state[g]) && state.Fits(g, r.slot)) usable.push_back(g);
+        if (state.Fits(g, r.slot)) usable.push_back(g);
       }
       if (usable.empty()) continue;
       std::optional<Filled> filled = FillDomain(*topology_, state, usable, r, false);
@@ -267,7 +232,7 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceWholeAnywhere(
     const PlacementOptions& options) const {
   const int k = r.slot_count;
   const Domains& d = view.nodes;
-  std::set<int> exact = ExactDomains(view, d, options);
+  const std::set<int>& exact = d.specials;
   // (node free compute, node domain, evaluated exactly)
   std::vector<std::tuple<int64_t, int, bool>> sources;
   for (int i : exact) sources.emplace_back(d.free[i], i, true);
@@ -287,7 +252,7 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceWholeAnywhere(
     for (int g : d.gpus[i]) {
       if (static_cast<int>(gpus.size()) == k) return gpus;
       bool usable = exactly ? SlotUsable(state, g, r, options)
-                            : !Absent(view, state[g]) && state.Untouched(g);
+                            : state.Untouched(g);
       if (usable) gpus.push_back(g);
     }
   }
@@ -311,7 +276,7 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceFractionAnywhere(
     }
   }
   const Domains& d = view.nodes;
-  for (int i : ExactDomains(view, d, options)) {
+  for (int i : d.specials) {
     for (int g : d.gpus[i]) {
       if (!SlotUsable(state, g, r, options)) continue;
       Room room{state[g].compute_free_milli, d.free[i], g};

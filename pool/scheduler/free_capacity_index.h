@@ -13,12 +13,11 @@
 // reference and the fallback (Answers is false for first-fit, for multi-slot fractions with no
 // topology and for requests with host CPU or memory); tests compare the two after random carve/release/health/reservation sequences.
 //
-// How: two views of the candidates, one respecting reservations and one ignoring them (what the
-// scheduler's diagnosis asks). In a view, a GPU is odd when options can change whether it is
+// How: two views of the candidates, one respecting gang reservations and one ignoring them (what
+// the scheduler's diagnosis asks). In a view, a GPU is odd when options can change whether it is
 // usable in ways the view does not fix: unhealthy, or (respecting reservations) reserved for a
-// waiting gang, whose backfill verdict depends on the request. A GPU that a preemption holds for
-// one request is, respecting reservations, absent for every other request; the few domains where
-// the asking request holds GPUs are evaluated exactly. A domain (a node, or an NVLink island
+// waiting gang, whose backfill verdict depends on the request. (Room a preemption holds for a
+// request is taken out of the state, so the index sees it as used.) A domain (a node, or an NVLink island
 // inside one node) with no odd GPU is "regular": whether a slot fits there depends on room alone,
 // and its packing score is its node's free compute. Regular domains are kept ordered by (node free
 // compute, position), bucketed by how many untouched GPUs they hold, and regular GPUs with room by
@@ -99,20 +98,14 @@ class FreeCapacityIndex {
   void RefreshDomains(const CapacityState& state, const View& view, Domains& domains, int node,
                       std::set<Room>* rooms, std::vector<int>* room_of,
                       std::vector<int64_t>* room_node_free);
-  // Whether GPU g is odd, or absent, in `view` (see the file comment).
+  // Whether GPU g is odd in `view` (see the file comment).
   static bool Odd(const View& view, const GpuState& s) {
     return !s.schedulable || (!view.ignore_reservations && s.gang_reserved_for != 0);
-  }
-  static bool Absent(const View& view, const GpuState& s) {
-    return !view.ignore_reservations && s.reserved_for != 0;
   }
   const View& ViewFor(const PlacementOptions& options) const {
     return options.ignore_reservations ? relaxed_ : strict_;
   }
   const Domains& DomainsFor(const View& view, GangTopology topology) const;
-  // The domains to evaluate exactly: the odd ones, and those where `options.owner` holds GPUs.
-  std::set<int> ExactDomains(const View& view, const Domains& domains,
-                             const PlacementOptions& options) const;
   std::optional<std::vector<int>> PlaceInDomains(const View& view, const Domains& domains,
                                                  const CapacityState& state,
                                                  const LeaseRequest& r,
@@ -137,8 +130,6 @@ class FreeCapacityIndex {
   // Kept up to date by RefreshNode.
   View strict_;   // reservations respected
   View relaxed_;  // reservations ignored
-  std::vector<uint64_t> held_by_;  // per GPU position: the reservation entered in held_nodes_
-  std::map<uint64_t, std::set<int>> held_nodes_;  // request handle -> nodes where it holds GPUs
   std::vector<int> schedulable_free_of_;  // per GPU position: its part of the sum below
   int64_t schedulable_free_milli_ = 0;
 };

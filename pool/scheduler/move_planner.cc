@@ -59,11 +59,10 @@ bool Verify(const PoolTopology& topology, const CapacityState& state, const Leas
             MovePlan& plan, const std::vector<MoveCandidate>& movable, const PlacementOptions& options) {
   CapacityState trial = state;
   for (size_t i : plan.moved) trial.Give(movable[i].gpu, movable[i].request->slot);
-  const uint64_t holder = options.owner != 0 ? options.owner : std::numeric_limits<uint64_t>::max();
   for (int g : plan.gpus) {
     if (!trial.Fits(g, r.slot)) return false;
     trial.Take(g, r.slot);
-    trial[g].reserved_for = holder;  // a mover placed here would be moved for nothing
+    trial[g].schedulable = false;  // a mover placed here would be moved for nothing
   }
   std::vector<size_t> order(plan.moved.size());  // positions in plan.moved, hardest to place first
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;

@@ -35,7 +35,6 @@ PolicyView::PolicyView(const PoolTopology& topology, const std::vector<int>& can
                        const CapacityState& state, const placement::ModelIndex& models)
     : topology_(&topology),
       view_node_(topology.nodes().size(), -1),
-      seen_reserved_for_(topology.gpus().size(), 0),
       seen_gang_(topology.gpus().size(), 0) {
   std::vector<placement::NodeCapacity> nodes;
   for (int g : candidates) {
@@ -72,11 +71,6 @@ void PolicyView::RefreshNode(const CapacityState& state, int node) {
   for (int g : node_gpus_[v]) {
     const GpuState& s = state[g];
     scratch_.push_back(static_cast<int16_t>(PlainGpu(s) ? s.compute_free_milli : 0));
-    if (seen_reserved_for_[g] != s.reserved_for) {
-      if (seen_reserved_for_[g] != 0 && --holders_[seen_reserved_for_[g]] == 0) holders_.erase(seen_reserved_for_[g]);
-      if (s.reserved_for != 0) ++holders_[s.reserved_for];
-      seen_reserved_for_[g] = s.reserved_for;
-    }
     const char gang = s.gang_reserved_for != 0;
     gang_reserved_ += gang - seen_gang_[g];
     seen_gang_[g] = gang;
@@ -117,8 +111,6 @@ bool PolicyView::Answers(const LeaseRequest& r, const PlacementOptions& options)
   }
   // One node: the policy's unit. A same-island gang may span nodes where islands do.
   if (r.slot_count > 1 && r.topology != GangTopology::kSameNode) return false;
-  // Reserved GPUs show as full: exact unless this request could use one of them.
-  if (holders_.contains(options.owner)) return false;
   if (gang_reserved_ > 0 && (options.ignore_gang_reservations || r.runtime_estimate_s.has_value())) return false;
   return true;
 }

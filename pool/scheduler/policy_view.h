@@ -11,10 +11,10 @@
 //   if (!a.answered) ... place by the scan (placement.h) instead
 //
 // What the mirror shows: per node its free host CPU and memory (unbounded where the node declares
-// none), and per candidate GPU its free compute when it is healthy and reserved for no one, else
-// nothing. That is exact for requests that cannot use a reserved GPU and whose slots go on one
-// node (a policy places a request on one node); Place says `answered = false` for the others —
-// a request holding a reservation, one that may backfill or overrule a gang's, what-if questions
+// none), and per candidate GPU its free compute when it is healthy and reserved for no gang, else
+// nothing. That is exact for requests that cannot use a gang's reserved GPU and whose slots go on
+// one node (a policy places a request on one node); Place says `answered = false` for the others —
+// one that may backfill or overrule a gang's reservation, what-if questions
 // (ignoring health or reservations), multi-node gangs, multi-slot fractions — and for the rare
 // choice the mirror cannot check (a fraction's GPU memory), which the caller then places by the
 // scan. A policy answer always passes the scheduler's own filter (SlotUsable) before it counts.
@@ -83,10 +83,8 @@ class PolicyView {
 
   // Kept up to date by RefreshNode.
   std::optional<placement::ClusterState> cluster_;  // unset only when the models overflow
-  // Per GPU position, the reservations last seen there (counted below).
-  std::vector<uint64_t> seen_reserved_for_;
+  // Per GPU position, whether a gang reservation was last seen there (counted below).
   std::vector<char> seen_gang_;
-  std::map<uint64_t, int> holders_;  // request handle -> candidate GPUs it holds (reserved_for)
   int gang_reserved_ = 0;            // candidate GPUs with a gang reservation
   // The pre-filter: mirror nodes by state, each set ordered by (tie rank, node).
   std::vector<std::string> state_of_;  // per mirror node, its key in by_state_

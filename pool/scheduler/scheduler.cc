@@ -152,11 +152,6 @@ void Scheduler::RefreshGpus(const std::vector<int>& gpus) {
   std::vector<int> nodes;
   for (int g : gpus) {
     nodes.push_back(topology_.gpus()[g].node);
-    if (state_[g].reserved_for != 0 || state_[g].gang_reserved_for != 0) {
-      reserved_gpus_.insert(g);
-    } else {
-      reserved_gpus_.erase(g);
-    }
     if (state_[g].gang_reserved_for != 0) {
       gang_reserved_gpus_.insert(g);
     } else {
@@ -339,6 +334,7 @@ void Scheduler::GiveBack(const Lease& lease, CapacityState& state) const {
 
 void Scheduler::ReleaseLease(std::map<std::string, Lease>::iterator it) {
   const Lease& lease = it->second;
+  const std::string revoked_for = lease.revoked_for;
   if (!lease.revoke_deadline_s.has_value()) victims_.Remove(lease, ClassOf(lease.request));
   GiveBack(lease, state_);
   std::vector<int> gpus;
@@ -347,6 +343,11 @@ void Scheduler::ReleaseLease(std::map<std::string, Lease>::iterator it) {
   ledger_.Remove(lease.request.team, lease.group, lease.milli);
   leases_.erase(it);
   memo_.CapacityGrew();
+  // A victim's room goes to the request it was revoked for, as far as that request's hold lacks it.
+  if (auto waiting = pending_.find(revoked_for); !revoked_for.empty() && waiting != pending_.end() &&
+                                                  waiting->second.victims_pending) {
+    TopUpHold(waiting->second);
+  }
 }
 
 absl::Status Scheduler::Release(const std::string& lease_id, int64_t now_s) {
@@ -501,10 +502,20 @@ std::map<std::tuple<std::string, std::string, WaitReason>, int64_t> Scheduler::P
 
 bool Scheduler::GpuIdle(const GpuRef& gpu) const {
   int g = topology_.Find(gpu);
-  return g >= 0 && state_.Untouched(g) && reserved_gpus_.count(g) == 0;
+  return g >= 0 && state_.Untouched(g) && gang_reserved_gpus_.count(g) == 0;
 }
 
 int64_t Scheduler::WaitingMilliThatFitsNow(int64_t enough) const {
+  // Room held for requests waiting for their victims counts as free, as reservations do here.
+  std::optional<CapacityState> unheld;
+  for (const auto& [id, p] : pending_) {
+    for (const Hold& h : p.holds) {
+      if (h.held.empty()) continue;
+      if (!unheld) unheld = state_;
+      unheld->GiveShare(h.gpu, h.held);
+    }
+  }
+  const CapacityState& state = unheld ? *unheld : state_;
   int64_t fits = 0;
   for (const auto& [id, p] : pending_) {
     if (fits >= enough) break;
@@ -514,7 +525,7 @@ int64_t Scheduler::WaitingMilliThatFitsNow(int64_t enough) const {
     options.ignore_gang_reservations = true;
     options.first_fit = true;  // whether it fits, not where best
     for (const auto& [group, candidates] : p.eligibility->candidates) {
-      if (PlaceRequest(topology_, state_, p.request, candidates, options)) {
+      if (PlaceRequest(topology_, state, p.request, candidates, options)) {
         fits += RequestMilli(p.request, group);
         break;
       }

@@ -20,7 +20,8 @@
 //   post-filter      room made by reclaim and priority preemption (preemption_planner.h) or by
 //                    moving leases (move_planner.h), scheduler_post_filter.cc
 //   reserve          a grant takes GPUs and quota; a request waiting for its victims holds the
-//                    GPUs they leave and claims its quota (Unreserve undoes both, idempotently)
+//                    room its plan places it on and claims its quota (Unreserve undoes both,
+//                    idempotently)
 //   permit           a gang that lacks room holds the GPUs where it can start soonest
 //
 // Searches that found nothing are remembered under typed keys until an event could change the
@@ -44,14 +45,18 @@
 // Non-preemptible leases are never revoked. Victims are chosen cheapest first (work lost since
 // their last checkpoint), then as few as needed (preemption_planner.h). Two requests cannot
 // preempt each other back and forth: borrowers never reclaim, and a guaranteed request never
-// borrows.
+// borrows. While its victims stop, the request holds the room its plan places it on (Hold): its
+// slots' share of each GPU and of each node's host CPU and memory, taken out of the free
+// capacity as far as it is free when the plan is made, and the rest as its victims stop. Only
+// that share is held, not the victims' whole GPUs, so several requests can reclaim parts of one
+// shared GPU in the same cycle, and what a victim frees beyond the share is open to others.
 //
 // Defragmentation: a guaranteed request that neither fits nor can reclaim or preempt, while
 // enough capacity is free in total (kFragmented), or would be once borrowed capacity is
 // reclaimed, moves preemptible single-GPU leases of any team that fit elsewhere now
 // (move_planner.h), reclaiming borrowed single-GPU leases beside them where that helps: they are
-// revoked with RevokeCause::kMove (or kReclaim) and their grace period, and the GPUs they leave
-// are reserved for it. The room each moved lease will take again is held for it (taken out of
+// revoked with RevokeCause::kMove (or kReclaim) and their grace period, and the room they leave
+// is held for it as for a preemption. The room each moved lease will take again is held for it (taken out of
 // the free capacity) until a request of the same team and shape is placed, which takes it, or
 // until move_hold_s after its revocation deadline. The moved leases' teams keep their quota. A request cancelled after its moves were issued does
 // not take them back, as with preemption: the revocations have been sent.
@@ -196,8 +201,8 @@ class Scheduler {
   bool GpuIdle(const GpuRef& gpu) const;
   std::vector<PendingInfo> Pending() const;  // in scheduling order of the last cycle
   // Milli-GPUs of waiting requests that the free capacity could hold now by placement alone
-  // (healthy GPUs, host capacity; not quotas, fair share, priorities, reservations or the spare
-  // reserve), each judged alone, counted until `enough`: what the simulator charges as capacity
+  // (healthy GPUs, host capacity; not quotas, fair share, priorities, reservations, room held
+  // for preemptions or the spare reserve), each judged alone, counted until `enough`: what the simulator charges as capacity
   // left idle while work that fit it waited.
   int64_t WaitingMilliThatFitsNow(int64_t enough) const;
   // Pending requests counted by (team, priority class as given, wait reason), without copying the
@@ -222,12 +227,23 @@ class Scheduler {
     std::map<std::string, std::unique_ptr<PolicyView>> views;
     std::unique_ptr<PolicyView> all_groups;
   };
+  // Room a request waiting for its victims keeps on a GPU its plan places it on (TryPreempt,
+  // TryMove): the share of that GPU and its node it needs there, and the part of that share taken
+  // out of state_ for it so far. Free room is taken when the plan is made, and the rest as its
+  // victims stop, so nothing else is placed in it, and only what the request needs is kept: the
+  // rest of a GPU it shares with other work stays open to them, and to their own plans.
+  struct Hold {
+    int gpu = 0;
+    Share need;
+    Share held;
+  };
   struct PendingRequest {
     LeaseRequest request;
     int64_t submitted_s = 0;
     uint64_t handle = 0;  // unique, never 0: owns reservations
     WaitReason reason = WaitReason::kNone;
     bool victims_pending = false;  // revocations were issued for it
+    std::vector<Hold> holds;       // while victims_pending: the room it keeps (Hold)
     // Quota claimed in the ledger while its victims stop (QuotaLedger::Claim); 0 when none.
     std::string claimed_group;
     int64_t claimed_milli = 0;
@@ -294,14 +310,21 @@ class Scheduler {
                   int64_t own_quota_to_free, const BackfillSet& backfill, CycleState& cycle);
   bool TryMove(PendingRequest& p, const std::string& group, const BackfillSet& backfill, CycleState& cycle);
   // Stage "reserve": a grant takes its GPUs and quota; a request waiting for victims holds the
-  // GPUs they leave (reserved_for) and claims its quota. Both undone by Unreserve, idempotently.
+  // room its plan places it on (Hold) and claims its quota. Both undone by Unreserve, idempotently.
   void Grant(PendingRequest& p, const std::string& group, const std::vector<int>& gpus,
              bool borrowing, CycleState& cycle);
   void RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, CycleState& cycle);
+  // Holds for `p` its slots' share of `planned` (where a plan places it once its victims are
+  // gone): what is free there now at once, the rest as they stop (TopUpHold).
+  void HoldPlannedRoom(PendingRequest& p, const std::vector<int>& planned);
+  // Takes for `p` what is free now of the share it still lacks (a victim stopped, or its turn ended).
+  void TopUpHold(PendingRequest& p);
+  // Gives back what `p` holds, keeping what it needs; true when it held anything.
+  bool GiveBackHold(PendingRequest& p);
   void ClaimQuota(PendingRequest& p, const std::string& group);
   void Unreserve(PendingRequest& p);
   void DropClaim(PendingRequest& p);
-  void ClearReservations(uint64_t handle);
+  void DropGangReservation(uint64_t handle);
   // Stage "permit": a gang that lacks room reserves the GPUs where it can start soonest.
   void ReserveForGang(PendingRequest& p, int64_t now_s);
   // After every turn: reserves refill, and movers hear of a gang reservation gone.
@@ -331,7 +354,7 @@ class Scheduler {
   // Where the policy would place `p` among every group's candidates at once; answered only when
   // the policy can answer exactly (policy_view.h).
   PolicyAnswer PolicyAcrossGroups(const PendingRequest& p, PlacementOptions options) const;
-  // After state_ changed on these GPUs: brings the indexes, reserved_gpus_ and the memo's state
+  // After state_ changed on these GPUs: brings the indexes, gang_reserved_gpus_ and the memo's state
   // epoch up to date.
   void RefreshGpus(const std::vector<int>& gpus);
   // Whether `p` fits its team's nominal quota now (in some group): admitted, it would not borrow.
@@ -378,8 +401,7 @@ class Scheduler {
 
   CapacityState state_;
   SpareReserves reserves_;            // counts state_'s spare GPUs (RefreshGpus)
-  std::set<int> reserved_gpus_;       // GPUs of state_ with a reservation of either kind
-  std::set<int> gang_reserved_gpus_;  // ... with a head-of-line gang reservation
+  std::set<int> gang_reserved_gpus_;  // GPUs of state_ with a head-of-line gang reservation
   QuotaLedger ledger_;
   std::map<std::string, PendingRequest> pending_;  // by request id
   std::vector<std::string> order_;                 // pending ids in last cycle's order

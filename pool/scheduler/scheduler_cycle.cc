@@ -62,7 +62,7 @@ void Scheduler::BeginCycle(CycleState& cycle) {
   // The head-of-line gang reservation is recomputed every cycle from the current state (stage
   // "permit"); backfill verdicts depend on the time, so remembered failures start afresh too.
   cycle.gang_reserved_before = gang_reserved_gpus_;
-  std::vector<int> unreserved(reserved_gpus_.begin(), reserved_gpus_.end());
+  std::vector<int> unreserved(gang_reserved_gpus_.begin(), gang_reserved_gpus_.end());
   for (int g : unreserved) state_[g].gang_reserved_for = 0;
   RefreshGpus(unreserved);
   memo_.StartCycle(now_s);
@@ -95,6 +95,8 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
   // Its own claim must not count against it; it is made again below if it still waits.
   const std::string claimed_group = p.claimed_group;
   DropClaim(p);
+  // The room it holds is its own to place on (or, placed elsewhere, it returns to the pool).
+  const bool held_room = GiveBackHold(p);
   Turn turn{.p = p, .groups = QuotaPreFilter(p), .backfill = BackfillOf(p.request, now_s)};
   // The guarantee holds while the request fits its team's nominal quota; the team's own other
   // work can take that room again, and then the clock stops.
@@ -103,8 +105,13 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
   } else if (!p.guaranteed_since_s.has_value()) {
     p.guaranteed_since_s = now_s;
   }
+  // What it held and did not use is free again: searches that failed before may succeed now.
+  const auto room_returned = [&] {
+    if (held_room) memo_.CapacityGrew();
+  };
   if (auto placed = PlaceAcrossGroups(turn, now_s)) {
     Grant(p, *placed->first, placed->second, turn.groups.front().quota.borrowing, cycle);
+    room_returned();
     return true;
   }
   for (const GroupCheck& check : turn.groups) {
@@ -114,6 +121,7 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     }
     if (std::optional<std::vector<int>> gpus = PlaceInGroup(turn, check, now_s)) {
       Grant(p, *check.group, *gpus, check.quota.borrowing, cycle);
+      room_returned();
       return true;
     }
   }
@@ -121,11 +129,13 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     if (VictimsStillRunning(p.request.id)) {
       p.reason = WaitReason::kWaitingForPreemption;
       if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
+      TopUpHold(p);
       return false;
     }
     // The victims are gone and it still does not fit (the capacity went elsewhere or unhealthy):
     // give what it holds up and plan again.
     Unreserve(p);
+    room_returned();
   }
   if (!PostFilter(turn, cycle)) p.reason = turn.reason;
   return false;
@@ -256,7 +266,8 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   RefreshGpus(gpus);
   ledger_.Add(p.request.team, group, lease.milli);
   if (borrowing) memo_.BorrowingAdmitted();
-  ClearReservations(p.handle);
+  DropGangReservation(p.handle);
+  p.holds.clear();  // given back at the start of its turn (TakeTurn)
   cycle.result.granted.push_back(lease.id);
   const Lease& held = leases_[lease.id] = std::move(lease);
   victims_.Add(held, ClassOf(held.request));
@@ -277,18 +288,16 @@ void Scheduler::DropClaim(PendingRequest& p) {
 }
 
 void Scheduler::Unreserve(PendingRequest& p) {
+  if (GiveBackHold(p)) memo_.CapacityGrew();
+  p.holds.clear();
   p.victims_pending = false;
-  ClearReservations(p.handle);
+  DropGangReservation(p.handle);
   DropClaim(p);
 }
 
-void Scheduler::ClearReservations(uint64_t handle) {
+void Scheduler::DropGangReservation(uint64_t handle) {
   std::vector<int> cleared;
-  for (int g : reserved_gpus_) {
-    if (state_[g].reserved_for == handle) {
-      state_[g].reserved_for = 0;
-      cleared.push_back(g);
-    }
+  for (int g : gang_reserved_gpus_) {
     if (state_[g].gang_reserved_for == handle) {
       state_[g].gang_reserved_for = 0;
       cleared.push_back(g);
@@ -310,22 +319,39 @@ bool Scheduler::WithinNominal(const PendingRequest& p) const {
 }
 
 void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
-  // Predict when running leases end (revoked ones at their deadline), free them in that order on
-  // a copy, and stop at the first moment the gang fits.
-  std::vector<std::pair<int64_t, const Lease*>> ends;
+  // Predict when running leases end (revoked ones at their deadline) and when the room held for
+  // requests waiting for their victims frees (as if they started now), free them in that order
+  // on a copy, and stop at the first moment the gang fits.
+  struct End {
+    int64_t at_s;
+    const std::string* id;  // the order among equal times
+    const Lease* lease;             // a lease ends, or ...
+    const PendingRequest* holder;   // ... the room held for a request
+  };
+  std::vector<End> ends;
   for (const auto& [id, lease] : leases_) {
     int64_t end = lease.revoke_deadline_s.has_value()
                       ? *lease.revoke_deadline_s
                       : lease.started_s + lease.request.runtime_estimate_s.value_or(options_.default_runtime_s);
-    ends.emplace_back(std::max(end, now_s), &lease);
+    ends.push_back({std::max(end, now_s), &lease.id, &lease, nullptr});
   }
-  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+  for (const auto& [id, held_for] : pending_) {
+    if (held_for.holds.empty()) continue;
+    ends.push_back({now_s + held_for.request.runtime_estimate_s.value_or(options_.default_runtime_s), &id, nullptr,
+                    &held_for});
+  }
+  std::sort(ends.begin(), ends.end(), [](const End& a, const End& b) {
+    return a.at_s != b.at_s ? a.at_s < b.at_s : *a.id < *b.id;
   });
   const Eligibility& e = *p.eligibility;
   CapacityState future = state_;
-  for (const auto& [end, lease] : ends) {
-    GiveBack(*lease, future);
+  for (const End& ending : ends) {
+    const int64_t end = ending.at_s;
+    if (ending.lease != nullptr) {
+      GiveBack(*ending.lease, future);
+    } else {
+      for (const Hold& h : ending.holder->holds) future.GiveShare(h.gpu, h.held);
+    }
     for (const auto& [group, candidates] : e.candidates) {
       std::optional<std::vector<int>> gpus = Place(p, candidates, future, {.ignore_reservations = true});
       if (!gpus) continue;

@@ -2,7 +2,7 @@
 // that make room for it. Reclaim and priority preemption (preemption_planner.h) revoke leases;
 // defragmentation (move_planner.h) moves leases that fit elsewhere now and holds the room they
 // will take again. A request they plan for waits with the reason kWaitingForPreemption, holding
-// the GPUs its victims leave (reserved_for) and its quota (a claim) until they are gone.
+// the room its plan places it on (Hold) and its quota (a claim) until they are gone.
 #include <algorithm>
 #include <functional>
 
@@ -108,7 +108,14 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
     memo_.RememberPreemptionFailure(memo_key);
     return false;
   }
+  // Where it goes once they are gone (the question `fits` answered yes to), to hold that room.
+  for (size_t i : *chosen) {
+    for (int g : victims[i].positions) trial.Give(g, victims[i].lease->request.slot);
+  }
+  const std::optional<std::vector<int>> planned =
+      PlaceHonouringReserve(p, group, gpus, trial, {.ignore_gang_reservations = guaranteed, .now_s = now_s});
   for (size_t i : *chosen) RevokeFor(p, leases_.at(victims[i].lease->id), victims[i].cause, cycle);
+  if (planned) HoldPlannedRoom(p, *planned);
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
   if (guaranteed) ClaimQuota(p, group);
@@ -116,13 +123,44 @@ bool Scheduler::TryPreempt(PendingRequest& p, const std::string& group, bool gua
 }
 
 void Scheduler::RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, CycleState& cycle) {
-  std::vector<int> reserved;
-  for (const GpuRef& ref : victim.gpus) {
-    reserved.push_back(topology_.Find(ref));
-    state_[reserved.back()].reserved_for = p.handle;
-  }
-  RefreshGpus(reserved);
   cycle.result.revoked.push_back(Revoke(victim, cause, p.request.id, cycle.now_s));
+}
+
+void Scheduler::HoldPlannedRoom(PendingRequest& p, const std::vector<int>& planned) {
+  p.holds.clear();
+  for (int g : planned) {
+    auto it = std::find_if(p.holds.begin(), p.holds.end(), [&](const Hold& h) { return h.gpu == g; });
+    if (it == p.holds.end()) it = p.holds.insert(p.holds.end(), Hold{.gpu = g});
+    it->need += state_.ShareOf(g, p.request.slot);
+  }
+  TopUpHold(p);
+}
+
+void Scheduler::TopUpHold(PendingRequest& p) {
+  std::vector<int> changed;
+  for (Hold& h : p.holds) {
+    Share lacking = h.need;
+    lacking -= h.held;
+    const Share take = state_.FreePart(h.gpu, lacking);
+    if (take.empty()) continue;
+    state_.TakeShare(h.gpu, take);
+    h.held += take;
+    changed.push_back(h.gpu);
+  }
+  if (!changed.empty()) RefreshGpus(changed);
+}
+
+bool Scheduler::GiveBackHold(PendingRequest& p) {
+  std::vector<int> changed;
+  for (Hold& h : p.holds) {
+    if (h.held.empty()) continue;
+    state_.GiveShare(h.gpu, h.held);
+    h.held = {};
+    changed.push_back(h.gpu);
+  }
+  if (changed.empty()) return false;
+  RefreshGpus(changed);
+  return true;
 }
 
 bool Scheduler::TryMove(PendingRequest& p, const std::string& group, const BackfillSet& backfill,
@@ -172,8 +210,6 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, const Backf
     memo_.RememberMoveFailure(memo_key, next_movable_s);
     return false;
   }
-  for (int g : plan->gpus) state_[g].reserved_for = p.handle;
-  RefreshGpus(plan->gpus);
   std::vector<int> held;
   for (size_t k = 0; k < plan->moved.size(); ++k) {
     Lease& mover = *movers[plan->moved[k]];
@@ -196,6 +232,7 @@ bool Scheduler::TryMove(PendingRequest& p, const std::string& group, const Backf
                            .until_s = *mover.revoke_deadline_s + options_.move_hold_s});
   }
   RefreshGpus(held);
+  HoldPlannedRoom(p, plan->gpus);
   p.victims_pending = true;
   p.reason = WaitReason::kWaitingForPreemption;
   ClaimQuota(p, group);

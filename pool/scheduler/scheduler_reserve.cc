@@ -99,10 +99,18 @@ void Scheduler::RefillReserves(int64_t now_s, CycleResult& result) {
     if (memo_.RefillFutile(rule.group)) {
       continue;
     }
-    // What the reserve will hold once every revoked lease of the group has stopped.
+    // What the reserve will hold once every revoked lease of the group has stopped, less the room
+    // held for the requests they were revoked for (a victim's room goes to its request's hold).
     CapacityState trial = state_;
     for (const auto& [id, lease] : leases_) {
       if (lease.group == rule.group && lease.revoke_deadline_s.has_value()) GiveBack(lease, trial);
+    }
+    for (const auto& [id, p] : pending_) {
+      for (const Hold& h : p.holds) {
+        Share lacking = h.need;
+        lacking -= h.held;
+        trial.TakeShare(h.gpu, trial.FreePart(h.gpu, lacking));
+      }
     }
     int spare = SpareReserves::CountSpare(trial, rule);
     if (spare >= rule.gpus) continue;  // refilling already

@@ -96,14 +96,16 @@ int64_t BruteSchedulableFree(World& w, const std::vector<int>& candidates) {
   return free;
 }
 
-// Random carves and releases (whole GPUs and fractions), health flips and reservations of both
-// kinds; after each, random requests are placed both ways.
+// Random carves and releases (whole GPUs and fractions), health flips, gang reservations and
+// room held for a request (a preemption's Share, any part of a GPU); after each, random requests
+// are placed both ways.
 void AgreeWithScanAfterRandomChanges(const char* model, uint64_t seed, int* answered) {
   World w(kMixedPool);
   std::vector<int> candidates = w.Group(model);
   FreeCapacityIndex index(w.topology(), candidates, w.state());
   std::mt19937_64 rng(seed);
   std::vector<std::pair<int, SlotShape>> carved;
+  std::vector<std::pair<int, Share>> held;
   const int gpus = w.state().size();
   for (int step = 0; step < 3000; ++step) {
     int g = static_cast<int>(rng() % gpus);
@@ -122,7 +124,17 @@ void AgreeWithScanAfterRandomChanges(const char* model, uint64_t seed, int* answ
     } else if (what == 7) {
       w.state()[g].schedulable = rng() % 3 != 0;
     } else if (what == 8) {
-      w.state()[g].reserved_for = rng() % 2 == 0 ? 0 : 1 + rng() % 3;
+      if (rng() % 2 == 0 && !held.empty()) {
+        size_t i = rng() % held.size();
+        g = held[i].first;
+        w.state().GiveShare(g, held[i].second);
+        held.erase(held.begin() + static_cast<long>(i));
+      } else {
+        Share part = w.state().FreePart(
+            g, {.compute_milli = static_cast<int>(rng() % 1001), .memory_mib = static_cast<int64_t>(rng() % 90000)});
+        w.state().TakeShare(g, part);
+        held.emplace_back(g, part);
+      }
     } else {
       w.state()[g].gang_reserved_for = rng() % 2 == 0 ? 0 : 1 + rng() % 3;
       w.state()[g].gang_reserved_until_s = static_cast<int64_t>(rng() % 2000);
