@@ -302,6 +302,9 @@ class Scheduler {
   // would take it alike in each; remembered when nothing is found.
   std::optional<std::pair<const std::string*, std::vector<int>>> PlaceAcrossGroups(Turn& turn, int64_t now_s);
   std::optional<std::vector<int>> PlaceInGroup(Turn& turn, const GroupCheck& check, int64_t now_s);
+  // A request waiting for its victims: where it fits with the room it holds given back (on a
+  // copy of the state), in the first group its quota admits it in; nullopt when nowhere yet.
+  std::optional<std::pair<const GroupCheck*, std::vector<int>>> PlaceOnHold(const Turn& turn, int64_t now_s) const;
   // Stage "post-filter" (scheduler_post_filter.cc): make room by revoking (reclaim, priority
   // preemption: preemption_planner.h) or moving leases (move_planner.h). True when revocations
   // were issued for it; it then waits for them.
@@ -319,7 +322,7 @@ class Scheduler {
   void HoldPlannedRoom(PendingRequest& p, const std::vector<int>& planned);
   // Takes for `p` what is free now of the share it still lacks (a victim stopped, or its turn ended).
   void TopUpHold(PendingRequest& p);
-  // Gives back what `p` holds, keeping what it needs; true when it held anything.
+  // Gives back what `p` holds (to be placed, or when it stops waiting); true when it held anything.
   bool GiveBackHold(PendingRequest& p);
   void ClaimQuota(PendingRequest& p, const std::string& group);
   void Unreserve(PendingRequest& p);

@@ -95,8 +95,6 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
   // Its own claim must not count against it; it is made again below if it still waits.
   const std::string claimed_group = p.claimed_group;
   DropClaim(p);
-  // The room it holds is its own to place on (or, placed elsewhere, it returns to the pool).
-  const bool held_room = GiveBackHold(p);
   Turn turn{.p = p, .groups = QuotaPreFilter(p), .backfill = BackfillOf(p.request, now_s)};
   // The guarantee holds while the request fits its team's nominal quota; the team's own other
   // work can take that room again, and then the clock stops.
@@ -105,13 +103,27 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
   } else if (!p.guaranteed_since_s.has_value()) {
     p.guaranteed_since_s = now_s;
   }
-  // What it held and did not use is free again: searches that failed before may succeed now.
-  const auto room_returned = [&] {
-    if (held_room) memo_.CapacityGrew();
-  };
+  if (p.victims_pending) {
+    // Victims were revoked for it: it goes where the room it holds, and whatever else is free,
+    // let it (asked on a copy: the live state keeps the hold until it is placed).
+    if (std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed = PlaceOnHold(turn, now_s)) {
+      const bool held_room = GiveBackHold(p);
+      Grant(p, *placed->first->group, placed->second, placed->first->quota.borrowing, cycle);
+      if (held_room) memo_.CapacityGrew();  // what it held and did not use is free again
+      return true;
+    }
+    if (VictimsStillRunning(p.request.id)) {
+      p.reason = WaitReason::kWaitingForPreemption;
+      if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
+      TopUpHold(p);
+      return false;
+    }
+    // The victims are gone and it still does not fit (the capacity went elsewhere or unhealthy):
+    // it gives what it holds up, and is placed or plans again as any request.
+    Unreserve(p);
+  }
   if (auto placed = PlaceAcrossGroups(turn, now_s)) {
     Grant(p, *placed->first, placed->second, turn.groups.front().quota.borrowing, cycle);
-    room_returned();
     return true;
   }
   for (const GroupCheck& check : turn.groups) {
@@ -121,24 +133,29 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     }
     if (std::optional<std::vector<int>> gpus = PlaceInGroup(turn, check, now_s)) {
       Grant(p, *check.group, *gpus, check.quota.borrowing, cycle);
-      room_returned();
       return true;
     }
   }
-  if (p.victims_pending) {
-    if (VictimsStillRunning(p.request.id)) {
-      p.reason = WaitReason::kWaitingForPreemption;
-      if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
-      TopUpHold(p);
-      return false;
-    }
-    // The victims are gone and it still does not fit (the capacity went elsewhere or unhealthy):
-    // give what it holds up and plan again.
-    Unreserve(p);
-    room_returned();
-  }
   if (!PostFilter(turn, cycle)) p.reason = turn.reason;
   return false;
+}
+
+std::optional<std::pair<const Scheduler::GroupCheck*, std::vector<int>>> Scheduler::PlaceOnHold(const Turn& turn,
+                                                                                            int64_t now_s) const {
+  const PendingRequest& p = turn.p;
+  CapacityState unheld = state_;
+  for (const Hold& h : p.holds) unheld.GiveShare(h.gpu, h.held);
+  for (const GroupCheck& check : turn.groups) {
+    if (!check.quota.fits) continue;
+    // By the scan, honouring the spare reserve as the live state has it, where the held GPUs are
+    // not spare: the reserve never takes a victim's room from the request it was revoked for.
+    if (std::optional<std::vector<int>> gpus =
+            PlaceHonouringReserve(p, *check.group, p.eligibility->candidates.at(*check.group), unheld,
+                                  {.ignore_gang_reservations = check.guaranteed, .now_s = now_s})) {
+      return std::make_pair(&check, *std::move(gpus));
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<Scheduler::GroupCheck> Scheduler::QuotaPreFilter(const PendingRequest& p) const {

@@ -216,5 +216,45 @@ teams:
   EXPECT_EQ(pool.s().leases().at(r.granted[0]).gpus, (std::vector<GpuRef>{{"n", 0}}));
 }
 
+// Beside a spare reserve with no GPU to spare, the whole GPU a victim leaves is the request's, not
+// the reserve's: the request is placed there and nothing more is revoked. (A review found the
+// first version of holds giving the GPU back to the pool for the request's own turn, where the
+// reserve counted it as spare and the request revoked a second lease.)
+TEST(SchedulerHold, TheReserveDoesNotTakeAVictimsGpuFromItsRequest) {
+  constexpr char kPool[] = R"(
+nodes:
+  - name: n
+    gpus: [{model: H100-80GB, count: 4}]
+priority_classes:
+  - {name: urgent, value: 2000, grace_period_s: 10}
+  - {name: training, value: 500, grace_period_s: 120, checkpoint_interval_s: 600}
+teams:
+  - name: a
+    quotas: [{gpus: H100-80GB, nominal: 2}]
+  - name: b
+    quotas: [{gpus: H100-80GB, nominal: 1, borrowing_limit: 3}]
+reserve:
+  - {group: H100-80GB, gpus: 1, for_priority_at_least: urgent}
+)";
+  for (const char* policy : {"gpupool", "packing"}) {
+    SCOPED_TRACE(policy);
+    Pool pool(kPool, {.placement_policy = policy});
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(pool.Place(Request("b" + std::to_string(i), "b", SlotShape::WholeGpu(), 1, "urgent"), {{"n", i}}).ok());
+    }
+    ASSERT_EQ(pool.s().Reserves().at(0).spare_gpus, 0);
+    ASSERT_TRUE(pool.s().Submit(Request("a0", "a", SlotShape::WholeGpu(), 1, "training"), 10).ok());
+    CycleResult r = pool.s().Schedule(10);
+    ASSERT_THAT(r.revoked, SizeIs(1));
+    const std::vector<GpuRef> victim_gpus = pool.s().leases().at(r.revoked[0].lease_id).gpus;
+    r = pool.s().Schedule(25);  // the victim's 10 s grace period is over
+    EXPECT_THAT(r.expired, SizeIs(1));
+    ASSERT_THAT(r.granted, SizeIs(1));
+    EXPECT_EQ(pool.s().leases().at(r.granted[0]).gpus, victim_gpus);
+    EXPECT_TRUE(r.revoked.empty());
+    EXPECT_EQ(pool.s().Reserves().at(0).spare_gpus, 0);
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::pool
