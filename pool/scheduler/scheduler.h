@@ -243,7 +243,8 @@ class Scheduler {
     uint64_t handle = 0;  // unique, never 0: owns reservations
     WaitReason reason = WaitReason::kNone;
     bool victims_pending = false;  // revocations were issued for it
-    std::vector<Hold> holds;       // while victims_pending: the room it keeps (Hold)
+    std::vector<Hold> holds;       // while victims_pending: the room it keeps (Hold) ...
+    std::vector<int> planned;      // ... on the GPUs its plan places it on, one per slot
     // Quota claimed in the ledger while its victims stop (QuotaLedger::Claim); 0 when none.
     std::string claimed_group;
     int64_t claimed_milli = 0;
@@ -302,8 +303,9 @@ class Scheduler {
   // would take it alike in each; remembered when nothing is found.
   std::optional<std::pair<const std::string*, std::vector<int>>> PlaceAcrossGroups(Turn& turn, int64_t now_s);
   std::optional<std::vector<int>> PlaceInGroup(Turn& turn, const GroupCheck& check, int64_t now_s);
-  // A request waiting for its victims: where it fits with the room it holds given back (on a
-  // copy of the state), in the first group its quota admits it in; nullopt when nowhere yet.
+  // A request waiting for its victims: its plan's GPUs once its hold has all the room they need
+  // (and they are still healthy, its quota admitting it in their group; gang reservations made
+  // since do not bind it there); nullopt until then.
   std::optional<std::pair<const GroupCheck*, std::vector<int>>> PlaceOnHold(const Turn& turn, int64_t now_s) const;
   // Stage "post-filter" (scheduler_post_filter.cc): make room by revoking (reclaim, priority
   // preemption: preemption_planner.h) or moving leases (move_planner.h). True when revocations

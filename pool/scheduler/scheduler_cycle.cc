@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -104,12 +105,20 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     p.guaranteed_since_s = now_s;
   }
   if (p.victims_pending) {
-    // Victims were revoked for it: it goes where the room it holds, and whatever else is free,
-    // let it (asked on a copy: the live state keeps the hold until it is placed).
-    if (std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed = PlaceOnHold(turn, now_s)) {
-      const bool held_room = GiveBackHold(p);
+    // Victims were revoked for it: once the room its plan places it on is all held, it goes
+    // there (and its hold becomes its lease); until then, room elsewhere may free first.
+    std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed = PlaceOnHold(turn, now_s);
+    for (auto check = turn.groups.begin(); !placed && check != turn.groups.end(); ++check) {
+      if (!check->quota.fits) continue;
+      std::optional<std::vector<int>> gpus =
+          PlaceLive(p, *check->group, {.ignore_gang_reservations = check->guaranteed, .now_s = now_s});
+      if (gpus) placed = std::make_pair(&*check, *std::move(gpus));
+    }
+    if (placed) {
+      // Placed on its plan's GPUs, it takes exactly what it held; elsewhere, that room is free again.
+      const bool room_returns = GiveBackHold(p) && placed->second != p.planned;
       Grant(p, *placed->first->group, placed->second, placed->first->quota.borrowing, cycle);
-      if (held_room) memo_.CapacityGrew();  // what it held and did not use is free again
+      if (room_returns) memo_.CapacityGrew();
       return true;
     }
     if (VictimsStillRunning(p.request.id)) {
@@ -143,17 +152,21 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
 std::optional<std::pair<const Scheduler::GroupCheck*, std::vector<int>>> Scheduler::PlaceOnHold(const Turn& turn,
                                                                                             int64_t now_s) const {
   const PendingRequest& p = turn.p;
-  CapacityState unheld = state_;
-  for (const Hold& h : p.holds) unheld.GiveShare(h.gpu, h.held);
+  if (p.planned.empty()) return std::nullopt;
+  // The plan's room, once all of it is held: the slots fit there (GPU and host shares held).
+  for (const Hold& h : p.holds) {
+    if (h.held != h.need) return std::nullopt;
+  }
+  const std::string& group = topology_.gpus()[p.planned.front()].group;
   for (const GroupCheck& check : turn.groups) {
-    if (!check.quota.fits) continue;
-    // By the scan, honouring the spare reserve as the live state has it, where the held GPUs are
-    // not spare: the reserve never takes a victim's room from the request it was revoked for.
-    if (std::optional<std::vector<int>> gpus =
-            PlaceHonouringReserve(p, *check.group, p.eligibility->candidates.at(*check.group), unheld,
-                                  {.ignore_gang_reservations = check.guaranteed, .now_s = now_s})) {
-      return std::make_pair(&check, *std::move(gpus));
+    if (*check.group != group || !check.quota.fits) continue;
+    // Its victims were stopped for this room: a gang's reservation made since (a prediction) does
+    // not take it back.
+    const PlacementOptions options{.ignore_gang_reservations = true, .now_s = now_s, .owner = p.handle};
+    for (int g : p.planned) {
+      if (!GpuOpenTo(state_, g, p.request, options)) return std::nullopt;  // drained since
     }
+    return std::make_pair(&check, p.planned);
   }
   return std::nullopt;
 }
@@ -284,7 +297,8 @@ void Scheduler::Grant(PendingRequest& p, const std::string& group, const std::ve
   ledger_.Add(p.request.team, group, lease.milli);
   if (borrowing) memo_.BorrowingAdmitted();
   DropGangReservation(p.handle);
-  p.holds.clear();  // given back at the start of its turn (TakeTurn)
+  p.holds.clear();  // given back just before (TakeTurn)
+  p.planned.clear();
   cycle.result.granted.push_back(lease.id);
   const Lease& held = leases_[lease.id] = std::move(lease);
   victims_.Add(held, ClassOf(held.request));
@@ -307,6 +321,7 @@ void Scheduler::DropClaim(PendingRequest& p) {
 void Scheduler::Unreserve(PendingRequest& p) {
   if (GiveBackHold(p)) memo_.CapacityGrew();
   p.holds.clear();
+  p.planned.clear();
   p.victims_pending = false;
   DropGangReservation(p.handle);
   DropClaim(p);
@@ -337,8 +352,9 @@ bool Scheduler::WithinNominal(const PendingRequest& p) const {
 
 void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
   // Predict when running leases end (revoked ones at their deadline) and when the room held for
-  // requests waiting for their victims frees (as if they started now), free them in that order
-  // on a copy, and stop at the first moment the gang fits.
+  // requests waiting for their victims frees (as if they started now; their victims' room is
+  // theirs until then), free them in that order on a copy, and stop at the first moment the gang
+  // fits.
   struct End {
     int64_t at_s;
     const std::string* id;  // the order among equal times
@@ -346,7 +362,13 @@ void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
     const PendingRequest* holder;   // ... the room held for a request
   };
   std::vector<End> ends;
+  std::map<std::string, std::vector<const Lease*>> handed_over;  // holder's id -> its victims
   for (const auto& [id, lease] : leases_) {
+    if (auto holder = pending_.find(lease.revoked_for); lease.revoke_deadline_s.has_value() &&
+                                                        holder != pending_.end() && !holder->second.holds.empty()) {
+      handed_over[lease.revoked_for].push_back(&lease);
+      continue;
+    }
     int64_t end = lease.revoke_deadline_s.has_value()
                       ? *lease.revoke_deadline_s
                       : lease.started_s + lease.request.runtime_estimate_s.value_or(options_.default_runtime_s);
@@ -368,6 +390,7 @@ void Scheduler::ReserveForGang(PendingRequest& p, int64_t now_s) {
       GiveBack(*ending.lease, future);
     } else {
       for (const Hold& h : ending.holder->holds) future.GiveShare(h.gpu, h.held);
+      for (const Lease* victim : handed_over[*ending.id]) GiveBack(*victim, future);
     }
     for (const auto& [group, candidates] : e.candidates) {
       std::optional<std::vector<int>> gpus = Place(p, candidates, future, {.ignore_reservations = true});

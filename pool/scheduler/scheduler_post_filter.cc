@@ -128,6 +128,7 @@ void Scheduler::RevokeFor(PendingRequest& p, Lease& victim, RevokeCause cause, C
 
 void Scheduler::HoldPlannedRoom(PendingRequest& p, const std::vector<int>& planned) {
   p.holds.clear();
+  p.planned = planned;
   for (int g : planned) {
     auto it = std::find_if(p.holds.begin(), p.holds.end(), [&](const Hold& h) { return h.gpu == g; });
     if (it == p.holds.end()) it = p.holds.insert(p.holds.end(), Hold{.gpu = g});

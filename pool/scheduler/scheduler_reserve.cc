@@ -45,10 +45,9 @@ std::optional<std::vector<int>> Scheduler::PlaceLive(const PendingRequest& p, co
     std::optional<std::vector<int>> gpus = PlaceLiveAnywhere(p, group, options);
     if (most <= room || !gpus || LeavesReserve(state_, r, *gpus, *rule, spare)) return gpus;
   }
-  // Whole GPUs beside a reserve that has no GPU to spare: no untouched GPU is open to it (a
-  // request waiting for its victims is placed on its hold by PlaceOnHold, not here; in a what-if,
-  // unhealthy GPUs may be).
-  if (r.slot.kind == SlotKind::kWholeGpu && room <= 0 && !p.victims_pending && !options.ignore_health &&
+  // Whole GPUs beside a reserve that has no GPU to spare: no untouched GPU is open to it (room
+  // held for a request is taken, so not untouched; in a what-if, unhealthy GPUs may be).
+  if (r.slot.kind == SlotKind::kWholeGpu && room <= 0 && !options.ignore_health &&
       !options.ignore_reservations) {
     return std::nullopt;
   }

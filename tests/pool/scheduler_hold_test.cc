@@ -256,5 +256,55 @@ reserve:
   }
 }
 
+// A head-of-line gang's reservation predicts the room a victim frees as the room of the request it
+// was revoked for, not as free: it does not reserve that GPU for itself, and the request (which
+// borrows, so gang reservations bind it) still gets its victim's GPU. (A review found the gang
+// reserving it, and the victim stopped for nothing.)
+TEST(SchedulerHold, AGangReservationLeavesAVictimsRoomToItsRequest) {
+  constexpr char kPool[] = R"(
+nodes:
+  - name: n
+    gpus: [{model: H100-80GB, count: 4}]
+priority_classes:
+  - {name: urgent, value: 2000, grace_period_s: 10}
+  - {name: training, value: 500, grace_period_s: 20}
+  - {name: experiment, value: 100, grace_period_s: 5}
+teams:
+  - name: a
+    quotas: [{gpus: H100-80GB, nominal: 2}]
+  - name: b
+    quotas: [{gpus: H100-80GB, nominal: 1, borrowing_limit: 3}]
+  - name: c
+    quotas: [{gpus: H100-80GB, nominal: 2}]
+)";
+  const auto with_estimate = [](LeaseRequest r, int64_t estimate_s) {
+    r.runtime_estimate_s = estimate_s;
+    return r;
+  };
+  for (const char* policy : {"gpupool", "packing"}) {
+    SCOPED_TRACE(policy);
+    Pool pool(kPool, {.placement_policy = policy, .move_for_guarantees = false});
+    const SlotShape whole = SlotShape::WholeGpu();
+    ASSERT_TRUE(pool.Place(with_estimate(Request("b-other", "b", whole, 1, "urgent"), 100000), {{"n", 0}}).ok());
+    ASSERT_TRUE(pool.Place(with_estimate(Request("b-low", "b", whole, 1, "experiment"), 100000), {{"n", 1}}).ok());
+    ASSERT_TRUE(pool.Place(with_estimate(Request("c0", "c", whole, 1, "training"), 7200), {{"n", 2}}).ok());
+    ASSERT_TRUE(pool.Place(with_estimate(Request("c1", "c", whole, 1, "training"), 100000), {{"n", 3}}).ok());
+    // b, beyond its nominal quota, preempts its own lower-priority lease.
+    ASSERT_TRUE(pool.s().Submit(Request("b-high", "b", whole, 1, "urgent"), 1).ok());
+    CycleResult r = pool.s().Schedule(1);
+    ASSERT_THAT(r.revoked, SizeIs(1));
+    EXPECT_EQ(r.revoked[0].lease_id, "b-low#placed");
+    // a's 2-GPU gang cannot start until c0 ends; it reserves where it will start then.
+    ASSERT_TRUE(pool.s().Submit(Request("a-gang", "a", whole, 2, "training"), 2).ok());
+    r = pool.s().Schedule(2);
+    EXPECT_TRUE(r.granted.empty());
+    r = pool.s().Schedule(7);  // b-low's 5 s grace period is over
+    EXPECT_THAT(r.expired, SizeIs(1));
+    ASSERT_THAT(r.granted, SizeIs(1));
+    EXPECT_EQ(RequestOf(pool.s(), r.granted[0]), "b-high");
+    EXPECT_EQ(pool.s().leases().at(r.granted[0]).gpus, (std::vector<GpuRef>{{"n", 1}}));
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::pool
