@@ -303,10 +303,11 @@ class Scheduler {
   // would take it alike in each; remembered when nothing is found.
   std::optional<std::pair<const std::string*, std::vector<int>>> PlaceAcrossGroups(Turn& turn, int64_t now_s);
   std::optional<std::vector<int>> PlaceInGroup(Turn& turn, const GroupCheck& check, int64_t now_s);
-  // A request waiting for its victims: its plan's GPUs once its hold has all the room they need
-  // (and they are still healthy, its quota admitting it in their group; gang reservations made
-  // since do not bind it there); nullopt until then.
+  // A request whose hold is complete: its plan's GPUs, if they are still healthy and its quota
+  // admits it in their group (gang reservations made since do not bind it there).
   std::optional<std::pair<const GroupCheck*, std::vector<int>>> PlaceOnHold(const Turn& turn, int64_t now_s) const;
+  // Whether `p` holds all the room its plan places it on.
+  static bool HoldComplete(const PendingRequest& p);
   // Stage "post-filter" (scheduler_post_filter.cc): make room by revoking (reclaim, priority
   // preemption: preemption_planner.h) or moving leases (move_planner.h). True when revocations
   // were issued for it; it then waits for them.

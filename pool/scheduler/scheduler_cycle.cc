@@ -105,22 +105,40 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     p.guaranteed_since_s = now_s;
   }
   if (p.victims_pending) {
-    // Victims were revoked for it: once the room its plan places it on is all held, it goes
-    // there (and its hold becomes its lease); until then, room elsewhere may free first.
-    std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed = PlaceOnHold(turn, now_s);
-    for (auto check = turn.groups.begin(); !placed && check != turn.groups.end(); ++check) {
-      if (!check->quota.fits) continue;
-      std::optional<std::vector<int>> gpus =
-          PlaceLive(p, *check->group, {.ignore_gang_reservations = check->guaranteed, .now_s = now_s});
-      if (gpus) placed = std::make_pair(&*check, *std::move(gpus));
+    // Victims were revoked for it. Once all the room its plan places it on is held, that room is
+    // its own: it gives it back and is placed there or wherever the policy prefers -- except
+    // beside a spare reserve that binds it, where room given back would count as spare, and it
+    // takes the plan's GPUs as they are held. Until then, room elsewhere may free first.
+    std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed;
+    const auto place_live = [&] {
+      for (auto check = turn.groups.begin(); !placed && check != turn.groups.end(); ++check) {
+        if (!check->quota.fits) continue;
+        std::optional<std::vector<int>> gpus =
+            PlaceLive(p, *check->group, {.ignore_gang_reservations = check->guaranteed, .now_s = now_s});
+        if (gpus) placed = std::make_pair(&*check, *std::move(gpus));
+      }
+    };
+    bool held_room = false;  // given back for this turn
+    if (!HoldComplete(p)) {
+      place_live();
+    } else {
+      if (std::none_of(turn.groups.begin(), turn.groups.end(),
+                       [&](const GroupCheck& c) { return RestrictedBy(p, *c.group) != nullptr; })) {
+        held_room = GiveBackHold(p);
+        place_live();
+      }
+      // The plan's GPUs themselves (a gang's reservation made since does not take them).
+      if (!placed) placed = PlaceOnHold(turn, now_s);
     }
     if (placed) {
+      held_room |= GiveBackHold(p);
       // Placed on its plan's GPUs, it takes exactly what it held; elsewhere, that room is free again.
-      const bool room_returns = GiveBackHold(p) && placed->second != p.planned;
+      const bool room_returns = held_room && placed->second != p.planned;
       Grant(p, *placed->first->group, placed->second, placed->first->quota.borrowing, cycle);
       if (room_returns) memo_.CapacityGrew();
       return true;
     }
+    if (held_room) TopUpHold(p);  // takes back what it gave (nothing else ran meanwhile)
     if (VictimsStillRunning(p.request.id)) {
       p.reason = WaitReason::kWaitingForPreemption;
       if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
@@ -149,14 +167,15 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
   return false;
 }
 
+bool Scheduler::HoldComplete(const PendingRequest& p) {
+  if (p.planned.empty()) return false;
+  return std::all_of(p.holds.begin(), p.holds.end(), [](const Hold& h) { return h.held == h.need; });
+}
+
 std::optional<std::pair<const Scheduler::GroupCheck*, std::vector<int>>> Scheduler::PlaceOnHold(const Turn& turn,
                                                                                             int64_t now_s) const {
   const PendingRequest& p = turn.p;
   if (p.planned.empty()) return std::nullopt;
-  // The plan's room, once all of it is held: the slots fit there (GPU and host shares held).
-  for (const Hold& h : p.holds) {
-    if (h.held != h.need) return std::nullopt;
-  }
   const std::string& group = topology_.gpus()[p.planned.front()].group;
   for (const GroupCheck& check : turn.groups) {
     if (*check.group != group || !check.quota.fits) continue;
