@@ -119,6 +119,7 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
       }
     };
     bool held_room = false;  // given back for this turn
+    TopUpHold(p);  // room freed since its last turn by others than its victims
     if (!HoldComplete(p)) {
       place_live();
     } else {
@@ -142,7 +143,6 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     if (VictimsStillRunning(p.request.id)) {
       p.reason = WaitReason::kWaitingForPreemption;
       if (!claimed_group.empty()) ClaimQuota(p, claimed_group);
-      TopUpHold(p);
       return false;
     }
     // The victims are gone and it still does not fit (the capacity went elsewhere or unhealthy):

@@ -306,5 +306,40 @@ teams:
   }
 }
 
+// Room freed by work other than its victims completes a hold too, and the request starts in the
+// same cycle. (A review found the hold completed only at the end of the request's turn, so it
+// started a cycle later: in an event-driven simulator, as late as its victims' deadline.)
+TEST(SchedulerHold, RoomFreedByOtherWorkCompletesAHoldAndItStartsInThatCycle) {
+  constexpr char kPool[] = R"(
+nodes:
+  - name: n
+    cpus: 16
+    gpus: [{model: H100-80GB, count: 3}]
+teams:
+  - name: a
+    quotas: [{gpus: H100-80GB, nominal: 1}]
+  - name: b
+    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 2}]
+  - name: c
+    quotas: [{gpus: H100-80GB, nominal: 1}]
+)";
+  for (const char* policy : {"gpupool", "packing"}) {
+    SCOPED_TRACE(policy);
+    Pool pool(kPool, {.placement_policy = policy});
+    ASSERT_TRUE(pool.Place(Request("v", "b", WholeWithCpu(8000)), {{"n", 1}}).ok());
+    ASSERT_TRUE(pool.Place(Request("w", "c", WholeWithCpu(4000)), {{"n", 2}}).ok());
+    // a needs a GPU and 8 cores: GPU 0 is free but only 4 cores are; b's borrowed lease is reclaimed.
+    ASSERT_TRUE(pool.s().Submit(Request("a0", "a", WholeWithCpu(8000)), 10).ok());
+    CycleResult r = pool.s().Schedule(10);
+    ASSERT_THAT(r.revoked, SizeIs(1));
+    EXPECT_EQ(r.revoked[0].lease_id, "v#placed");
+    // c's lease ends first and frees the 4 cores a0 still lacks: a0 starts now, on GPU 0.
+    ASSERT_TRUE(pool.s().Release("w#placed", 11).ok());
+    r = pool.s().Schedule(11);
+    ASSERT_THAT(r.granted, SizeIs(1));
+    EXPECT_EQ(RequestOf(pool.s(), r.granted[0]), "a0");
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::pool
