@@ -84,7 +84,6 @@ struct Share {
   int64_t host_memory_mib = 0;
 
   bool empty() const { return compute_milli == 0 && memory_mib == 0 && cpu_milli == 0 && host_memory_mib == 0; }
-  bool operator==(const Share&) const = default;
   Share& operator+=(const Share& o);
   Share& operator-=(const Share& o);
 };

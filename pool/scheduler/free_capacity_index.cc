@@ -232,18 +232,15 @@ std::optional<std::vector<int>> FreeCapacityIndex::PlaceWholeAnywhere(
     const PlacementOptions& options) const {
   const int k = r.slot_count;
   const Domains& d = view.nodes;
-  const std::set<int>& exact = d.specials;
-  // (node free compute, node domain, evaluated exactly)
+  // (node free compute, node domain, evaluated exactly): the special domains one by one.
   std::vector<std::tuple<int64_t, int, bool>> sources;
-  for (int i : exact) sources.emplace_back(d.free[i], i, true);
-  // At most k domains are needed, so the first k of each bucket, besides those evaluated
-  // exactly, hold every one the fill uses.
+  for (int i : d.specials) sources.emplace_back(d.free[i], i, true);
+  // At most k domains are needed, so the first k of each bucket of regular domains hold every
+  // one the fill uses.
   for (size_t u = 1; u < d.by_untouched.size(); ++u) {
     int taken = 0;
-    for (auto it = d.by_untouched[u].begin(); it != d.by_untouched[u].end() && taken < k; ++it) {
-      if (exact.contains(it->second)) continue;
+    for (auto it = d.by_untouched[u].begin(); it != d.by_untouched[u].end() && taken < k; ++it, ++taken) {
       sources.emplace_back(it->first, it->second, false);
-      ++taken;
     }
   }
   std::sort(sources.begin(), sources.end());

@@ -236,6 +236,11 @@ class Scheduler {
     int gpu = 0;
     Share need;
     Share held;
+    Share lacking() const {
+      Share s = need;
+      s -= held;
+      return s;
+    }
   };
   struct PendingRequest {
     LeaseRequest request;
@@ -303,6 +308,13 @@ class Scheduler {
   // would take it alike in each; remembered when nothing is found.
   std::optional<std::pair<const std::string*, std::vector<int>>> PlaceAcrossGroups(Turn& turn, int64_t now_s);
   std::optional<std::vector<int>> PlaceInGroup(Turn& turn, const GroupCheck& check, int64_t now_s);
+  // A request waiting for its victims, with its hold topped up: once the hold is complete, it is
+  // given back (held_room) and the request placed where the policy prefers -- except beside a
+  // spare reserve that binds it, where room given back would count as spare, and the plan's GPUs
+  // are taken as held; until then, wherever room elsewhere freed first. nullopt: it waits (the
+  // caller takes back what was given).
+  std::optional<std::pair<const GroupCheck*, std::vector<int>>> PlaceWithHold(Turn& turn, int64_t now_s,
+                                                                              bool& held_room);
   // A request whose hold is complete: its plan's GPUs, if they are still healthy and its quota
   // admits it in their group (gang reservations made since do not bind it there).
   std::optional<std::pair<const GroupCheck*, std::vector<int>>> PlaceOnHold(const Turn& turn, int64_t now_s) const;

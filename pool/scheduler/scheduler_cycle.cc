@@ -105,33 +105,8 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
     p.guaranteed_since_s = now_s;
   }
   if (p.victims_pending) {
-    // Victims were revoked for it. Once all the room its plan places it on is held, that room is
-    // its own: it gives it back and is placed there or wherever the policy prefers -- except
-    // beside a spare reserve that binds it, where room given back would count as spare, and it
-    // takes the plan's GPUs as they are held. Until then, room elsewhere may free first.
-    std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed;
-    const auto place_live = [&] {
-      for (auto check = turn.groups.begin(); !placed && check != turn.groups.end(); ++check) {
-        if (!check->quota.fits) continue;
-        std::optional<std::vector<int>> gpus =
-            PlaceLive(p, *check->group, {.ignore_gang_reservations = check->guaranteed, .now_s = now_s});
-        if (gpus) placed = std::make_pair(&*check, *std::move(gpus));
-      }
-    };
     bool held_room = false;  // given back for this turn
-    TopUpHold(p);  // room freed since its last turn by others than its victims
-    if (!HoldComplete(p)) {
-      place_live();
-    } else {
-      if (std::none_of(turn.groups.begin(), turn.groups.end(),
-                       [&](const GroupCheck& c) { return RestrictedBy(p, *c.group) != nullptr; })) {
-        held_room = GiveBackHold(p);
-        place_live();
-      }
-      // The plan's GPUs themselves (a gang's reservation made since does not take them).
-      if (!placed) placed = PlaceOnHold(turn, now_s);
-    }
-    if (placed) {
+    if (std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed = PlaceWithHold(turn, now_s, held_room)) {
       held_room |= GiveBackHold(p);
       // Placed on its plan's GPUs, it takes exactly what it held; elsewhere, that room is free again.
       const bool room_returns = held_room && placed->second != p.planned;
@@ -167,9 +142,37 @@ bool Scheduler::TakeTurn(PendingRequest& p, CycleState& cycle) {
   return false;
 }
 
+std::optional<std::pair<const Scheduler::GroupCheck*, std::vector<int>>> Scheduler::PlaceWithHold(Turn& turn,
+                                                                                              int64_t now_s,
+                                                                                              bool& held_room) {
+  PendingRequest& p = turn.p;
+  std::optional<std::pair<const GroupCheck*, std::vector<int>>> placed;
+  const auto place_live = [&] {
+    for (auto check = turn.groups.begin(); !placed && check != turn.groups.end(); ++check) {
+      if (!check->quota.fits) continue;
+      std::optional<std::vector<int>> gpus =
+          PlaceLive(p, *check->group, {.ignore_gang_reservations = check->guaranteed, .now_s = now_s});
+      if (gpus) placed = std::make_pair(&*check, *std::move(gpus));
+    }
+  };
+  TopUpHold(p);  // room freed since its last turn by others than its victims
+  if (!HoldComplete(p)) {
+    place_live();  // room elsewhere may free first
+    return placed;
+  }
+  if (std::none_of(turn.groups.begin(), turn.groups.end(),
+                   [&](const GroupCheck& c) { return RestrictedBy(p, *c.group) != nullptr; })) {
+    held_room = GiveBackHold(p);
+    place_live();
+  }
+  // The plan's GPUs themselves (a gang's reservation made since does not take them).
+  if (!placed) placed = PlaceOnHold(turn, now_s);
+  return placed;
+}
+
 bool Scheduler::HoldComplete(const PendingRequest& p) {
   if (p.planned.empty()) return false;
-  return std::all_of(p.holds.begin(), p.holds.end(), [](const Hold& h) { return h.held == h.need; });
+  return std::all_of(p.holds.begin(), p.holds.end(), [](const Hold& h) { return h.lacking().empty(); });
 }
 
 std::optional<std::pair<const Scheduler::GroupCheck*, std::vector<int>>> Scheduler::PlaceOnHold(const Turn& turn,

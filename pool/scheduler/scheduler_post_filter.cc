@@ -140,9 +140,7 @@ void Scheduler::HoldPlannedRoom(PendingRequest& p, const std::vector<int>& plann
 void Scheduler::TopUpHold(PendingRequest& p) {
   std::vector<int> changed;
   for (Hold& h : p.holds) {
-    Share lacking = h.need;
-    lacking -= h.held;
-    const Share take = state_.FreePart(h.gpu, lacking);
+    const Share take = state_.FreePart(h.gpu, h.lacking());
     if (take.empty()) continue;
     state_.TakeShare(h.gpu, take);
     h.held += take;

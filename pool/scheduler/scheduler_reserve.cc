@@ -107,9 +107,7 @@ void Scheduler::RefillReserves(int64_t now_s, CycleResult& result) {
     }
     for (const auto& [id, p] : pending_) {
       for (const Hold& h : p.holds) {
-        Share lacking = h.need;
-        lacking -= h.held;
-        trial.TakeShare(h.gpu, trial.FreePart(h.gpu, lacking));
+        trial.TakeShare(h.gpu, trial.FreePart(h.gpu, h.lacking()));
       }
     }
     int spare = SpareReserves::CountSpare(trial, rule);

@@ -48,6 +48,28 @@ SlotShape WholeWithCpu(int64_t cpu_milli) {
   return s;
 }
 
+// Two GPUs owned by team a; team b borrows them.
+constexpr char kGpuAndItsOwner[] = R"(
+nodes:
+  - name: n
+    gpus: [{model: H100-80GB, count: 2}]
+teams:
+  - name: a
+    quotas: [{gpus: H100-80GB, nominal: 2}]
+  - name: b
+    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 2}]
+)";
+
+// On kGpuAndItsOwner: b borrows GPU 1, and at t=10 a's 2-GPU gang reclaims it, counting on GPU 0
+// (free) as well.
+void GangReclaimsABorrowedGpu(Pool& pool) {
+  ASSERT_TRUE(pool.Place(Request("b-borrowed", "b", SlotShape::WholeGpu()), {{"n", 1}}).ok());
+  ASSERT_TRUE(pool.s().Submit(Request("a-gang", "a", SlotShape::WholeGpu(), 2, "training"), 10).ok());
+  CycleResult r = pool.s().Schedule(10);
+  ASSERT_THAT(r.revoked, SizeIs(1));
+  ASSERT_EQ(r.revoked[0].for_request, "a-gang");
+}
+
 std::string RequestOf(const Scheduler& s, const std::string& lease_id) {
   return s.leases().at(lease_id).request.id;
 }
@@ -88,26 +110,12 @@ TEST(SchedulerHold, GuaranteedRequestsReclaimQuartersOfOneBorrowedGpuInTheSameCy
 // A gang's plan counts on a free GPU beside its victim's: that GPU is held at once, so work that
 // arrives while the victim stops cannot take it and break the plan (which would revoke again).
 TEST(SchedulerHold, TheFreeRoomAPlanCountsOnIsHeldWhileItsVictimsStop) {
-  constexpr char kPool[] = R"(
-nodes:
-  - name: n
-    gpus: [{model: H100-80GB, count: 2}]
-teams:
-  - name: a
-    quotas: [{gpus: H100-80GB, nominal: 2}]
-  - name: b
-    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 2}]
-)";
-  Pool pool(kPool);
-  ASSERT_TRUE(pool.Place(Request("b-borrowed", "b", SlotShape::WholeGpu()), {{"n", 1}}).ok());
-  ASSERT_TRUE(pool.s().Submit(Request("a-gang", "a", SlotShape::WholeGpu(), 2, "training"), 10).ok());
-  CycleResult r = pool.s().Schedule(10);
-  ASSERT_THAT(r.revoked, SizeIs(1));
-  EXPECT_EQ(r.revoked[0].for_request, "a-gang");
+  Pool pool(kGpuAndItsOwner);
+  ASSERT_NO_FATAL_FAILURE(GangReclaimsABorrowedGpu(pool));
 
   // b asks for the GPU that is free now; it is held for the gang.
   ASSERT_TRUE(pool.s().Submit(Request("b-new", "b", SlotShape::WholeGpu()), 11).ok());
-  r = pool.s().Schedule(11);
+  CycleResult r = pool.s().Schedule(11);
   EXPECT_TRUE(r.granted.empty());
   EXPECT_TRUE(r.revoked.empty());
   EXPECT_FALSE(pool.s().GpuIdle({"n", 0}));  // held, so not idle for a diagnostic either
@@ -193,20 +201,8 @@ teams:
 
 // A hold is given back when its request is withdrawn: the room is placeable again at once.
 TEST(SchedulerHold, AWithdrawnRequestGivesItsHoldBack) {
-  constexpr char kPool[] = R"(
-nodes:
-  - name: n
-    gpus: [{model: H100-80GB, count: 2}]
-teams:
-  - name: a
-    quotas: [{gpus: H100-80GB, nominal: 2}]
-  - name: b
-    quotas: [{gpus: H100-80GB, nominal: 0, borrowing_limit: 2}]
-)";
-  Pool pool(kPool);
-  ASSERT_TRUE(pool.Place(Request("b-borrowed", "b", SlotShape::WholeGpu()), {{"n", 1}}).ok());
-  ASSERT_TRUE(pool.s().Submit(Request("a-gang", "a", SlotShape::WholeGpu(), 2, "training"), 10).ok());
-  ASSERT_THAT(pool.s().Schedule(10).revoked, SizeIs(1));
+  Pool pool(kGpuAndItsOwner);
+  ASSERT_NO_FATAL_FAILURE(GangReclaimsABorrowedGpu(pool));
   EXPECT_FALSE(pool.s().GpuIdle({"n", 0}));
   ASSERT_TRUE(pool.s().Cancel("a-gang").ok());
   EXPECT_TRUE(pool.s().GpuIdle({"n", 0}));
